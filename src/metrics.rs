@@ -1,0 +1,120 @@
+//! Metric names and CloudWatch Embedded Metric Format (EMF) lines, written one JSON object per line.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Map, Value, json};
+
+pub const NAMESPACE: &str = "Custom/ECSInference";
+
+pub const ROUTED_REQUESTS: &str = "RoutedRequests";
+pub const CLASSIFIER_FALLBACKS: &str = "ClassifierFallbacks";
+pub const INFERENCE_LATENCY: &str = "InferenceLatency";
+pub const QUEUE_WAIT: &str = "QueueWaitMs";
+pub const PROMPT_TOKENS: &str = "PromptTokens";
+pub const COMPLETION_TOKENS: &str = "CompletionTokens";
+pub const REQUESTS_SUCCEEDED: &str = "RequestsSucceeded";
+pub const REQUESTS_FAILED: &str = "RequestsFailed";
+
+/// Every metric name the binary emits (the template's alarms and widgets may use only these).
+pub const ALL: [&str; 8] = [
+    ROUTED_REQUESTS,
+    CLASSIFIER_FALLBACKS,
+    INFERENCE_LATENCY,
+    QUEUE_WAIT,
+    PROMPT_TOKENS,
+    COMPLETION_TOKENS,
+    REQUESTS_SUCCEEDED,
+    REQUESTS_FAILED,
+];
+
+#[derive(Debug, Clone, Copy)]
+pub enum Unit {
+    Count,
+    Milliseconds,
+}
+
+impl Unit {
+    fn as_str(self) -> &'static str {
+        match self {
+            Unit::Count => "Count",
+            Unit::Milliseconds => "Milliseconds",
+        }
+    }
+}
+
+/// One value of one metric.
+#[derive(Debug, Clone, Copy)]
+pub struct Metric {
+    pub name: &'static str,
+    pub value: f64,
+    pub unit: Unit,
+}
+
+impl Metric {
+    pub fn count(name: &'static str, value: u64) -> Self {
+        Metric { name, value: value as f64, unit: Unit::Count }
+    }
+
+    pub fn millis(name: &'static str, value: u64) -> Self {
+        Metric { name, value: value as f64, unit: Unit::Milliseconds }
+    }
+}
+
+/// Builds one EMF line: the metrics, all under one dimension set.
+pub fn emf_line(timestamp_ms: i64, dimensions: &[(&str, &str)], metrics: &[Metric]) -> String {
+    let mut root = Map::new();
+    root.insert(
+        "_aws".into(),
+        json!({
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": NAMESPACE,
+                "Dimensions": [dimensions.iter().map(|(name, _)| *name).collect::<Vec<_>>()],
+                "Metrics": metrics.iter().map(|m| json!({"Name": m.name, "Unit": m.unit.as_str()})).collect::<Vec<_>>(),
+            }],
+        }),
+    );
+    for (name, value) in dimensions {
+        root.insert((*name).into(), Value::from(*value));
+    }
+    for metric in metrics {
+        root.insert(metric.name.into(), json!(metric.value));
+    }
+    Value::Object(root).to_string()
+}
+
+/// Where EMF lines go: stdout on Lambda and ECS (CloudWatch extracts them), a file or nowhere locally.
+#[derive(Clone)]
+pub struct Emf {
+    out: Option<Arc<Mutex<Box<dyn Write + Send>>>>,
+}
+
+impl std::fmt::Debug for Emf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Emf").field("enabled", &self.out.is_some()).finish()
+    }
+}
+
+impl Emf {
+    pub fn stdout() -> Self {
+        Self::to_writer(std::io::stdout())
+    }
+
+    pub fn discard() -> Self {
+        Emf { out: None }
+    }
+
+    pub fn to_writer(writer: impl Write + Send + 'static) -> Self {
+        Emf { out: Some(Arc::new(Mutex::new(Box::new(writer)))) }
+    }
+
+    /// Writes one line; a failing writer loses the metric, never the request.
+    pub fn emit(&self, dimensions: &[(&str, &str)], metrics: &[Metric]) {
+        let Some(out) = &self.out else { return };
+        let line = emf_line(chrono::Utc::now().timestamp_millis(), dimensions, metrics);
+        if let Ok(mut out) = out.lock() {
+            let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! The traits the core is written against: queue, result store, engine, classifier. Only the methods we call.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use crate::outcome::Generation;
+use crate::request::InferenceRequest;
+use crate::routing::Tier;
+
+/// One received message, as the worker sees it.
+#[derive(Debug, Clone)]
+pub struct Message {
+    pub body: String,
+    /// Opaque handle for change-visibility and delete; valid for this receive only.
+    pub receipt: String,
+    /// How many times the message has been received, this time included.
+    pub receive_count: u32,
+    /// When the message was first sent, milliseconds since the Unix epoch.
+    pub sent_at_ms: i64,
+}
+
+/// Approximate message counts of a queue, as SQS reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QueueCounts {
+    pub visible: u64,
+    pub in_flight: u64,
+    pub delayed: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    #[error("queue unavailable: {0}")]
+    Unavailable(String),
+    #[error("receipt handle is no longer valid (the message was deleted or received again)")]
+    ReceiptExpired,
+}
+
+/// An SQS-like queue: at-least-once delivery, visibility timeout, dead-letter redrive.
+#[async_trait]
+pub trait Queue: Send + Sync {
+    async fn send(&self, body: &str) -> Result<(), QueueError>;
+    /// Waits up to `wait` for messages and returns at most `max` of them.
+    async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Message>, QueueError>;
+    async fn change_visibility(&self, receipt: &str, timeout: Duration) -> Result<(), QueueError>;
+    async fn delete(&self, receipt: &str) -> Result<(), QueueError>;
+    /// Moves the message to the dead-letter queue with `ErrorReason` and `OriginalQueue`, then deletes it.
+    async fn dead_letter(&self, message: &Message, reason: &str) -> Result<(), QueueError>;
+    async fn counts(&self) -> Result<QueueCounts, QueueError>;
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("result store unavailable: {0}")]
+pub struct StoreError(pub String);
+
+/// Whether a conditional write created the document or found one already there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutOutcome {
+    Created,
+    AlreadyExists,
+}
+
+/// Where result documents live: `results/{requestId}.json`, first writer wins.
+#[async_trait]
+pub trait ResultStore: Send + Sync {
+    async fn exists(&self, request_id: Uuid) -> Result<bool, StoreError>;
+    async fn put_if_absent(&self, request_id: Uuid, document: &[u8]) -> Result<PutOutcome, StoreError>;
+    async fn get(&self, request_id: Uuid) -> Result<Option<Vec<u8>>, StoreError>;
+}
+
+/// Engine failures, typed by what the worker must do about them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    /// The engine cannot be reached at all (process gone, GPU lost): retry elsewhere.
+    #[error("engine unavailable: {0}")]
+    Unavailable(String),
+    /// 5xx, 429, timeout, unreadable answer: back off and retry.
+    #[error("engine failed transiently: {0}")]
+    Retryable(String),
+    /// 4xx such as a prompt longer than the context: retrying cannot help.
+    #[error("engine rejected the request: {0}")]
+    Permanent(String),
+}
+
+/// A generation together with the model that produced it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub generation: Generation,
+    pub model: Option<String>,
+}
+
+/// An OpenAI-compatible inference engine (vLLM, llama.cpp, SGLang, …).
+#[async_trait]
+pub trait Engine: Send + Sync {
+    async fn generate(&self, request: &InferenceRequest) -> Result<Completion, EngineError>;
+    async fn healthy(&self) -> bool;
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("classifier failed: {0}")]
+pub struct ClassifyError(pub String);
+
+/// Decides the tier of a request in the ambiguous zone.
+#[async_trait]
+pub trait Classifier: Send + Sync {
+    async fn classify(&self, text: &str) -> Result<Tier, ClassifyError>;
+}

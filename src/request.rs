@@ -1,0 +1,241 @@
+//! The inference request: wire format, validation rules and the queue body, shared by router and worker.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use crate::routing::Tier;
+
+/// Largest request accepted, equal to SQS's MaximumMessageSize.
+pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
+pub const MAX_TOKENS_LIMIT: u32 = 2048;
+pub const DEFAULT_MAX_TOKENS: u32 = 256;
+pub const DEFAULT_TEMPERATURE: f64 = 0.7;
+pub const DEFAULT_TOP_P: f64 = 1.0;
+
+const FIELDS: [&str; 7] = ["requestId", "prompt", "messages", "maxTokens", "temperature", "topP", "route"];
+const ROLES: [&str; 4] = ["system", "user", "assistant", "tool"];
+
+/// A validated request, as enqueued (camelCase JSON) and as the worker runs it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InferenceRequest {
+    pub request_id: Uuid,
+    #[serde(flatten)]
+    pub input: Input,
+    pub max_tokens: u32,
+    pub temperature: f64,
+    pub top_p: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route: Option<Tier>,
+}
+
+/// What the model is asked: a plain completion prompt or an OpenAI-style chat.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Input {
+    Prompt(String),
+    Messages(Vec<ChatMessage>),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatMessage {
+    pub role: String,
+    pub content: String,
+}
+
+impl Input {
+    /// Length in characters, as the routing thresholds count it.
+    pub fn char_count(&self) -> usize {
+        match self {
+            Input::Prompt(prompt) => prompt.chars().count(),
+            Input::Messages(messages) => messages.iter().map(|m| m.content.chars().count()).sum(),
+        }
+    }
+
+    /// The text a classifier reads: the prompt, or the chat contents one per line.
+    pub fn text(&self) -> String {
+        match self {
+            Input::Prompt(prompt) => prompt.clone(),
+            Input::Messages(messages) => messages.iter().map(|m| m.content.as_str()).collect::<Vec<_>>().join("\n"),
+        }
+    }
+}
+
+/// Whether a missing `requestId` is generated (router) or an error (queue).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestId {
+    Generate,
+    Require,
+}
+
+/// Why a request was refused; displays as `<field>: <what is wrong>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    #[error("body: larger than the {limit} byte limit ({size} bytes)")]
+    TooLarge { size: usize, limit: usize },
+    #[error("{field}: {problem}")]
+    Invalid { field: String, problem: String },
+}
+
+impl RequestError {
+    fn invalid(field: impl Into<String>, problem: impl Into<String>) -> Self {
+        RequestError::Invalid { field: field.into(), problem: problem.into() }
+    }
+}
+
+impl InferenceRequest {
+    /// Parses and validates a request body against every rule of the contract.
+    pub fn parse(body: &[u8], id: RequestId) -> Result<Self, RequestError> {
+        if body.len() > MAX_REQUEST_BYTES {
+            return Err(RequestError::TooLarge { size: body.len(), limit: MAX_REQUEST_BYTES });
+        }
+        let value: Value =
+            serde_json::from_slice(body).map_err(|e| RequestError::invalid("body", format!("not valid JSON ({e})")))?;
+        let Value::Object(object) = value else {
+            return Err(RequestError::invalid("body", "must be a JSON object"));
+        };
+        Self::from_object(object, id)
+    }
+
+    fn from_object(mut object: Map<String, Value>, id: RequestId) -> Result<Self, RequestError> {
+        if let Some(unknown) = object.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+            return Err(RequestError::invalid(
+                unknown.as_str(),
+                format!("unknown field (allowed: {})", FIELDS.join(", ")),
+            ));
+        }
+        // An explicit null means "not given" for every optional field.
+        object.retain(|_, v| !v.is_null());
+        let request_id = match (object.remove("requestId"), id) {
+            (Some(value), _) => parse_request_id(&value)?,
+            (None, RequestId::Generate) => Uuid::new_v4(),
+            (None, RequestId::Require) => return Err(RequestError::invalid("requestId", "required")),
+        };
+        let input = match (object.remove("prompt"), object.remove("messages")) {
+            (Some(_), Some(_)) => {
+                return Err(RequestError::invalid("prompt", "give either prompt or messages, not both"));
+            }
+            (Some(prompt), None) => Input::Prompt(parse_prompt(prompt)?),
+            (None, Some(messages)) => Input::Messages(parse_messages(messages)?),
+            (None, None) => return Err(RequestError::invalid("prompt", "required (or messages)")),
+        };
+        let max_tokens = match object.remove("maxTokens") {
+            None => DEFAULT_MAX_TOKENS,
+            Some(value) => value
+                .as_u64()
+                .filter(|n| (1..=u64::from(MAX_TOKENS_LIMIT)).contains(n))
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| {
+                    RequestError::invalid(
+                        "maxTokens",
+                        format!("must be an integer from 1 to {MAX_TOKENS_LIMIT}, got {}", clip(&value)),
+                    )
+                })?,
+        };
+        let temperature = parse_number(
+            &mut object,
+            "temperature",
+            DEFAULT_TEMPERATURE,
+            |t| (0.0..=2.0).contains(&t),
+            "from 0.0 to 2.0",
+        )?;
+        let top_p =
+            parse_number(&mut object, "topP", DEFAULT_TOP_P, |p| p > 0.0 && p <= 1.0, "greater than 0 and at most 1")?;
+        let route = match object.remove("route") {
+            None => None,
+            Some(value) => Some(value.as_str().and_then(Tier::parse).ok_or_else(|| {
+                RequestError::invalid("route", format!("must be \"small\" or \"large\", got {value}"))
+            })?),
+        };
+        Ok(InferenceRequest { request_id, input, max_tokens, temperature, top_p, route })
+    }
+
+    /// The JSON body put on the queue (always carries the requestId).
+    pub fn to_queue_body(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| unreachable!("a validated request always serializes: {e}"))
+    }
+}
+
+fn parse_request_id(value: &Value) -> Result<Uuid, RequestError> {
+    value
+        .as_str()
+        .and_then(|s| Uuid::parse_str(s).ok())
+        .filter(|uuid| uuid.get_version_num() == 4)
+        .ok_or_else(|| RequestError::invalid("requestId", format!("must be a UUID v4 string, got {}", clip(value))))
+}
+
+fn parse_prompt(value: Value) -> Result<String, RequestError> {
+    match value {
+        Value::String(prompt) if !prompt.trim().is_empty() => Ok(prompt),
+        Value::String(_) => Err(RequestError::invalid("prompt", "must not be empty")),
+        other => Err(RequestError::invalid("prompt", format!("must be a string, got {}", kind(&other)))),
+    }
+}
+
+fn parse_messages(value: Value) -> Result<Vec<ChatMessage>, RequestError> {
+    let Value::Array(items) = value else {
+        return Err(RequestError::invalid("messages", "must be an array of {role, content} objects"));
+    };
+    if items.is_empty() {
+        return Err(RequestError::invalid("messages", "must not be empty"));
+    }
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let field = |name: &str| format!("messages[{i}].{name}");
+            let Value::Object(mut object) = item else {
+                return Err(RequestError::invalid(format!("messages[{i}]"), "must be an object with role and content"));
+            };
+            if let Some(unknown) = object.keys().find(|k| !["role", "content"].contains(&k.as_str())) {
+                return Err(RequestError::invalid(field(unknown), "unknown field (allowed: role, content)"));
+            }
+            let role = match object.remove("role") {
+                Some(Value::String(role)) if ROLES.contains(&role.as_str()) => role,
+                _ => return Err(RequestError::invalid(field("role"), format!("must be one of {}", ROLES.join(", ")))),
+            };
+            let content = match object.remove("content") {
+                Some(Value::String(content)) => content,
+                _ => return Err(RequestError::invalid(field("content"), "must be a string")),
+            };
+            Ok(ChatMessage { role, content })
+        })
+        .collect()
+}
+
+fn parse_number(
+    object: &mut Map<String, Value>,
+    field: &str,
+    default: f64,
+    allowed: impl Fn(f64) -> bool,
+    range: &str,
+) -> Result<f64, RequestError> {
+    match object.remove(field) {
+        None => Ok(default),
+        Some(value) => value
+            .as_f64()
+            .filter(|n| allowed(*n))
+            .ok_or_else(|| RequestError::invalid(field, format!("must be a number {range}, got {}", clip(&value)))),
+    }
+}
+
+/// A short rendering of a rejected value for error messages.
+fn clip(value: &Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(40) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text,
+    }
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
