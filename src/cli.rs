@@ -20,7 +20,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// HTTP API: validate, classify and enqueue requests; serve results (local server or AWS Lambda).
+    /// HTTP API: validate, classify and enqueue requests; serve results (local HTTP server).
     Router(cmd::router::Args),
     /// Queue worker beside an OpenAI-compatible engine: receive, infer, store the result, delete.
     Worker(cmd::worker::Args),

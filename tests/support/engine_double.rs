@@ -1,0 +1,176 @@
+//! An OpenAI-compatible engine double on a loopback port: configurable latency, failures and slot limit.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+
+/// One scripted answer, used before the random behaviour applies.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    Ok,
+    Status(u16),
+    Garbage,
+}
+
+#[derive(Debug, Clone)]
+pub struct Behavior {
+    /// Time one request takes once it holds a slot.
+    pub latency: Duration,
+    /// Requests served at once; more wait for a slot, as in an engine's scheduler.
+    pub slots: usize,
+    /// Share of requests answered with `fail_status` (0.0–1.0).
+    pub fail_rate: f64,
+    pub fail_status: u16,
+    pub completion_tokens: u64,
+}
+
+impl Default for Behavior {
+    fn default() -> Self {
+        Behavior { latency: Duration::from_millis(5), slots: 64, fail_rate: 0.0, fail_status: 503, completion_tokens: 8 }
+    }
+}
+
+#[derive(Debug)]
+struct DoubleState {
+    behavior: Mutex<Behavior>,
+    script: Mutex<VecDeque<Reply>>,
+    slots: Semaphore,
+    healthy: AtomicBool,
+    calls: AtomicU64,
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
+    prompts: Mutex<Vec<String>>,
+}
+
+/// A running engine double; stops when dropped.
+#[derive(Debug)]
+pub struct EngineDouble {
+    pub url: String,
+    state: Arc<DoubleState>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for EngineDouble {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+impl EngineDouble {
+    pub async fn start(behavior: Behavior) -> Self {
+        let state = Arc::new(DoubleState {
+            slots: Semaphore::new(behavior.slots),
+            behavior: Mutex::new(behavior),
+            script: Mutex::new(VecDeque::new()),
+            healthy: AtomicBool::new(true),
+            calls: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+            max_in_flight: AtomicUsize::new(0),
+            prompts: Mutex::new(Vec::new()),
+        });
+        let app = Router::new()
+            .route("/health", get(health))
+            .route("/v1/models", get(models))
+            .route("/v1/completions", post(complete))
+            .route("/v1/chat/completions", post(complete))
+            .with_state(Arc::clone(&state));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind engine double");
+        let url = format!("http://{}", listener.local_addr().expect("local addr"));
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        EngineDouble { url, state, server }
+    }
+
+    /// Answers the next requests in this order before the random behaviour applies.
+    pub fn script(&self, replies: impl IntoIterator<Item = Reply>) {
+        self.state.script.lock().expect("script").extend(replies);
+    }
+
+    pub fn set_healthy(&self, healthy: bool) {
+        self.state.healthy.store(healthy, Ordering::SeqCst);
+    }
+
+    pub fn set_latency(&self, latency: Duration) {
+        self.state.behavior.lock().expect("behavior").latency = latency;
+    }
+
+    pub fn calls(&self) -> u64 {
+        self.state.calls.load(Ordering::SeqCst)
+    }
+
+    pub fn max_in_flight(&self) -> usize {
+        self.state.max_in_flight.load(Ordering::SeqCst)
+    }
+
+    /// The prompts (or last chat message) received, in order.
+    pub fn prompts(&self) -> Vec<String> {
+        self.state.prompts.lock().expect("prompts").clone()
+    }
+}
+
+async fn health(State(state): State<Arc<DoubleState>>) -> StatusCode {
+    if state.healthy.load(Ordering::SeqCst) { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }
+}
+
+async fn models() -> Json<Value> {
+    Json(json!({ "object": "list", "data": [{ "id": "double-model", "object": "model" }] }))
+}
+
+async fn complete(State(state): State<Arc<DoubleState>>, Json(body): Json<Value>) -> Response {
+    state.calls.fetch_add(1, Ordering::SeqCst);
+    let prompt = body["prompt"]
+        .as_str()
+        .map(str::to_owned)
+        .or_else(|| body["messages"].as_array().and_then(|m| m.last()).and_then(|m| m["content"].as_str()).map(str::to_owned))
+        .unwrap_or_default();
+    state.prompts.lock().expect("prompts").push(prompt.clone());
+    let Ok(_slot) = state.slots.acquire().await else { return StatusCode::SERVICE_UNAVAILABLE.into_response() };
+    let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    state.max_in_flight.fetch_max(now, Ordering::SeqCst);
+    let behavior = state.behavior.lock().expect("behavior").clone();
+    tokio::time::sleep(behavior.latency).await;
+    state.in_flight.fetch_sub(1, Ordering::SeqCst);
+    let scripted = state.script.lock().expect("script").pop_front();
+    let reply = scripted.unwrap_or(if fastrand::f64() < behavior.fail_rate {
+        Reply::Status(behavior.fail_status)
+    } else {
+        Reply::Ok
+    });
+    match reply {
+        Reply::Status(code) => {
+            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            (status, Json(json!({ "error": { "message": format!("double failure {code}"), "code": code } })))
+                .into_response()
+        }
+        Reply::Garbage => (StatusCode::OK, "{not json").into_response(),
+        Reply::Ok => {
+            let max_tokens = body["max_tokens"].as_u64().unwrap_or(16);
+            let completion_tokens = behavior.completion_tokens.min(max_tokens);
+            let prompt_tokens = prompt.split_whitespace().count() as u64;
+            let text = format!("echo: {}", prompt.chars().take(24).collect::<String>());
+            let choice = if body.get("messages").is_some() {
+                json!({ "index": 0, "message": { "role": "assistant", "content": text }, "finish_reason": "length" })
+            } else {
+                json!({ "index": 0, "text": text, "finish_reason": "length" })
+            };
+            Json(json!({
+                "id": "cmpl-double",
+                "model": body["model"],
+                "choices": [choice],
+                "usage": { "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                           "total_tokens": prompt_tokens + completion_tokens },
+            }))
+            .into_response()
+        }
+    }
+}
