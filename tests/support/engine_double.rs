@@ -31,11 +31,20 @@ pub struct Behavior {
     pub fail_rate: f64,
     pub fail_status: u16,
     pub completion_tokens: u64,
+    /// What /health answers at start (see `set_healthy`).
+    pub healthy: bool,
 }
 
 impl Default for Behavior {
     fn default() -> Self {
-        Behavior { latency: Duration::from_millis(5), slots: 64, fail_rate: 0.0, fail_status: 503, completion_tokens: 8 }
+        Behavior {
+            latency: Duration::from_millis(5),
+            slots: 64,
+            fail_rate: 0.0,
+            fail_status: 503,
+            completion_tokens: 8,
+            healthy: true,
+        }
     }
 }
 
@@ -69,9 +78,9 @@ impl EngineDouble {
     pub async fn start(behavior: Behavior) -> Self {
         let state = Arc::new(DoubleState {
             slots: Semaphore::new(behavior.slots),
+            healthy: AtomicBool::new(behavior.healthy),
             behavior: Mutex::new(behavior),
             script: Mutex::new(VecDeque::new()),
-            healthy: AtomicBool::new(true),
             calls: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
@@ -131,7 +140,9 @@ async fn complete(State(state): State<Arc<DoubleState>>, Json(body): Json<Value>
     let prompt = body["prompt"]
         .as_str()
         .map(str::to_owned)
-        .or_else(|| body["messages"].as_array().and_then(|m| m.last()).and_then(|m| m["content"].as_str()).map(str::to_owned))
+        .or_else(|| {
+            body["messages"].as_array().and_then(|m| m.last()).and_then(|m| m["content"].as_str()).map(str::to_owned)
+        })
         .unwrap_or_default();
     state.prompts.lock().expect("prompts").push(prompt.clone());
     let Ok(_slot) = state.slots.acquire().await else { return StatusCode::SERVICE_UNAVAILABLE.into_response() };

@@ -1,0 +1,237 @@
+//! The worker over the embedded queue and file store, driving the engine double through the real engine client.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gpuinfer::engine::{EngineClient, EngineConfig};
+use gpuinfer::local::LocalBackends;
+use gpuinfer::local::queue::LocalQueue;
+use gpuinfer::metrics::Emf;
+use gpuinfer::outcome::{ErrorCode, ResultDocument, Status};
+use gpuinfer::ports::{Queue, QueueCounts, ResultStore};
+use gpuinfer::routing::Tier;
+use gpuinfer::worker::{Worker, WorkerConfig};
+use support::engine_double::{Behavior, EngineDouble, Reply};
+use support::{eventually, request_body};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+struct Rig {
+    _dir: tempfile::TempDir,
+    backends: LocalBackends,
+    queue: Arc<LocalQueue>,
+    engine: EngineDouble,
+    shutdown: CancellationToken,
+    worker: tokio::task::JoinHandle<()>,
+}
+
+fn config() -> WorkerConfig {
+    WorkerConfig {
+        concurrency: 4,
+        wait_time: Duration::from_millis(200),
+        visibility_timeout: Duration::from_secs(30),
+        retry_base: Duration::from_millis(50),
+        health_interval: Duration::from_millis(50),
+        ..WorkerConfig::new(Tier::Small)
+    }
+}
+
+async fn rig(behavior: Behavior, config: WorkerConfig) -> Rig {
+    let dir = tempfile::tempdir().unwrap();
+    let backends = LocalBackends::open(dir.path()).unwrap();
+    let queue = backends.tier_queue(Tier::Small, config.visibility_timeout, config.max_receive_count);
+    let engine = EngineDouble::start(behavior).await;
+    let client = EngineClient::new(&EngineConfig {
+        base_url: format!("{}/v1/", engine.url),
+        model: None,
+        request_timeout: Duration::from_secs(30),
+    })
+    .unwrap();
+    let worker = Worker::new(Arc::clone(&queue), backends.store.clone(), Arc::new(client), config, Emf::discard());
+    let shutdown = CancellationToken::new();
+    let worker = tokio::spawn(worker.run(shutdown.clone()));
+    Rig { _dir: dir, backends, queue, engine, shutdown, worker }
+}
+
+impl Rig {
+    async fn send(&self, prompt: &str) -> Uuid {
+        let (id, body) = request_body(prompt);
+        self.queue.send(&body).await.unwrap();
+        id
+    }
+
+    async fn result(&self, id: Uuid) -> ResultDocument {
+        let store = Arc::clone(&self.backends.store);
+        eventually(Duration::from_secs(10), "a result document", || {
+            let store = Arc::clone(&store);
+            async move { store.get(id).await.unwrap().map(|bytes| serde_json::from_slice(&bytes).unwrap()) }
+        })
+        .await
+    }
+
+    async fn drained(&self) {
+        let queue = Arc::clone(&self.queue);
+        eventually(Duration::from_secs(10), "an empty queue", || {
+            let queue = Arc::clone(&queue);
+            async move { (queue.counts().await.unwrap() == QueueCounts::default()).then_some(()) }
+        })
+        .await;
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(10), self.worker).await.expect("worker stops").unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_request_becomes_a_success_document_and_its_message_is_deleted() {
+    let rig = rig(Behavior::default(), config()).await;
+    let id = rig.send("What is Amazon ECS?").await;
+    let doc = rig.result(id).await;
+    assert_eq!(doc.status, Status::Success);
+    let result = doc.result.as_ref().unwrap();
+    assert_eq!(result.text, "echo: What is Amazon ECS?");
+    assert_eq!((result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.total_tokens), (4, 8, 12));
+    assert_eq!(result.finish_reason, "length");
+    assert_eq!((doc.tier, doc.attempts, doc.task_arn.as_str()), (Tier::Small, 1, "local"));
+    assert_eq!(doc.model.as_deref(), Some("double-model"), "model discovered from /v1/models");
+    rig.drained().await;
+    assert_eq!(rig.engine.calls(), 1);
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn an_existing_result_skips_inference_and_deletes_the_duplicate() {
+    let rig = rig(Behavior::default(), config()).await;
+    let (id, body) = request_body("already done");
+    rig.backends.store.put_if_absent(id, b"{\"status\":\"success\"}").await.unwrap();
+    rig.queue.send(&body).await.unwrap();
+    rig.drained().await;
+    assert_eq!(rig.engine.calls(), 0);
+    assert_eq!(rig.backends.store.get(id).await.unwrap().unwrap(), b"{\"status\":\"success\"}", "never overwritten");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn malformed_messages_go_to_the_dead_letter_queue_with_a_reason() {
+    let rig = rig(Behavior::default(), config()).await;
+    rig.queue.send("{\"prompt\": \"no id\"}").await.unwrap();
+    rig.queue.send("not json at all").await.unwrap();
+    rig.drained().await;
+    let dead = rig.backends.dead_letter_queue().peek_all().unwrap();
+    assert_eq!(dead.len(), 2);
+    assert_eq!(dead[0].1.as_deref(), Some("requestId: required"));
+    assert!(dead[1].1.as_deref().unwrap().starts_with("body: not valid JSON"));
+    assert_eq!(rig.engine.calls(), 0);
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn a_transient_failure_is_retried_after_a_back_off_then_succeeds() {
+    let rig = rig(Behavior::default(), config()).await;
+    rig.engine.script([Reply::Status(503), Reply::Garbage]);
+    let id = rig.send("flaky").await;
+    let doc = rig.result(id).await;
+    assert_eq!((doc.status, doc.attempts), (Status::Success, 3));
+    assert_eq!(rig.engine.calls(), 3);
+    rig.drained().await;
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn an_engine_rejection_ends_as_an_error_document_at_once() {
+    let rig = rig(Behavior::default(), config()).await;
+    rig.engine.script([Reply::Status(400)]);
+    let id = rig.send("too long for the context").await;
+    let doc = rig.result(id).await;
+    assert_eq!(doc.status, Status::Error);
+    let error = doc.error.unwrap();
+    assert_eq!(error.code, ErrorCode::EngineRejected);
+    assert!(error.message.contains("HTTP 400: double failure 400"), "{}", error.message);
+    assert_eq!(rig.engine.calls(), 1);
+    rig.drained().await;
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn the_last_allowed_attempt_writes_attempts_exhausted_instead_of_dead_lettering() {
+    let rig = rig(Behavior { fail_rate: 1.0, fail_status: 500, ..Behavior::default() }, config()).await;
+    let id = rig.send("always failing").await;
+    let doc = rig.result(id).await;
+    assert_eq!(doc.status, Status::Error);
+    assert_eq!(doc.error.as_ref().unwrap().code, ErrorCode::AttemptsExhausted);
+    assert_eq!(doc.attempts, 3);
+    assert_eq!(rig.engine.calls(), 3);
+    rig.drained().await;
+    assert!(rig.backends.dead_letter_queue().peek_all().unwrap().is_empty());
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn concurrency_fills_exactly_the_configured_slots() {
+    let behavior = Behavior { latency: Duration::from_millis(300), ..Behavior::default() };
+    let rig = rig(behavior, WorkerConfig { concurrency: 5, ..config() }).await;
+    let mut ids = Vec::new();
+    for i in 0..15 {
+        ids.push(rig.send(&format!("request {i}")).await);
+    }
+    let started = Instant::now();
+    for id in ids {
+        assert_eq!(rig.result(id).await.status, Status::Success);
+    }
+    assert_eq!(rig.engine.max_in_flight(), 5, "never more, and reaching, the configured concurrency");
+    assert!(started.elapsed() < Duration::from_millis(300 * 15 / 2), "requests overlap");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn the_heartbeat_keeps_a_slow_request_invisible() {
+    let behavior = Behavior { latency: Duration::from_millis(2500), ..Behavior::default() };
+    let rig = rig(behavior, WorkerConfig { visibility_timeout: Duration::from_millis(900), ..config() }).await;
+    let id = rig.send("slow").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(rig.queue.counts().await.unwrap(), QueueCounts { visible: 0, in_flight: 1, delayed: 0 });
+    assert_eq!(rig.result(id).await.status, Status::Success);
+    assert_eq!(rig.engine.calls(), 1, "never received twice");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_stops_receiving_and_finishes_requests_in_flight() {
+    let behavior = Behavior { latency: Duration::from_millis(800), ..Behavior::default() };
+    let rig = rig(behavior, WorkerConfig { concurrency: 2, ..config() }).await;
+    let ids = [rig.send("a").await, rig.send("b").await];
+    let waiting = rig.send("c").await;
+    let engine = &rig.engine;
+    eventually(Duration::from_secs(5), "two requests in flight", || async { (engine.calls() == 2).then_some(()) })
+        .await;
+    let started = Instant::now();
+    rig.shutdown.cancel();
+    let Rig { worker, backends, queue, .. } = rig;
+    tokio::time::timeout(Duration::from_secs(5), worker).await.expect("drains in time").unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(300), "waited for the requests in flight");
+    for id in ids {
+        assert!(backends.store.get(id).await.unwrap().is_some(), "in-flight request {id} finished");
+    }
+    assert!(backends.store.get(waiting).await.unwrap().is_none());
+    assert_eq!(
+        queue.counts().await.unwrap(),
+        QueueCounts { visible: 1, in_flight: 0, delayed: 0 },
+        "the unstarted one is still queued"
+    );
+}
+
+#[tokio::test]
+async fn the_worker_waits_for_a_healthy_engine_before_receiving() {
+    let rig = rig(Behavior { healthy: false, ..Behavior::default() }, config()).await;
+    let id = rig.send("patience").await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(rig.queue.counts().await.unwrap().visible, 1, "nothing received while the engine is unhealthy");
+    rig.engine.set_healthy(true);
+    assert_eq!(rig.result(id).await.status, Status::Success);
+    rig.stop().await;
+}
