@@ -10,6 +10,7 @@
 //! - `local`: embedded backends (SQLite queues, result files); `engine`: OpenAI-compatible client
 //! - `metrics`: metric names and EMF lines; `telemetry`: logging; `shutdown`: signals
 
+pub mod aws;
 pub mod classifier;
 pub mod cli;
 pub mod cmd;

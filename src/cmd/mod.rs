@@ -1,5 +1,6 @@
 //! One module per subcommand: its flags (`Args`, each also an environment variable), checked once into a config, and `run`.
 
+pub mod backends;
 pub mod dev;
 pub mod router;
 pub mod worker;
