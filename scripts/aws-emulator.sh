@@ -85,6 +85,13 @@ stop() {
 case "$cmd" in
     start) start ;;
     stop) stop ;;
-    status) answering && echo "aws-emulator: running at $url" || { echo "aws-emulator: not running at $url"; exit 1; } ;;
+    status)
+        if answering; then
+            echo "aws-emulator: running at $url"
+        else
+            echo "aws-emulator: not running at $url"
+            exit 1
+        fi
+        ;;
     *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' && exit 2 ;;
 esac
