@@ -28,6 +28,8 @@ pub enum Command {
     Scaler(NotBuilt),
     /// Inject a synthetic NVIDIA XID through the host's DCGM, for the GPU auto-repair demo (not implemented yet).
     InjectXid(NotBuilt),
+    /// Download model weights from an S3 prefix: parallel ranged GETs, resumable, verified.
+    FetchModel(cmd::fetch_model::Args),
     /// The whole pipeline in one process: router, a worker pool per tier, embedded queues and result files.
     Dev(cmd::dev::Args),
 }

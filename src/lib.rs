@@ -8,6 +8,7 @@
 //! - `router`: the HTTP API; `worker`: lease → infer → store → delete
 //! - `ports`: the traits the core uses (Queue, ResultStore, Engine, Classifier)
 //! - `local`: embedded backends (SQLite queues, result files); `engine`: OpenAI-compatible client
+//! - `aws`: SQS, S3, Bedrock adapters; `fetch`: parallel model download from S3
 //! - `metrics`: metric names and EMF lines; `telemetry`: logging; `shutdown`: signals
 
 pub mod aws;
@@ -15,6 +16,7 @@ pub mod classifier;
 pub mod cli;
 pub mod cmd;
 pub mod engine;
+pub mod fetch;
 pub mod local;
 pub mod metrics;
 pub mod outcome;

@@ -5,8 +5,13 @@ use aws_sdk_s3::Client;
 use aws_sdk_s3::primitives::ByteStream;
 use uuid::Uuid;
 
-use super::describe;
+use super::{describe, endpoint_overridden};
 use crate::ports::{PutOutcome, ResultStore, StoreError};
+
+/// An S3 client; path-style addressing when the endpoint is overridden (emulators).
+pub fn client(sdk: &aws_config::SdkConfig) -> Client {
+    Client::from_conf(aws_sdk_s3::config::Builder::from(sdk).force_path_style(endpoint_overridden(sdk, "S3")).build())
+}
 
 /// Where results go in S3.
 #[derive(Debug, Clone, PartialEq, Eq)]

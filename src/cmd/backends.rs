@@ -8,10 +8,10 @@ use anyhow::{Context, bail};
 use aws_config::SdkConfig;
 use tokio::sync::OnceCell;
 
-use crate::aws::s3::{S3Location, S3Store};
+use crate::aws::s3::{self, S3Location, S3Store};
+use crate::aws::sdk_config;
 use crate::aws::sqs::SqsQueue;
 use crate::aws::sqs_results::SqsResults;
-use crate::aws::{endpoint_overridden, sdk_config};
 use crate::local::LocalBackends;
 use crate::ports::{Queue, ResultStore};
 use crate::routing::Tier;
@@ -105,12 +105,7 @@ impl Wiring {
             Destination::Folder(dir) => Arc::new(
                 crate::local::store::FileStore::open(dir).with_context(|| format!("opening {}", dir.display()))?,
             ),
-            Destination::S3(location) => {
-                let sdk = self.sdk().await;
-                let s3 =
-                    aws_sdk_s3::config::Builder::from(sdk).force_path_style(endpoint_overridden(sdk, "S3")).build();
-                Arc::new(S3Store::new(aws_sdk_s3::Client::from_conf(s3), location.clone()))
-            }
+            Destination::S3(location) => Arc::new(S3Store::new(s3::client(self.sdk().await), location.clone())),
             Destination::Queue(url) => {
                 let queue = SqsQueue::new(aws_sdk_sqs::Client::new(self.sdk().await), url.clone(), None);
                 Arc::new(SqsResults::new(queue, url.clone()))

@@ -2,5 +2,6 @@
 
 pub mod backends;
 pub mod dev;
+pub mod fetch_model;
 pub mod router;
 pub mod worker;
