@@ -8,13 +8,14 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 use crate::cmd::router::{RoutingArgs, serve};
-use crate::cmd::worker::{TuningArgs, local_worker};
+use crate::cmd::worker::{TuningArgs, engine_lost, local_worker};
 use crate::engine::base_url;
 use crate::local::LocalBackends;
 use crate::metrics::Emf;
 use crate::ports::Queue;
 use crate::router::AppState;
 use crate::routing::{PerTier, Tier};
+use crate::worker::Stopped;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -75,7 +76,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     for tier in Tier::ALL {
         let engine = args.tuning.engine_config(engine_urls.get(tier), models.get(tier).clone());
         let worker = local_worker(&backends, &engine, configs.get(tier).clone(), metrics.clone())?;
-        pools.spawn(worker.run(shutdown.clone()));
+        let shutdown = shutdown.clone();
+        pools.spawn(async move {
+            let stopped = worker.run(shutdown.clone()).await;
+            if stopped != Stopped::Drained {
+                shutdown.cancel(); // a lost engine stops the whole pipeline, so the process exits non-zero
+            }
+            (tier, stopped)
+        });
     }
     let queue = |tier: Tier| -> Arc<dyn Queue> {
         let config = configs.get(tier);
@@ -91,8 +99,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     print_banner(&args, &engine_urls);
     let served = serve(args.listen, state, shutdown.clone()).await;
     shutdown.cancel();
-    while pools.join_next().await.is_some() {}
-    served
+    let mut lost = None;
+    while let Some(done) = pools.join_next().await {
+        if let Ok((tier, Stopped::EngineLost { released })) = done {
+            lost = Some(engine_lost(configs.get(tier), engine_urls.get(tier), released));
+        }
+    }
+    served?;
+    lost.map_or(Ok(()), Err)
 }
 
 fn print_banner(args: &Args, engines: &PerTier<String>) {

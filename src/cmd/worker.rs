@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::{Context, anyhow, bail};
 use tokio_util::sync::CancellationToken;
 
 use crate::cmd::router::local_output;
@@ -12,7 +12,7 @@ use crate::engine::{EngineClient, EngineConfig};
 use crate::local::LocalBackends;
 use crate::metrics::Emf;
 use crate::routing::Tier;
-use crate::worker::{Worker, WorkerConfig};
+use crate::worker::{Stopped, Worker, WorkerConfig};
 
 /// How a worker pool behaves; shared by `worker` and `dev`.
 #[derive(Debug, Clone, clap::Args)]
@@ -35,6 +35,9 @@ pub struct TuningArgs {
     /// Longest single generation, in seconds, before it counts as a transient failure.
     #[arg(long, env = "ENGINE_TIMEOUT_SECONDS", default_value_t = 900)]
     pub engine_timeout_seconds: u64,
+    /// Seconds the engine may fail its health probe before the worker releases its messages and exits non-zero.
+    #[arg(long, env = "ENGINE_LOSS_WINDOW_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub engine_loss_window_seconds: u64,
     /// Task identifier written into each result.
     #[arg(long, env = "ECS_TASK_ARN", default_value = "local")]
     pub task_arn: String,
@@ -57,6 +60,7 @@ impl TuningArgs {
             max_receive_count: self.max_receive_count,
             retry_base: Duration::from_secs_f64(self.retry_base_seconds),
             health_interval: Duration::from_secs(1),
+            engine_loss_window: Duration::from_secs(self.engine_loss_window_seconds),
             task_arn: self.task_arn.clone(),
         })
     }
@@ -117,9 +121,21 @@ impl Args {
 }
 
 pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let worker = local_worker(&config.backends, &config.engine, config.worker, Emf::stdout())?;
-    worker.run(shutdown).await;
-    Ok(())
+    let worker = local_worker(&config.backends, &config.engine, config.worker.clone(), Emf::stdout())?;
+    match worker.run(shutdown).await {
+        Stopped::Drained => Ok(()),
+        Stopped::EngineLost { released } => Err(engine_lost(&config.worker, &config.engine.base_url, released)),
+    }
+}
+
+/// The error a worker pool ends with when its engine is lost (the exit status makes ECS replace the task).
+pub fn engine_lost(config: &WorkerConfig, engine_url: &str, released: usize) -> anyhow::Error {
+    anyhow!(
+        "{} tier: the engine at {engine_url} failed its health probe for {} s; released {released} unfinished \
+         message(s) back to the queue and stopped",
+        config.tier,
+        config.engine_loss_window.as_secs()
+    )
 }
 
 /// A worker over the embedded queue of its tier and the local result folder.
