@@ -8,6 +8,7 @@
 //! - `router`: the HTTP API; `worker`: lease → infer → store → delete
 //! - `ports`: the traits the core uses (Queue, ResultStore, Engine, Classifier)
 //! - `local`: embedded backends (SQLite queues, result files); `engine`: OpenAI-compatible client
+//! - `xid`: synthetic XIDs through the host's DCGM (dcgmi command lines, checks, the shell-out)
 //! - `metrics`: metric names and EMF lines; `telemetry`: logging; `shutdown`: signals
 
 pub mod classifier;
@@ -24,3 +25,4 @@ pub mod routing;
 pub mod shutdown;
 pub mod telemetry;
 pub mod worker;
+pub mod xid;

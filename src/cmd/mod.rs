@@ -1,5 +1,7 @@
 //! One module per subcommand: its flags (`Args`, each also an environment variable), checked once into a config, and `run`.
 
 pub mod dev;
+pub mod healthcheck;
+pub mod inject_xid;
 pub mod router;
 pub mod worker;
