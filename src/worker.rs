@@ -167,7 +167,7 @@ where
     }
 
     /// Probes the engine every health interval while the worker runs; publishes whether it answers, and
-    /// declares it lost (stops receiving, cancels `engine_lost`) once it has failed for the whole loss window.
+    /// declares it lost (cancels `engine_lost`, stops receiving) once it has failed for the whole loss window.
     async fn watch_engine(self: Arc<Self>, answering: watch::Sender<bool>, receiving: CancellationToken) {
         let tier = self.config.tier;
         let window = self.config.engine_loss_window;
@@ -188,8 +188,9 @@ where
             answering.send_replace(false);
             if since.elapsed() >= window {
                 tracing::error!(%tier, loss_window_s = window.as_secs_f64(), "engine lost: stopping and releasing every unfinished message");
-                receiving.cancel();
+                // In this order: whoever sees receiving stopped also sees the engine lost.
                 self.engine_lost.cancel();
+                receiving.cancel();
                 return;
             }
         }
