@@ -78,7 +78,7 @@ impl EngineClient {
         if status.is_success() {
             Ok(())
         } else {
-            Err(EngineError::Retryable(format!("/health answered HTTP {}", status.as_u16())))
+            Err(EngineError::Unavailable(format!("/health answered HTTP {}", status.as_u16())))
         }
     }
 
