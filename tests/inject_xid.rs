@@ -300,27 +300,16 @@ async fn a_missing_host_root_dcgmi_or_socket_each_exit_with_their_own_status() {
     let missing_root = host.command(&["--xid", "79"]).arg("--host-root").arg(host.dir.path().join("nowhere")).output();
     assert_fails(&missing_root.await.unwrap(), 3, "run the task with pidMode host and privileged");
 
-    assert_fails(
-        &host.inject_xid(&["--xid", "79", "--dcgmi", "/opt/dcgm/bin/dcgmi"]).await,
-        4,
-        "dcgmi not found at /opt/dcgm/bin/dcgmi in the host root",
-    );
-    assert_fails(
-        &host.inject_xid(&["--xid", "79", "--socket", "/run/nvidia-dcgm.sock"]).await,
-        5,
-        "nv-hostengine socket not found at /run/nvidia-dcgm.sock in the host root",
-    );
     std::fs::write(host.root().join("tmp/not-a-socket"), "").unwrap();
-    assert_fails(
-        &host.inject_xid(&["--xid", "79", "--socket", "/tmp/not-a-socket"]).await,
-        5,
-        "/tmp/not-a-socket in the host root",
-    );
-    assert_fails(
-        &host.inject_xid(&["--xid", "79", "--socket", "tmp/nv-hostengine"]).await,
-        2,
-        "--socket must be an absolute path inside the host root",
-    );
+    let cases = [
+        (["--dcgmi", "/opt/dcgm/bin/dcgmi"], 4, "dcgmi not found at /opt/dcgm/bin/dcgmi in the host root"),
+        (["--socket", "/run/dcgm.sock"], 5, "nv-hostengine socket not found at /run/dcgm.sock in the host root"),
+        (["--socket", "/tmp/not-a-socket"], 5, "/tmp/not-a-socket in the host root"),
+        (["--socket", "tmp/nv-hostengine"], 2, "--socket must be an absolute path inside the host root"),
+    ];
+    for ([flag, value], code, message) in cases {
+        assert_fails(&host.inject_xid(&["--xid", "79", flag, value]).await, code, message);
+    }
     assert!(host.dcgmi_runs().is_empty(), "nothing ran");
 }
 

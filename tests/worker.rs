@@ -81,6 +81,15 @@ impl Rig {
         .await;
     }
 
+    /// Waits until the engine has received `calls` requests.
+    async fn engine_called(&self, calls: u64) {
+        let engine = &self.engine;
+        eventually(Duration::from_secs(5), "requests in the engine", || async {
+            (engine.calls() == calls).then_some(())
+        })
+        .await;
+    }
+
     async fn stop(self) {
         self.shutdown.cancel();
         let stopped = tokio::time::timeout(Duration::from_secs(10), self.worker).await.expect("worker stops").unwrap();
@@ -207,9 +216,7 @@ async fn shutdown_stops_receiving_and_finishes_requests_in_flight() {
     let rig = rig(behavior, WorkerConfig { concurrency: 2, ..config() }).await;
     let ids = [rig.send("a").await, rig.send("b").await];
     let waiting = rig.send("c").await;
-    let engine = &rig.engine;
-    eventually(Duration::from_secs(5), "two requests in flight", || async { (engine.calls() == 2).then_some(()) })
-        .await;
+    rig.engine_called(2).await;
     let started = Instant::now();
     rig.shutdown.cancel();
     let Rig { worker, backends, queue, .. } = rig;
@@ -251,11 +258,7 @@ async fn an_engine_failing_its_health_for_the_window_is_lost_and_every_held_mess
     )
     .await;
     let ids = [rig.send("a").await, rig.send("b").await, rig.send("c").await];
-    let engine = &rig.engine;
-    eventually(Duration::from_secs(5), "three requests in the engine", || async {
-        (engine.calls() == 3).then_some(())
-    })
-    .await;
+    rig.engine_called(3).await;
     rig.engine.set_healthy(false);
     let started = Instant::now();
     let Rig { worker, backends, queue, .. } = rig;
@@ -274,9 +277,7 @@ async fn a_health_blip_shorter_than_the_window_is_ridden_out() {
     let behavior = Behavior { latency: Duration::from_millis(600), ..Behavior::default() };
     let rig = rig(behavior, with_loss_window(Duration::from_secs(5))).await;
     let id = rig.send("steady").await;
-    let engine = &rig.engine;
-    eventually(Duration::from_secs(5), "the request in the engine", || async { (engine.calls() == 1).then_some(()) })
-        .await;
+    rig.engine_called(1).await;
     rig.engine.set_healthy(false);
     tokio::time::sleep(Duration::from_millis(300)).await;
     rig.engine.set_healthy(true);
@@ -291,9 +292,7 @@ async fn a_request_failing_while_the_engine_is_down_is_held_and_retried_on_the_s
     let rig = rig(behavior, with_loss_window(Duration::from_secs(5))).await;
     rig.engine.script([Reply::Status(503)]);
     let id = rig.send("through the outage").await;
-    let engine = &rig.engine;
-    eventually(Duration::from_secs(5), "the request in the engine", || async { (engine.calls() == 1).then_some(()) })
-        .await;
+    rig.engine_called(1).await;
     rig.engine.set_healthy(false);
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert_eq!(rig.engine.calls(), 1, "not retried while the engine is down");
