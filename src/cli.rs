@@ -24,10 +24,12 @@ pub enum Command {
     Router(cmd::router::Args),
     /// Queue worker beside an OpenAI-compatible engine: receive, infer, store the result, delete.
     Worker(cmd::worker::Args),
+    /// Exit 0 if the engine answers /health in time, 1 if not: the container health check beside the engine.
+    Healthcheck(cmd::healthcheck::Args),
     /// Compute and publish each tier's scaling metric (not implemented yet).
     Scaler(NotBuilt),
-    /// Inject a synthetic NVIDIA XID through the host's DCGM, for the GPU auto-repair demo (not implemented yet).
-    InjectXid(NotBuilt),
+    /// Inject a synthetic NVIDIA XID through the host's DCGM, so ECS auto-repair replaces the instance (demo).
+    InjectXid(cmd::inject_xid::Args),
     /// Download model weights from an S3 prefix: parallel ranged GETs, resumable, verified.
     FetchModel(cmd::fetch_model::Args),
     /// The whole pipeline in one process: router, a worker pool per tier, embedded queues and result files.

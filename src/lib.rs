@@ -9,6 +9,7 @@
 //! - `ports`: the traits the core uses (Queue, ResultStore, Engine, Classifier)
 //! - `local`: embedded backends (SQLite queues, result files); `engine`: OpenAI-compatible client
 //! - `aws`: SQS, S3, Bedrock adapters; `fetch`: parallel model download from S3
+//! - `xid`: synthetic XIDs through the host's DCGM (dcgmi command lines, checks, the shell-out)
 //! - `metrics`: metric names and EMF lines; `telemetry`: logging; `shutdown`: signals
 
 pub mod aws;
@@ -27,3 +28,4 @@ pub mod routing;
 pub mod shutdown;
 pub mod telemetry;
 pub mod worker;
+pub mod xid;

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use gpuinfer::cli::{Cli, Command};
+use gpuinfer::xid::XidError;
 use gpuinfer::{cmd, shutdown, telemetry};
 
 #[tokio::main]
@@ -16,8 +17,9 @@ async fn main() -> ExitCode {
         Command::Worker(args) => async { cmd::worker::run(args.into_config()?, shutdown).await }.await,
         Command::FetchModel(args) => async { cmd::fetch_model::run(args.into_config()?, shutdown).await }.await,
         Command::Dev(args) => async { cmd::dev::run(args.into_config()?, shutdown).await }.await,
+        Command::Healthcheck(args) => async { cmd::healthcheck::run(args.into_config()?, shutdown).await }.await,
+        Command::InjectXid(args) => async { cmd::inject_xid::run(args.into_config()?, shutdown).await }.await,
         Command::Scaler(_) => return not_built("scaler"),
-        Command::InjectXid(_) => return not_built("inject-xid"),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -26,9 +28,14 @@ async fn main() -> ExitCode {
             {
                 eprintln!("gpuinfer: {error:#}");
             }
-            ExitCode::FAILURE
+            ExitCode::from(exit_status(&error))
         }
     }
+}
+
+/// 1, unless the error says otherwise (inject-xid documents one status per cause).
+fn exit_status(error: &anyhow::Error) -> u8 {
+    error.downcast_ref::<XidError>().map_or(1, XidError::exit_code)
 }
 
 fn not_built(name: &str) -> ExitCode {

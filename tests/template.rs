@@ -23,7 +23,9 @@ fn normalize(value: serde_yaml_ng::Value) -> Value {
         Y::String(s) => json!(s),
         Y::Sequence(items) => Value::Array(items.into_iter().map(normalize).collect()),
         Y::Mapping(map) => Value::Object(
-            map.into_iter().map(|(k, v)| (k.as_str().map(str::to_owned).unwrap_or_else(|| format!("{k:?}")), normalize(v))).collect(),
+            map.into_iter()
+                .map(|(k, v)| (k.as_str().map(str::to_owned).unwrap_or_else(|| format!("{k:?}")), normalize(v)))
+                .collect(),
         ),
         Y::Tagged(tagged) => {
             let name = tagged.tag.to_string().trim_start_matches('!').to_owned();
@@ -85,7 +87,10 @@ fn every_environment_name_the_template_passes_is_read() {
         for container in task["Properties"]["ContainerDefinitions"].as_array().unwrap() {
             for variable in container["Environment"].as_array().unwrap() {
                 let variable = variable["Name"].as_str().unwrap();
-                assert!(container_reads.contains(variable), "{name} passes {variable}, read by neither the worker nor entrypoint.sh");
+                assert!(
+                    container_reads.contains(variable),
+                    "{name} passes {variable}, read by neither the worker nor entrypoint.sh"
+                );
                 checked += 1;
             }
         }
@@ -97,7 +102,8 @@ fn every_environment_name_the_template_passes_is_read() {
 fn each_task_role_touches_only_its_queue_the_dead_letter_queue_and_results() {
     let t = template();
     for (role, own) in [("SmallTaskRole", "SmallQueue"), ("LargeTaskRole", "LargeQueue")] {
-        let statements = t["Resources"][role]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"].as_array().unwrap();
+        let statements =
+            t["Resources"][role]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"].as_array().unwrap();
         for statement in statements {
             let actions: Vec<&str> = match &statement["Action"] {
                 Value::String(a) => vec![a.as_str()],
@@ -107,13 +113,25 @@ fn each_task_role_touches_only_its_queue_the_dead_letter_queue_and_results() {
             assert_ne!(statement["Resource"], "*", "{role} grants {actions:?} on every resource");
             for action in actions {
                 match action {
-                    "sqs:SendMessage" => assert!(resource.contains("DeadLetterQueue"), "{role} may send only to the DLQ: {resource}"),
-                    a if a.starts_with("sqs:") => {
-                        assert_eq!(statement["Resource"], json!({"Fn::GetAtt": [own, "Arn"]}), "{role} {a} must be on {own} only")
+                    "sqs:SendMessage" => {
+                        assert!(resource.contains("DeadLetterQueue"), "{role} may send only to the DLQ: {resource}")
                     }
-                    "s3:PutObject" => assert!(resource.contains("/results/*") && resource.contains("ResultsBucket"), "{role}: {resource}"),
+                    a if a.starts_with("sqs:") => {
+                        assert_eq!(
+                            statement["Resource"],
+                            json!({"Fn::GetAtt": [own, "Arn"]}),
+                            "{role} {a} must be on {own} only"
+                        )
+                    }
+                    "s3:PutObject" => assert!(
+                        resource.contains("/results/*") && resource.contains("ResultsBucket"),
+                        "{role}: {resource}"
+                    ),
                     "s3:GetObject" | "s3:ListBucket" => {
-                        assert!(resource.contains("/results/*") || resource.contains("ModelS3Path"), "{role}: {resource}")
+                        assert!(
+                            resource.contains("/results/*") || resource.contains("ModelS3Path"),
+                            "{role}: {resource}"
+                        )
                     }
                     other => panic!("{role} has an unexpected action {other}"),
                 }
@@ -156,18 +174,25 @@ fn security_defaults_hold() {
             assert_eq!(block[setting], true, "{name}.{setting}");
         }
         assert!(bucket["Properties"]["BucketEncryption"].is_object(), "{name} is encrypted");
-        let policy = of_type(&t, "AWS::S3::BucketPolicy").find(|(_, p)| p["Properties"]["Bucket"] == json!({"Ref": name}));
+        let policy =
+            of_type(&t, "AWS::S3::BucketPolicy").find(|(_, p)| p["Properties"]["Bucket"] == json!({"Ref": name}));
         let statements = policy.unwrap_or_else(|| panic!("{name} has no bucket policy")).1["Properties"]["PolicyDocument"]["Statement"].to_string();
-        assert!(statements.contains("aws:SecureTransport") && statements.contains("Deny"), "{name} must refuse plain HTTP");
+        assert!(
+            statements.contains("aws:SecureTransport") && statements.contains("Deny"),
+            "{name} must refuse plain HTTP"
+        );
     }
     let results = &t["Resources"]["ResultsBucket"]["Properties"];
-    assert_eq!(results["LifecycleConfiguration"]["Rules"][0]["ExpirationInDays"], json!({"Ref": "ResultRetentionDays"}));
+    assert_eq!(
+        results["LifecycleConfiguration"]["Rules"][0]["ExpirationInDays"],
+        json!({"Ref": "ResultRetentionDays"})
+    );
     for (name, task) in of_type(&t, "AWS::ECS::TaskDefinition") {
         let user = task["Properties"]["ContainerDefinitions"][0]["User"].as_str().unwrap();
         assert!(user != "0" && user != "root", "{name} runs as {user}");
     }
     let dockerfile = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Dockerfile")).unwrap();
-    let last_user = dockerfile.lines().filter(|l| l.starts_with("USER ")).next_back().unwrap();
+    let last_user = dockerfile.lines().rfind(|l| l.starts_with("USER ")).unwrap();
     assert_eq!(last_user, "USER 1000", "the runtime image runs as a non-root user");
     for (name, provider) in of_type(&t, "AWS::ECS::CapacityProvider") {
         let repair = &provider["Properties"]["ManagedInstancesProvider"]["AutoRepairConfiguration"]["ActionsStatus"];
@@ -207,7 +232,8 @@ fn seed_parameters_keep_their_names_and_defaults() {
 #[test]
 fn stateful_resources_say_what_happens_on_delete_and_every_taggable_one_carries_the_project_tag() {
     let t = template();
-    let stateful = ["AWS::SQS::Queue", "AWS::S3::Bucket", "AWS::Logs::LogGroup", "AWS::ECR::Repository", "AWS::KMS::Key"];
+    let stateful =
+        ["AWS::SQS::Queue", "AWS::S3::Bucket", "AWS::Logs::LogGroup", "AWS::ECR::Repository", "AWS::KMS::Key"];
     let untaggable = [
         "AWS::EC2::VPCGatewayAttachment",
         "AWS::EC2::Route",
@@ -238,7 +264,9 @@ fn stateful_resources_say_what_happens_on_delete_and_every_taggable_one_carries_
         }
         let tags = &resource["Properties"]["Tags"];
         let tagged = match tags {
-            Value::Array(list) => list.iter().any(|t| t["Key"] == "Project" && t["Value"] == json!({"Ref": "CostAllocationTagProject"})),
+            Value::Array(list) => {
+                list.iter().any(|t| t["Key"] == "Project" && t["Value"] == json!({"Ref": "CostAllocationTagProject"}))
+            }
             Value::Object(map) => map.get("Project") == Some(&json!({"Ref": "CostAllocationTagProject"})),
             _ => false,
         };

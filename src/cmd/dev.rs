@@ -9,12 +9,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cmd::backends::Wiring;
 use crate::cmd::router::{RoutingArgs, serve};
-use crate::cmd::worker::{TuningArgs, build};
+use crate::cmd::worker::{TuningArgs, build, engine_lost};
 use crate::engine::base_url;
 use crate::metrics::Emf;
 use crate::ports::{Queue, ResultStore};
 use crate::router::AppState;
 use crate::routing::{PerTier, Tier};
+use crate::worker::Stopped;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -83,7 +84,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     for tier in Tier::ALL {
         let engine = args.tuning.engine_config(engine_urls.get(tier), models.get(tier).clone());
         let worker = build(queue(tier), Arc::clone(&store), &engine, configs.get(tier).clone(), metrics.clone())?;
-        pools.spawn(worker.run(shutdown.clone()));
+        let shutdown = shutdown.clone();
+        pools.spawn(async move {
+            let stopped = worker.run(shutdown.clone()).await;
+            if stopped != Stopped::Drained {
+                shutdown.cancel(); // a lost engine stops the whole pipeline, so the process exits non-zero
+            }
+            (tier, stopped)
+        });
     }
     let state = Arc::new(AppState {
         queues: PerTier { small: queue(Tier::Small), large: queue(Tier::Large) },
@@ -95,8 +103,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     print_banner(&args, &engine_urls);
     let served = serve(args.listen, state, shutdown.clone()).await;
     shutdown.cancel();
-    while pools.join_next().await.is_some() {}
-    served
+    let mut lost = None;
+    while let Some(done) = pools.join_next().await {
+        if let Ok((tier, Stopped::EngineLost { released })) = done {
+            lost = Some(engine_lost(configs.get(tier), engine_urls.get(tier), released));
+        }
+    }
+    served?;
+    lost.map_or(Ok(()), Err)
 }
 
 fn print_banner(args: &Args, engines: &PerTier<String>) {
