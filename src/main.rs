@@ -15,7 +15,8 @@ async fn main() -> ExitCode {
         Command::Router(args) => async { cmd::router::run(args.into_config()?, shutdown).await }.await,
         Command::Worker(args) => async { cmd::worker::run(args.into_config()?, shutdown).await }.await,
         Command::Dev(args) => async { cmd::dev::run(args.into_config()?, shutdown).await }.await,
-        Command::Scaler(_) => return not_built("scaler"),
+        Command::Scaler(args) => async { cmd::scaler::run(args.into_config()?, shutdown).await }.await,
+        Command::Simulate(args) => args.into_config().and_then(cmd::simulate::run),
         Command::InjectXid(_) => return not_built("inject-xid"),
     };
     match outcome {

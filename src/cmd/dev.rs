@@ -1,4 +1,4 @@
-//! `gpuinfer dev`: router, one worker pool per tier, embedded queues and result files, in one process.
+//! `gpuinfer dev`: router, one worker pool per tier, the scaler, embedded queues and result files, in one process.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -8,9 +8,11 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 use crate::cmd::router::{RoutingArgs, serve};
+use crate::cmd::scaler::ScalerArgs;
 use crate::cmd::worker::{TuningArgs, local_worker};
 use crate::engine::base_url;
 use crate::local::LocalBackends;
+use crate::local::fleet::FixedFleet;
 use crate::metrics::Emf;
 use crate::ports::Queue;
 use crate::router::AppState;
@@ -40,6 +42,8 @@ pub struct Args {
     pub routing: RoutingArgs,
     #[command(flatten)]
     pub tuning: TuningArgs,
+    #[command(flatten)]
+    pub scaler: ScalerArgs,
 }
 
 pub struct Config {
@@ -71,16 +75,19 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     let configs =
         PerTier { small: args.tuning.worker_config(Tier::Small)?, large: args.tuning.worker_config(Tier::Large)? };
 
-    let mut pools = tokio::task::JoinSet::new();
+    let mut background = tokio::task::JoinSet::new();
     for tier in Tier::ALL {
         let engine = args.tuning.engine_config(engine_urls.get(tier), models.get(tier).clone());
         let worker = local_worker(&backends, &engine, configs.get(tier).clone(), metrics.clone())?;
-        pools.spawn(worker.run(shutdown.clone()));
+        background.spawn(worker.run(shutdown.clone()));
     }
     let queue = |tier: Tier| -> Arc<dyn Queue> {
         let config = configs.get(tier);
         backends.tier_queue(tier, config.visibility_timeout, config.max_receive_count)
     };
+    let fleet = Arc::new(FixedFleet { tasks_per_tier: 1 });
+    let scaler = args.scaler.scaler(Tier::ALL.map(|tier| (tier, queue(tier))), fleet, metrics.clone())?;
+    background.spawn(scaler.run(args.scaler.interval(), shutdown.clone()));
     let state = Arc::new(AppState {
         queues: PerTier { small: queue(Tier::Small), large: queue(Tier::Large) },
         store: backends.store.clone(),
@@ -88,14 +95,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         classifier: args.routing.classifier(Some(&engine_urls.small))?,
         metrics,
     });
-    print_banner(&args, &engine_urls);
+    print_banner(&args, &engine_urls, &metrics_path);
     let served = serve(args.listen, state, shutdown.clone()).await;
     shutdown.cancel();
-    while pools.join_next().await.is_some() {}
+    while background.join_next().await.is_some() {}
     served
 }
 
-fn print_banner(args: &Args, engines: &PerTier<String>) {
+fn print_banner(args: &Args, engines: &PerTier<String>, metrics_path: &std::path::Path) {
     let url = format!("http://{}", args.listen);
     println!("gpuinfer dev: router on {url}");
     println!("  data      {}", args.data_dir.display());
@@ -104,5 +111,10 @@ fn print_banner(args: &Args, engines: &PerTier<String>) {
         "  send      curl -s {url}/infer -H 'content-type: application/json' -d '{{\"prompt\":\"What is Amazon ECS? Answer briefly.\",\"maxTokens\":64}}'"
     );
     println!("  result    curl -s {url}/results/<requestId>");
+    println!(
+        "  scaler    a decision per tier every {} s in the log; EMF lines in {}",
+        args.scaler.scaler_interval,
+        metrics_path.display()
+    );
     println!("  stop      Ctrl-C (requests in flight finish first; queued ones wait in the data directory)");
 }

@@ -2,4 +2,6 @@
 
 pub mod dev;
 pub mod router;
+pub mod scaler;
+pub mod simulate;
 pub mod worker;

@@ -113,7 +113,7 @@ impl Args {
         }
         let data_dir = local_output(self.output_destination.as_deref(), &self.data_dir)?;
         let backends = LocalBackends::open(&data_dir).context("opening the embedded backends")?;
-        let queue = |tier| -> Arc<dyn Queue> { backends.tier_queue(tier, Duration::from_secs(300), 3) };
+        let queue = |tier| -> Arc<dyn Queue> { backends.queue_handle(tier) };
         Ok(Config {
             listen: self.listen,
             state: AppState {
