@@ -9,7 +9,7 @@
 //! - `TasksNeeded` = max(⌈M / T⌉, min(R, F), U), kept within [MinTasks, MaxTasks], where M is every message
 //!   of the queue (visible + in flight + delayed), T the per-task backlog target (`QUEUE_DEPTH_THRESHOLD`),
 //!   R the running tasks, F the in-flight messages, and U = ⌈R × u / target⌉ when tasks run and their GPU
-//!   compute utilization u is above its target (80 %), else 0.
+//!   compute utilization u, averaged over the last minute, is above 1 % (else 0; the target is 80 %).
 //! - `InferenceScalingMetric` = 1 + TasksNeeded − DesiredTasks. As in the seed, 1.0 means balanced; unlike
 //!   the seed, the distance from 1 is exactly how many tasks to add (above 1) or remove (below 1).
 //! - `HasBacklogWithoutCapacity` = 1 while any message waits and no task runs, else 0 (for dashboards and a
@@ -30,12 +30,14 @@
 //! # What each term guarantees (DESIGN.md §5)
 //!
 //! - (a) one message on a tier at zero tasks: TasksNeeded 1, metric 2.0: one task within one period.
-//! - (b) nothing queued or in flight and an idle GPU: TasksNeeded = MinTasks, metric ≤ 0 once tasks run:
-//!   back to MinTasks after the idle window.
+//! - (b) nothing queued or in flight and idle GPUs: TasksNeeded = MinTasks, so the metric stays below 1
+//!   while more tasks are desired: back to MinTasks after the idle window.
 //! - (c) a backlog B on R tasks: TasksNeeded ⌈B / T⌉, reached in one step.
 //! - (d) in-flight messages are part of M, and min(R, F) keeps every task that may be working.
-//! - (e) GPU compute utilization only ever adds tasks, only while tasks run, only above its target; GPU
-//!   memory is never read (vLLM reserves ~90 % of it whatever the load).
+//! - (e) GPU compute utilization, averaged over the last minute, is the lagging signal: it sees the work done
+//!   *between* two readings of the queue, so tasks that worked during the minute are kept (and more are asked
+//!   for above the target). A GPU counts as idle at or below 1 %, so sampling noise cannot hold a task. It is
+//!   read only while tasks run; GPU memory is never read (vLLM reserves ~90 % of it whatever the load).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -107,7 +109,8 @@ pub struct Readings {
     pub queue: QueueCounts,
     #[serde(flatten)]
     pub tasks: TaskCounts,
-    /// GPU compute utilization in percent; None when there is no data (no task yet, or no datapoint).
+    /// GPU compute utilization in percent, averaged over the last minute and the service's tasks; None when
+    /// there is no data (no task yet, or no datapoint).
     pub gpu_utilization: Option<f64>,
 }
 
@@ -125,6 +128,9 @@ pub struct Decision {
     pub backlog_without_capacity: bool,
 }
 
+/// GPU compute utilization (percent) at or below which a GPU counts as idle.
+pub const IDLE_UTILIZATION: f64 = 1.0;
+
 /// The decision for one tier; see the module documentation for the formula and why.
 pub fn decide(readings: &Readings, policy: &ScalingPolicy) -> Decision {
     let QueueCounts { visible, in_flight, delayed } = readings.queue;
@@ -132,15 +138,15 @@ pub fn decide(readings: &Readings, policy: &ScalingPolicy) -> Decision {
     let messages = visible + in_flight + delayed;
     let for_messages = messages.div_ceil(u64::from(policy.backlog_per_task));
     let for_busy_tasks = in_flight.min(u64::from(running));
-    let for_saturation = match readings.gpu_utilization {
-        Some(percent) if running > 0 && percent > policy.utilization_target => {
+    let for_utilization = match readings.gpu_utilization {
+        Some(percent) if running > 0 && percent > IDLE_UTILIZATION => {
             (f64::from(running) * percent / policy.utilization_target).ceil() as u64
         }
         _ => 0,
     };
     let tasks_needed = for_messages
         .max(for_busy_tasks)
-        .max(for_saturation)
+        .max(for_utilization)
         .clamp(u64::from(policy.min_tasks), u64::from(policy.max_tasks)) as u32;
     let change = i64::from(tasks_needed) - i64::from(desired);
     Decision {

@@ -134,7 +134,11 @@ enum TaskState {
 struct Task {
     launched: Millis,
     state: TaskState,
+    /// Requests in flight.
     busy: u32,
+    /// Time with a request in flight in this scaler period, up to `busy_since` (the last time `busy` left 0).
+    busy_time: Millis,
+    busy_since: Millis,
 }
 
 impl Task {
@@ -145,6 +149,17 @@ impl Task {
 
     fn is_billed(&self) -> bool {
         !matches!(self.state, TaskState::Stopped(_))
+    }
+
+    /// The share of the period ending `now` this task had a request in flight; starts the next period.
+    fn take_busy_share(&mut self, now: Millis, period: Millis) -> f64 {
+        if self.busy > 0 {
+            self.busy_time += now - self.busy_since;
+            self.busy_since = now;
+        }
+        let share = (self.busy_time as f64 / period as f64).min(1.0);
+        self.busy_time = 0;
+        share
     }
 }
 
@@ -202,8 +217,11 @@ impl<'a> Simulation<'a> {
         let now = self.now;
         if let Some(task) = self.tasks.get_mut(task) {
             task.busy -= 1;
-            if task.state == TaskState::Draining && task.busy == 0 {
-                task.state = TaskState::Stopped(now);
+            if task.busy == 0 {
+                task.busy_time += now - task.busy_since;
+                if task.state == TaskState::Draining {
+                    task.state = TaskState::Stopped(now);
+                }
             }
         }
     }
@@ -228,7 +246,11 @@ impl<'a> Simulation<'a> {
                 return;
             };
             self.waiting.pop_front();
-            self.tasks[index].busy += 1;
+            let task = &mut self.tasks[index];
+            if task.busy == 0 {
+                task.busy_since = self.now;
+            }
+            task.busy += 1;
             self.schedule(self.now + self.model.service_time, Event::Finished { task: index, arrived });
         }
     }
@@ -258,7 +280,13 @@ impl<'a> Simulation<'a> {
         let desired = self.target.desired() as usize;
         let mut active: Vec<usize> = (0..self.tasks.len()).filter(|&i| self.tasks[i].is_active()).collect();
         for _ in active.len()..desired {
-            self.tasks.push(Task { launched: self.now, state: TaskState::Starting, busy: 0 });
+            self.tasks.push(Task {
+                launched: self.now,
+                state: TaskState::Starting,
+                busy: 0,
+                busy_time: 0,
+                busy_since: self.now,
+            });
             self.schedule(self.now + self.model.cold_start, Event::Ready { task: self.tasks.len() - 1 });
         }
         let excess = active.len().saturating_sub(desired);
@@ -272,16 +300,18 @@ impl<'a> Simulation<'a> {
         }
     }
 
-    fn observe(&self) -> Observation {
-        let serving = self.tasks.iter().filter(|t| t.state == TaskState::Serving);
-        let running = serving.clone().count() as u32;
-        let busy_in_serving: u32 = serving.map(|t| t.busy).sum();
+    /// What the scaler reads now; starts the next utilization period of every task.
+    fn observe(&mut self) -> Observation {
+        let (now, period) = (self.now, self.timing.period);
+        let shares: Vec<(bool, f64)> =
+            self.tasks.iter_mut().map(|t| (t.state == TaskState::Serving, t.take_busy_share(now, period))).collect();
+        let serving: Vec<f64> = shares.into_iter().filter(|&(serving, _)| serving).map(|(_, share)| share).collect();
+        let running = serving.len() as u32;
         let in_flight: u32 = self.tasks.iter().map(|t| t.busy).sum();
         Observation {
             queue: QueueCounts { visible: self.waiting.len() as u64, in_flight: u64::from(in_flight), delayed: 0 },
             tasks: TaskCounts { running, desired: self.target.desired() },
-            busy_percent: (running > 0)
-                .then(|| 100.0 * f64::from(busy_in_serving) / f64::from(running * self.model.concurrency)),
+            gpu_utilization: (running > 0).then(|| 100.0 * serving.iter().sum::<f64>() / f64::from(running)),
         }
     }
 

@@ -42,9 +42,9 @@ impl PolicyKind {
 pub struct Observation {
     pub queue: QueueCounts,
     pub tasks: TaskCounts,
-    /// Busy request slots as a share of the running tasks' slots, in percent (the GPU compute utilization
-    /// the simulator reports); None when no task runs.
-    pub busy_percent: Option<f64>,
+    /// GPU compute utilization: the share of the last period the running tasks had a request in flight
+    /// (a GPU decoding one request is as busy as one decoding a batch), in percent; None when no task runs.
+    pub gpu_utilization: Option<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -91,7 +91,7 @@ impl Policy {
                 let readings = Readings {
                     queue: observation.queue,
                     tasks: observation.tasks,
-                    gpu_utilization: observation.busy_percent,
+                    gpu_utilization: observation.gpu_utilization,
                 };
                 decide(&readings, &self.model.scaling).scaling_metric
             }
