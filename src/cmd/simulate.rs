@@ -201,7 +201,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         .collect();
 
     println!(
-        "{}: {} requests ({}), simulated for {:.1} h\n",
+        "{}; requests: {} ({}); simulated for {:.1} h\n",
         config.description,
         config.arrivals.len(),
         results.iter().map(|(tier, c)| format!("{tier} {}", c.seed.requests)).collect::<Vec<_>>().join(", "),
