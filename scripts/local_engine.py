@@ -17,12 +17,12 @@ work before the packages are installed.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib.util
 import json
 import os
 import signal
 import sys
-import threading
 import urllib.request
 from importlib import metadata
 from pathlib import Path
@@ -100,17 +100,12 @@ def cmd_serve(args: argparse.Namespace) -> None:
     except OSError:
         pass
 
-    # Signal handlers go in before the server exists, so a SIGTERM that
-    # arrives during model loading is not lost (Python runs the handler as
-    # soon as the constructor returns).
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: object) -> None:
-        print(f"local_engine.py: got signal {signum}, shutting down", flush=True)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    # Block SIGTERM/SIGINT before the server exists: its C++ threads inherit
+    # the mask, so these signals are only ever taken by sigwait() below and
+    # never interrupt a llama.cpp thread. One that arrives while the model
+    # loads stays pending and stops the server as soon as it is up.
+    stop_signals = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # must precede the import
@@ -134,10 +129,16 @@ def cmd_serve(args: argparse.Namespace) -> None:
         flush=True,
     )
     server = xllamacpp.Server(params)  # loads the model, then serves HTTP in a thread
+    # The constructor returns before llama.cpp's task loop runs; destroying the
+    # server in that window hangs its destructor forever (xllamacpp
+    # 2026.10.11549). A metrics task is answered only by the running loop.
+    server.handle_metrics()
     print(f"local_engine.py: listening on {server.listening_address}", flush=True)
-    while not stop.wait(1.0):
-        pass
+    signum = signal.sigwait(stop_signals)
+    print(f"local_engine.py: got {signal.Signals(signum).name}, shutting down", flush=True)
+    faulthandler.dump_traceback_later(5, exit=True)  # last resort if the destructor hangs
     del server  # stops the HTTP thread and the main loop
+    faulthandler.cancel_dump_traceback_later()
     print("local_engine.py: stopped", flush=True)
 
 

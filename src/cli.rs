@@ -33,6 +33,8 @@ pub enum Command {
     Scaler(cmd::scaler::Args),
     /// Inject a synthetic NVIDIA XID through the host's DCGM, for the GPU auto-repair demo (not implemented yet).
     InjectXid(NotBuilt),
+    /// Download model weights from an S3 prefix: parallel ranged GETs, resumable, verified.
+    FetchModel(cmd::fetch_model::Args),
     /// The whole pipeline in one process: router, a worker pool per tier, the scaler, embedded queues and result files.
     Dev(cmd::dev::Args),
     /// Replay a traffic trace against the seed's scaling policy and ours; print cost, losses and latency side by side.

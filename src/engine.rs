@@ -36,6 +36,7 @@ impl EngineClient {
             .connect_timeout(Duration::from_secs(2))
             .timeout(config.request_timeout)
             .pool_max_idle_per_host(256)
+            .no_proxy()
             .build()
             .map_err(|e| EngineError::Permanent(format!("cannot build HTTP client: {e}")))?;
         Ok(EngineClient {

@@ -10,12 +10,15 @@
 //! - `scaler`: the per-tier scaling decision and the tick that reads the ports and publishes it
 //! - `simulate`: the discrete-event simulation of the seed's scaling policy against ours
 //! - `local`: embedded backends (SQLite queues, result files, a fixed fleet); `engine`: OpenAI-compatible client
+//! - `aws`: SQS, S3, Bedrock adapters; `fetch`: parallel model download from S3
 //! - `metrics`: metric names and EMF lines; `telemetry`: logging; `shutdown`: signals
 
+pub mod aws;
 pub mod classifier;
 pub mod cli;
 pub mod cmd;
 pub mod engine;
+pub mod fetch;
 pub mod local;
 pub mod metrics;
 pub mod outcome;

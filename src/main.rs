@@ -14,6 +14,7 @@ async fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Router(args) => async { cmd::router::run(args.into_config()?, shutdown).await }.await,
         Command::Worker(args) => async { cmd::worker::run(args.into_config()?, shutdown).await }.await,
+        Command::FetchModel(args) => async { cmd::fetch_model::run(args.into_config()?, shutdown).await }.await,
         Command::Dev(args) => async { cmd::dev::run(args.into_config()?, shutdown).await }.await,
         Command::Scaler(args) => async { cmd::scaler::run(args.into_config()?, shutdown).await }.await,
         Command::Simulate(args) => args.into_config().and_then(cmd::simulate::run),

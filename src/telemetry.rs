@@ -1,5 +1,7 @@
 //! Logging setup: human-readable or JSON lines on stderr, level from RUST_LOG or AWS_LAMBDA_LOG_LEVEL.
 
+use std::io::IsTerminal;
+
 use clap::{Args, ValueEnum};
 use tracing_subscriber::EnvFilter;
 
@@ -24,7 +26,10 @@ pub fn init(args: &TelemetryArgs) {
     let level =
         std::env::var("AWS_LAMBDA_LOG_LEVEL").map(|l| l.to_lowercase()).unwrap_or_else(|_| args.log_level.clone());
     let filter = EnvFilter::try_new(&level).unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     let _ = match args.log_format {
         LogFormat::Json => builder.json().flatten_event(true).with_current_span(false).try_init(),
         LogFormat::Text => builder.try_init(),

@@ -7,14 +7,14 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
+use crate::cmd::backends::Wiring;
 use crate::cmd::router::{RoutingArgs, serve};
 use crate::cmd::scaler::ScalerArgs;
-use crate::cmd::worker::{TuningArgs, local_worker};
+use crate::cmd::worker::{TuningArgs, build};
 use crate::engine::base_url;
-use crate::local::LocalBackends;
 use crate::local::fleet::FixedFleet;
 use crate::metrics::Emf;
-use crate::ports::Queue;
+use crate::ports::{Queue, ResultStore};
 use crate::router::AppState;
 use crate::routing::{PerTier, Tier};
 
@@ -48,18 +48,21 @@ pub struct Args {
 
 pub struct Config {
     args: Args,
-    backends: LocalBackends,
+    wiring: Wiring,
 }
 
 impl Args {
     pub fn into_config(self) -> anyhow::Result<Config> {
-        let backends = LocalBackends::open(&self.data_dir).context("opening the data directory")?;
-        Ok(Config { args: self, backends })
+        let wiring = Wiring::new(self.data_dir.clone());
+        wiring.local()?;
+        Ok(Config { args: self, wiring })
     }
 }
 
 pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let Config { args, backends } = config;
+    let Config { args, wiring } = config;
+    let backends = wiring.local()?;
+    let store: Arc<dyn ResultStore> = backends.store.clone();
     let metrics_path = args.data_dir.join("metrics.jsonl");
     let metrics_file = std::fs::OpenOptions::new()
         .create(true)
@@ -75,24 +78,25 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     let configs =
         PerTier { small: args.tuning.worker_config(Tier::Small)?, large: args.tuning.worker_config(Tier::Large)? };
 
-    let mut background = tokio::task::JoinSet::new();
-    for tier in Tier::ALL {
-        let engine = args.tuning.engine_config(engine_urls.get(tier), models.get(tier).clone());
-        let worker = local_worker(&backends, &engine, configs.get(tier).clone(), metrics.clone())?;
-        background.spawn(worker.run(shutdown.clone()));
-    }
     let queue = |tier: Tier| -> Arc<dyn Queue> {
         let config = configs.get(tier);
         backends.tier_queue(tier, config.visibility_timeout, config.max_receive_count)
     };
+
+    let mut background = tokio::task::JoinSet::new();
+    for tier in Tier::ALL {
+        let engine = args.tuning.engine_config(engine_urls.get(tier), models.get(tier).clone());
+        let worker = build(queue(tier), Arc::clone(&store), &engine, configs.get(tier).clone(), metrics.clone())?;
+        background.spawn(worker.run(shutdown.clone()));
+    }
     let fleet = Arc::new(FixedFleet { tasks_per_tier: 1 });
     let scaler = args.scaler.scaler(Tier::ALL.map(|tier| (tier, queue(tier))), fleet, metrics.clone())?;
     background.spawn(scaler.run(args.scaler.interval(), shutdown.clone()));
     let state = Arc::new(AppState {
         queues: PerTier { small: queue(Tier::Small), large: queue(Tier::Large) },
-        store: backends.store.clone(),
+        store,
         routing: args.routing.config(),
-        classifier: args.routing.classifier(Some(&engine_urls.small))?,
+        classifier: args.routing.classifier(&wiring, Some(&engine_urls.small)).await?,
         metrics,
     });
     print_banner(&args, &engine_urls, &metrics_path);

@@ -1,6 +1,8 @@
 //! One module per subcommand: its flags (`Args`, each also an environment variable), checked once into a config, and `run`.
 
+pub mod backends;
 pub mod dev;
+pub mod fetch_model;
 pub mod router;
 pub mod scaler;
 pub mod simulate;

@@ -1,4 +1,4 @@
-//! `gpuinfer router`: the HTTP API as a local server over the embedded backends of a data directory.
+//! `gpuinfer router`: the HTTP API, as an AWS Lambda (API Gateway HTTP API) or a local HTTP server.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -9,20 +9,25 @@ use anyhow::{Context, bail};
 use clap::ValueEnum;
 use tokio_util::sync::CancellationToken;
 
+use crate::aws::bedrock::{BedrockClassifier, DEFAULT_MODEL_ID};
 use crate::classifier::OpenAiClassifier;
+use crate::cmd::backends::{Destination, QueueSource, Wiring};
 use crate::engine::{EngineClient, EngineConfig};
-use crate::local::LocalBackends;
 use crate::metrics::Emf;
-use crate::ports::{Classifier, Queue};
+use crate::ports::Classifier;
 use crate::router::{AppState, app};
 use crate::routing::{PerTier, RoutingConfig, Tier};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ClassifierKind {
+    /// Bedrock on Lambda; the OpenAI-compatible endpoint when one is known; else none.
+    Auto,
     /// No classifier: the ambiguous zone goes to the small tier.
     None,
     /// Ask a model behind an OpenAI-compatible endpoint (--classifier-url).
     Openai,
+    /// Ask a Bedrock model through the Converse API (--bedrock-model-id).
+    Bedrock,
 }
 
 /// Routing thresholds and the classifier for the ambiguous zone.
@@ -38,14 +43,17 @@ pub struct RoutingArgs {
     #[arg(long, env = "AMBIGUOUS_MIN_CHARS", default_value_t = 500)]
     pub ambiguous_min_chars: usize,
     /// Who decides the ambiguous zone.
-    #[arg(long, env = "CLASSIFIER", value_enum, default_value = "openai")]
+    #[arg(long, env = "CLASSIFIER", value_enum, default_value = "auto")]
     pub classifier: ClassifierKind,
-    /// Base URL of the OpenAI-compatible classifier model [default: the small tier's engine].
+    /// Base URL of the OpenAI-compatible classifier model [dev: the small tier's engine].
     #[arg(long, env = "CLASSIFIER_URL")]
     pub classifier_url: Option<String>,
-    /// Model name for the classifier [default: the first one the endpoint lists].
+    /// Model name for the OpenAI-compatible classifier [default: the first one the endpoint lists].
     #[arg(long, env = "CLASSIFIER_MODEL")]
     pub classifier_model: Option<String>,
+    /// Bedrock model for the Bedrock classifier.
+    #[arg(long, env = "BEDROCK_MODEL_ID", default_value = DEFAULT_MODEL_ID)]
+    pub bedrock_model_id: String,
     /// Longest wait for the classifier before routing to small.
     #[arg(long, env = "CLASSIFIER_TIMEOUT_MS", default_value_t = 1500)]
     pub classifier_timeout_ms: u64,
@@ -61,35 +69,56 @@ impl RoutingArgs {
         }
     }
 
-    /// The classifier, reaching `default_url` unless --classifier-url says otherwise.
-    pub fn classifier(&self, default_url: Option<&str>) -> anyhow::Result<Option<Arc<dyn Classifier>>> {
-        if self.classifier == ClassifierKind::None {
-            return Ok(None);
-        }
-        let Some(url) = self.classifier_url.as_deref().or(default_url) else {
-            bail!("--classifier openai needs --classifier-url (CLASSIFIER_URL), or use --classifier none");
+    /// The classifier; `local_engine` is the OpenAI-compatible endpoint used when none is configured.
+    pub async fn classifier(
+        &self,
+        wiring: &Wiring,
+        local_engine: Option<&str>,
+    ) -> anyhow::Result<Option<Arc<dyn Classifier>>> {
+        let url = self.classifier_url.as_deref().or(local_engine);
+        let kind = match self.classifier {
+            ClassifierKind::Auto if running_on_lambda() => ClassifierKind::Bedrock,
+            ClassifierKind::Auto if url.is_some() => ClassifierKind::Openai,
+            ClassifierKind::Auto => ClassifierKind::None,
+            chosen => chosen,
         };
-        let engine = EngineClient::new(&EngineConfig {
-            base_url: url.to_owned(),
-            model: self.classifier_model.clone(),
-            request_timeout: Duration::from_millis(self.classifier_timeout_ms),
-        })?;
-        Ok(Some(Arc::new(OpenAiClassifier::new(engine))))
+        Ok(match kind {
+            ClassifierKind::Bedrock => {
+                let client = aws_sdk_bedrockruntime::Client::new(wiring.sdk().await);
+                Some(Arc::new(BedrockClassifier::new(client, self.bedrock_model_id.clone())))
+            }
+            ClassifierKind::Openai => {
+                let Some(url) = url else {
+                    bail!("--classifier openai needs --classifier-url (CLASSIFIER_URL), or use --classifier none");
+                };
+                let engine = EngineClient::new(&EngineConfig {
+                    base_url: url.to_owned(),
+                    model: self.classifier_model.clone(),
+                    request_timeout: Duration::from_millis(self.classifier_timeout_ms),
+                })?;
+                Some(Arc::new(OpenAiClassifier::new(engine)))
+            }
+            ClassifierKind::None | ClassifierKind::Auto => None,
+        })
     }
+}
+
+fn running_on_lambda() -> bool {
+    std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some()
 }
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Address of the local HTTP server.
+    /// Address of the local HTTP server (unused on Lambda).
     #[arg(long, env = "LISTEN_ADDR", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// SQS queue of the small tier (AWS mode; not supported by this build).
+    /// SQS queue URL of the small tier [default: the embedded queue in --data-dir].
     #[arg(long, env = "SMALL_QUEUE_URL")]
     pub small_queue_url: Option<String>,
-    /// SQS queue of the large tier (AWS mode; not supported by this build).
+    /// SQS queue URL of the large tier [default: the embedded queue in --data-dir].
     #[arg(long, env = "LARGE_QUEUE_URL")]
     pub large_queue_url: Option<String>,
-    /// Where results are read from: a local folder [default: the data directory].
+    /// Where results are read from: s3://bucket/prefix/ or a folder [default: --data-dir].
     #[arg(long, env = "OUTPUT_DESTINATION")]
     pub output_destination: Option<String>,
     /// Data directory of the embedded queues and results.
@@ -101,45 +130,45 @@ pub struct Args {
 
 pub struct Config {
     listen: SocketAddr,
-    state: AppState,
+    queues: PerTier<QueueSource>,
+    destination: Destination,
+    routing: RoutingArgs,
+    wiring: Wiring,
 }
 
 impl Args {
     pub fn into_config(self) -> anyhow::Result<Config> {
-        if self.small_queue_url.is_some() || self.large_queue_url.is_some() {
-            bail!(
-                "SQS queue URLs are set, but this build runs on the embedded queues only; unset SMALL_QUEUE_URL/LARGE_QUEUE_URL or use `gpuinfer dev`"
-            );
+        let queues = PerTier {
+            small: QueueSource::from_url(self.small_queue_url, None),
+            large: QueueSource::from_url(self.large_queue_url, None),
+        };
+        if (queues.small == QueueSource::Embedded) != (queues.large == QueueSource::Embedded) {
+            bail!("set both SMALL_QUEUE_URL and LARGE_QUEUE_URL (SQS), or neither (embedded queues in --data-dir)");
         }
-        let data_dir = local_output(self.output_destination.as_deref(), &self.data_dir)?;
-        let backends = LocalBackends::open(&data_dir).context("opening the embedded backends")?;
-        let queue = |tier| -> Arc<dyn Queue> { backends.queue_handle(tier) };
         Ok(Config {
             listen: self.listen,
-            state: AppState {
-                queues: PerTier { small: queue(Tier::Small), large: queue(Tier::Large) },
-                store: backends.store.clone(),
-                routing: self.routing.config(),
-                classifier: self.routing.classifier(None)?,
-                metrics: Emf::stdout(),
-            },
+            queues,
+            destination: Destination::parse(self.output_destination.as_deref(), &self.data_dir)?,
+            routing: self.routing,
+            wiring: Wiring::new(self.data_dir),
         })
     }
 }
 
-/// The folder an OUTPUT_DESTINATION names, or the data directory when none is given.
-pub fn local_output(destination: Option<&str>, data_dir: &std::path::Path) -> anyhow::Result<PathBuf> {
-    match destination {
-        None | Some("") => Ok(data_dir.to_owned()),
-        Some(d) if d.starts_with("s3://") || d.starts_with("https://") => {
-            bail!("OUTPUT_DESTINATION {d} needs the AWS adapters, which this build does not have; give a local folder")
-        }
-        Some(d) => Ok(PathBuf::from(d.strip_prefix("file://").unwrap_or(d))),
-    }
-}
-
 pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
-    serve(config.listen, Arc::new(config.state), shutdown).await
+    let wiring = &config.wiring;
+    let queue = |tier: Tier| wiring.queue(config.queues.get(tier), tier, Duration::from_secs(300), 3);
+    let state = Arc::new(AppState {
+        queues: PerTier { small: queue(Tier::Small).await?, large: queue(Tier::Large).await? },
+        store: wiring.store(&config.destination).await?,
+        routing: config.routing.config(),
+        classifier: config.routing.classifier(wiring, None).await?,
+        metrics: Emf::stdout(),
+    });
+    if running_on_lambda() {
+        return lambda_http::run(app(state)).await.map_err(|e| anyhow::anyhow!("Lambda runtime failed: {e}"));
+    }
+    serve(config.listen, state, shutdown).await
 }
 
 /// Serves the API until `shutdown`, then lets open requests finish.

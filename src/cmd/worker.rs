@@ -1,16 +1,17 @@
-//! `gpuinfer worker`: one tier's queue worker beside an OpenAI-compatible engine.
+//! `gpuinfer worker`: one tier's queue worker beside an OpenAI-compatible engine (ECS task or local).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use tokio_util::sync::CancellationToken;
 
-use crate::cmd::router::local_output;
+use crate::aws::ecs_metadata;
+use crate::cmd::backends::{Destination, QueueSource, Wiring, require_dead_letter};
 use crate::engine::{EngineClient, EngineConfig};
-use crate::local::LocalBackends;
 use crate::metrics::Emf;
+use crate::ports::{Queue, ResultStore};
 use crate::routing::Tier;
 use crate::worker::{Worker, WorkerConfig};
 
@@ -29,13 +30,13 @@ pub struct TuningArgs {
     /// First retry delay in seconds after a transient failure; doubles with each attempt.
     #[arg(long, env = "RETRY_BASE_SECONDS", default_value_t = 2.0)]
     pub retry_base_seconds: f64,
-    /// Long-poll wait of one receive, in seconds.
+    /// Long-poll wait of one receive, in seconds (SQS allows at most 20).
     #[arg(long, env = "WAIT_TIME_SECONDS", default_value_t = 20)]
     pub wait_time_seconds: u64,
     /// Longest single generation, in seconds, before it counts as a transient failure.
     #[arg(long, env = "ENGINE_TIMEOUT_SECONDS", default_value_t = 900)]
     pub engine_timeout_seconds: u64,
-    /// Task identifier written into each result.
+    /// Task identifier written into each result when the ECS metadata endpoint does not give one.
     #[arg(long, env = "ECS_TASK_ARN", default_value = "local")]
     pub task_arn: String,
 }
@@ -72,7 +73,7 @@ impl TuningArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Which tier's queue this worker serves.
+    /// Which tier this worker serves.
     #[arg(long, env = "TIER", value_enum, default_value = "small")]
     pub tier: Tier,
     /// Base URL of the OpenAI-compatible engine (/v1/completions, /v1/chat/completions, /health).
@@ -81,55 +82,65 @@ pub struct Args {
     /// Model name sent to the engine [default: the first one it lists under /v1/models].
     #[arg(long, env = "MODEL_NAME")]
     pub model: Option<String>,
-    /// SQS queue to consume (AWS mode; not supported by this build).
+    /// SQS queue to consume [default: the tier's embedded queue in --data-dir].
     #[arg(long, env = "REQUEST_QUEUE_URL")]
     pub request_queue_url: Option<String>,
-    /// Where results are written: a local folder [default: the data directory].
+    /// SQS dead-letter queue for malformed messages (required with REQUEST_QUEUE_URL).
+    #[arg(long, env = "DLQ_URL")]
+    pub dlq_url: Option<String>,
+    /// Where results go: s3://bucket/prefix/, an SQS queue URL, or a folder [default: --data-dir].
     #[arg(long, env = "OUTPUT_DESTINATION")]
     pub output_destination: Option<String>,
     /// Data directory of the embedded queues and results.
     #[arg(long, env = "GPUINFER_DATA_DIR", default_value = ".gpuinfer")]
     pub data_dir: PathBuf,
+    /// ECS task metadata endpoint (set by ECS), read for the task ARN.
+    #[arg(long, env = "ECS_CONTAINER_METADATA_URI_V4", hide = true)]
+    pub metadata_uri: Option<String>,
     #[command(flatten)]
     pub tuning: TuningArgs,
 }
 
 pub struct Config {
-    backends: LocalBackends,
+    source: QueueSource,
+    destination: Destination,
     engine: EngineConfig,
     worker: WorkerConfig,
+    metadata_uri: Option<String>,
+    wiring: Wiring,
 }
 
 impl Args {
     pub fn into_config(self) -> anyhow::Result<Config> {
-        if self.request_queue_url.is_some() {
-            bail!(
-                "REQUEST_QUEUE_URL is set, but this build runs on the embedded queues only; unset it or use `gpuinfer dev`"
-            );
-        }
-        let dir = local_output(self.output_destination.as_deref(), &self.data_dir)?;
+        let source = QueueSource::from_url(self.request_queue_url, self.dlq_url);
+        require_dead_letter(&source)?;
         Ok(Config {
-            backends: LocalBackends::open(&dir).context("opening the embedded backends")?,
+            source,
+            destination: Destination::parse(self.output_destination.as_deref(), &self.data_dir)?,
             engine: self.tuning.engine_config(&self.engine_url, self.model),
             worker: self.tuning.worker_config(self.tier)?,
+            metadata_uri: self.metadata_uri,
+            wiring: Wiring::new(self.data_dir),
         })
     }
 }
 
-pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let worker = local_worker(&config.backends, &config.engine, config.worker, Emf::stdout())?;
-    worker.run(shutdown).await;
+pub async fn run(mut config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+    config.worker.task_arn = ecs_metadata::task_arn(config.metadata_uri.as_deref(), &config.worker.task_arn).await;
+    let w = &config.worker;
+    let queue = config.wiring.queue(&config.source, w.tier, w.visibility_timeout, w.max_receive_count).await?;
+    let store = config.wiring.store(&config.destination).await?;
+    build(queue, store, &config.engine, config.worker, Emf::stdout())?.run(shutdown).await;
     Ok(())
 }
 
-/// A worker over the embedded queue of its tier and the local result folder.
-pub fn local_worker(
-    backends: &LocalBackends,
+/// A worker over the given queue and store, talking to one engine.
+pub fn build(
+    queue: Arc<dyn Queue>,
+    store: Arc<dyn ResultStore>,
     engine: &EngineConfig,
     config: WorkerConfig,
     metrics: Emf,
-) -> anyhow::Result<Worker<crate::local::queue::LocalQueue, crate::local::store::FileStore, EngineClient>> {
-    let queue = backends.tier_queue(config.tier, config.visibility_timeout, config.max_receive_count);
-    let engine = Arc::new(EngineClient::new(engine)?);
-    Ok(Worker::new(queue, backends.store.clone(), engine, config, metrics))
+) -> anyhow::Result<Worker<dyn Queue, dyn ResultStore, EngineClient>> {
+    Ok(Worker::new(queue, store, Arc::new(EngineClient::new(engine)?), config, metrics))
 }

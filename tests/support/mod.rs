@@ -2,6 +2,8 @@
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
 
 pub mod engine_double;
+pub mod lambda_runtime;
+pub mod moto;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};

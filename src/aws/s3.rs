@@ -1,0 +1,103 @@
+//! S3 result store: `s3://bucket/prefix/` → `prefix/results/{requestId}.json`, written with If-None-Match: *.
+
+use async_trait::async_trait;
+use aws_sdk_s3::Client;
+use aws_sdk_s3::primitives::ByteStream;
+use uuid::Uuid;
+
+use super::{describe, endpoint_overridden};
+use crate::ports::{PutOutcome, ResultStore, StoreError};
+
+/// An S3 client; path-style addressing when the endpoint is overridden (emulators).
+pub fn client(sdk: &aws_config::SdkConfig) -> Client {
+    Client::from_conf(aws_sdk_s3::config::Builder::from(sdk).force_path_style(endpoint_overridden(sdk, "S3")).build())
+}
+
+/// Where results go in S3.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct S3Location {
+    pub bucket: String,
+    /// Key prefix ending in `/`, or empty.
+    pub prefix: String,
+}
+
+impl S3Location {
+    /// Parses `s3://bucket`, `s3://bucket/` or `s3://bucket/some/prefix/`.
+    pub fn parse(url: &str) -> Result<Self, String> {
+        let rest = url.strip_prefix("s3://").ok_or_else(|| format!("{url}: an S3 destination starts with s3://"))?;
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(format!("{url}: no bucket name"));
+        }
+        let prefix = prefix.trim_matches('/');
+        let prefix = if prefix.is_empty() { String::new() } else { format!("{prefix}/") };
+        Ok(S3Location { bucket: bucket.to_owned(), prefix })
+    }
+
+    pub fn key(&self, request_id: Uuid) -> String {
+        format!("{}results/{request_id}.json", self.prefix)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct S3Store {
+    client: Client,
+    location: S3Location,
+}
+
+impl S3Store {
+    pub fn new(client: Client, location: S3Location) -> Self {
+        S3Store { client, location }
+    }
+}
+
+fn unavailable<E: std::error::Error + 'static>(action: &'static str) -> impl FnOnce(E) -> StoreError {
+    move |e| StoreError(format!("{action}: {}", describe(&e)))
+}
+
+#[async_trait]
+impl ResultStore for S3Store {
+    async fn exists(&self, request_id: Uuid) -> Result<bool, StoreError> {
+        let head =
+            self.client.head_object().bucket(&self.location.bucket).key(self.location.key(request_id)).send().await;
+        match head {
+            Ok(_) => Ok(true),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => Ok(false),
+            Err(e) => Err(unavailable("HeadObject")(e)),
+        }
+    }
+
+    async fn put_if_absent(&self, request_id: Uuid, document: &[u8]) -> Result<PutOutcome, StoreError> {
+        let put = self
+            .client
+            .put_object()
+            .bucket(&self.location.bucket)
+            .key(self.location.key(request_id))
+            .content_type("application/json")
+            .if_none_match("*")
+            .body(ByteStream::from(document.to_vec()))
+            .send()
+            .await;
+        match put {
+            Ok(_) => Ok(PutOutcome::Created),
+            // 412: another worker stored this result first; 409: a concurrent conditional write is in progress.
+            Err(e) if e.raw_response().is_some_and(|r| matches!(r.status().as_u16(), 412 | 409)) => {
+                Ok(PutOutcome::AlreadyExists)
+            }
+            Err(e) => Err(unavailable("PutObject")(e)),
+        }
+    }
+
+    async fn get(&self, request_id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+        let get =
+            self.client.get_object().bucket(&self.location.bucket).key(self.location.key(request_id)).send().await;
+        match get {
+            Ok(object) => {
+                let bytes = object.body.collect().await.map_err(|e| StoreError(format!("reading the object: {e}")))?;
+                Ok(Some(bytes.into_bytes().to_vec()))
+            }
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => Ok(None),
+            Err(e) => Err(unavailable("GetObject")(e)),
+        }
+    }
+}

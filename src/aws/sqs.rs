@@ -1,0 +1,160 @@
+//! SQS queue adapter: long-poll receive, visibility heartbeat and back-off, delete, dead-letter, counts.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::error::ProvideErrorMetadata;
+use aws_sdk_sqs::types::{MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName};
+
+use super::describe;
+use crate::ports::{Message, Queue, QueueCounts, QueueError};
+
+/// Longest long poll SQS allows.
+const MAX_WAIT: Duration = Duration::from_secs(20);
+/// Most messages one ReceiveMessage returns.
+const MAX_MESSAGES: usize = 10;
+
+#[derive(Debug, Clone)]
+pub struct SqsQueue {
+    client: Client,
+    url: String,
+    dead_letter_url: Option<String>,
+}
+
+impl SqsQueue {
+    /// A queue by URL; `dead_letter_url` is where malformed messages go (required by workers).
+    pub fn new(client: Client, url: String, dead_letter_url: Option<String>) -> Self {
+        SqsQueue { client, url, dead_letter_url }
+    }
+}
+
+fn unavailable<E: std::error::Error + 'static>(action: &str) -> impl FnOnce(E) -> QueueError + '_ {
+    move |e| QueueError::Unavailable(format!("{action}: {}", describe(&e)))
+}
+
+fn attribute(attributes: &std::collections::HashMap<QueueAttributeName, String>, name: QueueAttributeName) -> u64 {
+    attributes.get(&name).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+fn string_attribute(value: &str) -> Result<MessageAttributeValue, QueueError> {
+    MessageAttributeValue::builder()
+        .data_type("String")
+        .string_value(value)
+        .build()
+        .map_err(|e| QueueError::Unavailable(format!("building a message attribute: {e}")))
+}
+
+#[async_trait]
+impl Queue for SqsQueue {
+    async fn send(&self, body: &str) -> Result<(), QueueError> {
+        self.client
+            .send_message()
+            .queue_url(&self.url)
+            .message_body(body)
+            .send()
+            .await
+            .map_err(unavailable("SendMessage"))?;
+        Ok(())
+    }
+
+    async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Message>, QueueError> {
+        let output = self
+            .client
+            .receive_message()
+            .queue_url(&self.url)
+            .max_number_of_messages(max.clamp(1, MAX_MESSAGES) as i32)
+            .wait_time_seconds(wait.min(MAX_WAIT).as_secs() as i32)
+            .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+            .message_system_attribute_names(MessageSystemAttributeName::SentTimestamp)
+            .send()
+            .await
+            .map_err(unavailable("ReceiveMessage"))?;
+        Ok(output
+            .messages
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|m| {
+                let attributes = m.attributes.unwrap_or_default();
+                let number = |name| attributes.get(&name).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
+                Some(Message {
+                    receive_count: u32::try_from(number(MessageSystemAttributeName::ApproximateReceiveCount))
+                        .unwrap_or(1)
+                        .max(1),
+                    sent_at_ms: number(MessageSystemAttributeName::SentTimestamp),
+                    receipt: m.receipt_handle?,
+                    body: m.body.unwrap_or_default(),
+                })
+            })
+            .collect())
+    }
+
+    async fn change_visibility(&self, receipt: &str, timeout: Duration) -> Result<(), QueueError> {
+        let result = self
+            .client
+            .change_message_visibility()
+            .queue_url(&self.url)
+            .receipt_handle(receipt)
+            .visibility_timeout(timeout.as_secs().min(43_200) as i32)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.code(),
+                    Some("ReceiptHandleIsInvalid" | "MessageNotInflight" | "InvalidParameterValue")
+                ) =>
+            {
+                Err(QueueError::ReceiptExpired)
+            }
+            Err(e) => Err(unavailable("ChangeMessageVisibility")(e)),
+        }
+    }
+
+    async fn delete(&self, receipt: &str) -> Result<(), QueueError> {
+        self.client
+            .delete_message()
+            .queue_url(&self.url)
+            .receipt_handle(receipt)
+            .send()
+            .await
+            .map_err(unavailable("DeleteMessage"))?;
+        Ok(())
+    }
+
+    async fn dead_letter(&self, message: &Message, reason: &str) -> Result<(), QueueError> {
+        let Some(dead_letter_url) = &self.dead_letter_url else {
+            return Err(QueueError::Unavailable("no dead-letter queue configured (set DLQ_URL)".into()));
+        };
+        self.client
+            .send_message()
+            .queue_url(dead_letter_url)
+            .message_body(&message.body)
+            .message_attributes("ErrorReason", string_attribute(reason)?)
+            .message_attributes("OriginalQueue", string_attribute(&self.url)?)
+            .send()
+            .await
+            .map_err(unavailable("SendMessage to the dead-letter queue"))?;
+        self.delete(&message.receipt).await
+    }
+
+    async fn counts(&self) -> Result<QueueCounts, QueueError> {
+        let output = self
+            .client
+            .get_queue_attributes()
+            .queue_url(&self.url)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+            .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesDelayed)
+            .send()
+            .await
+            .map_err(unavailable("GetQueueAttributes"))?;
+        let attributes = output.attributes.unwrap_or_default();
+        Ok(QueueCounts {
+            visible: attribute(&attributes, QueueAttributeName::ApproximateNumberOfMessages),
+            in_flight: attribute(&attributes, QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
+            delayed: attribute(&attributes, QueueAttributeName::ApproximateNumberOfMessagesDelayed),
+        })
+    }
+}

@@ -1,0 +1,39 @@
+//! Result delivery to an SQS queue (the seed's alternative OUTPUT_DESTINATION): each document is one message.
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use crate::ports::{PutOutcome, Queue, ResultStore, StoreError};
+
+use super::sqs::SqsQueue;
+
+/// Sends result documents as messages. A queue cannot be asked whether a result exists or what it
+/// says, so the worker always runs the request and GET /results cannot read it back.
+#[derive(Debug, Clone)]
+pub struct SqsResults {
+    queue: SqsQueue,
+    url: String,
+}
+
+impl SqsResults {
+    pub fn new(queue: SqsQueue, url: String) -> Self {
+        SqsResults { queue, url }
+    }
+}
+
+#[async_trait]
+impl ResultStore for SqsResults {
+    async fn exists(&self, _request_id: Uuid) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
+    async fn put_if_absent(&self, _request_id: Uuid, document: &[u8]) -> Result<PutOutcome, StoreError> {
+        let body = String::from_utf8_lossy(document);
+        self.queue.send(&body).await.map_err(|e| StoreError(e.to_string()))?;
+        Ok(PutOutcome::Created)
+    }
+
+    async fn get(&self, _request_id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+        Err(StoreError(format!("results are delivered as messages to {}; read them from that queue", self.url)))
+    }
+}

@@ -1,0 +1,94 @@
+//! `gpuinfer router` as a Lambda: API Gateway v2 events through the real lambda_http adapter, against moto SQS/S3.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::process::{Command, Stdio};
+
+use gpuinfer::aws::s3::{S3Location, S3Store};
+use gpuinfer::ports::ResultStore;
+use serde_json::{Value, json};
+use support::lambda_runtime::{RuntimeApi, http_event};
+use support::moto;
+
+fn body(answer: &Value) -> Value {
+    serde_json::from_str(answer["body"].as_str().unwrap_or("null")).unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn api_gateway_events_get_the_same_answers_as_http() {
+    let name = moto::unique("lambda");
+    let (small, _) = moto::queue_with_dlq(&format!("{name}-small"), 30, 3).await;
+    let (large, _) = moto::queue_with_dlq(&format!("{name}-large"), 30, 3).await;
+    let bucket = moto::bucket(&name).await;
+    let runtime = RuntimeApi::start().await;
+    let mut function = Command::new(env!("CARGO_BIN_EXE_gpuinfer"))
+        .arg("router")
+        .envs(moto::child_env())
+        .envs([
+            ("AWS_LAMBDA_RUNTIME_API", runtime.address.clone()),
+            ("AWS_LAMBDA_FUNCTION_NAME", "gpuinfer-router".into()),
+            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256".into()),
+            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
+            ("AWS_LAMBDA_LOG_STREAM_NAME", "stream".into()),
+            ("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/gpuinfer-router".into()),
+            ("AWS_LAMBDA_LOG_FORMAT", "JSON".into()),
+            ("SMALL_QUEUE_URL", small.clone()),
+            ("LARGE_QUEUE_URL", large.clone()),
+            ("OUTPUT_DESTINATION", format!("s3://{bucket}/")),
+            ("CLASSIFIER", "none".into()),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    let id = uuid::Uuid::new_v4();
+    let valid = json!({"requestId": id, "prompt": "What is Amazon ECS?", "maxTokens": 64}).to_string();
+    let answer = runtime.invoke(http_event("POST", "/infer", Some(&valid))).await;
+    assert_eq!(answer["statusCode"], 202, "{answer}");
+    assert_eq!(body(&answer), json!({"requestId": id, "tier": "small"}));
+
+    let forced = json!({"prompt": "hi", "route": "large"}).to_string();
+    let answer = runtime.invoke(http_event("POST", "/infer", Some(&forced))).await;
+    assert_eq!((answer["statusCode"].as_u64(), body(&answer)["tier"].as_str()), (Some(202), Some("large")));
+
+    let answer = runtime.invoke(http_event("POST", "/infer", Some("{oops"))).await;
+    assert_eq!(answer["statusCode"], 400);
+    assert!(body(&answer)["error"].as_str().unwrap().starts_with("body: not valid JSON"));
+
+    let bad_field = json!({"prompt": "hi", "temperature": 9}).to_string();
+    let answer = runtime.invoke(http_event("POST", "/infer", Some(&bad_field))).await;
+    assert_eq!(answer["statusCode"], 400);
+    assert!(body(&answer)["error"].as_str().unwrap().starts_with("temperature: must be a number"));
+
+    let answer = runtime.invoke(http_event("GET", &format!("/results/{id}"), None)).await;
+    assert_eq!(
+        (answer["statusCode"].as_u64(), body(&answer)),
+        (Some(404), json!({"requestId": id, "status": "pending"}))
+    );
+    let store = S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}/")).unwrap());
+    store.put_if_absent(id, br#"{"status":"success"}"#).await.unwrap();
+    let answer = runtime.invoke(http_event("GET", &format!("/results/{id}"), None)).await;
+    assert_eq!((answer["statusCode"].as_u64(), body(&answer)), (Some(200), json!({"status": "success"})));
+
+    let queued = moto::drain(&small).await;
+    assert_eq!(queued.len(), 1);
+    assert_eq!(serde_json::from_str::<Value>(queued[0].body.as_deref().unwrap()).unwrap()["requestId"], id.to_string());
+    assert_eq!(moto::drain(&large).await.len(), 1);
+
+    function.kill().unwrap();
+    let output = function.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let emf: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|v: &Value| v.get("_aws").is_some())
+        .collect();
+    assert_eq!(emf.len(), 2, "one RoutedRequests EMF line per accepted request on stdout");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let accepted = stderr.lines().find(|l| l.contains("request accepted")).expect("an accepted log line");
+    let line: Value = serde_json::from_str(accepted).expect("JSON logs when AWS_LAMBDA_LOG_FORMAT=JSON");
+    assert_eq!(line["request_id"], id.to_string());
+    assert!(!stderr.contains("What is Amazon ECS?"), "prompts never reach the logs");
+}

@@ -1,0 +1,281 @@
+//! Contract tests of template.yaml against the binary: environment names, metric names, least
+//! privilege per tier, queue settings, security defaults and cost tags.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+
+use clap::CommandFactory;
+use gpuinfer::cli::Cli;
+use serde_json::{Value, json};
+
+/// template.yaml as JSON, short-form intrinsics (`!Ref X`) turned into their long form (`{"Ref": "X"}`).
+fn template() -> Value {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/template.yaml")).unwrap();
+    normalize(serde_yaml_ng::from_str(&text).unwrap())
+}
+
+fn normalize(value: serde_yaml_ng::Value) -> Value {
+    use serde_yaml_ng::Value as Y;
+    match value {
+        Y::Null => Value::Null,
+        Y::Bool(b) => json!(b),
+        Y::Number(n) => serde_json::to_value(n).unwrap(),
+        Y::String(s) => json!(s),
+        Y::Sequence(items) => Value::Array(items.into_iter().map(normalize).collect()),
+        Y::Mapping(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (k.as_str().map(str::to_owned).unwrap_or_else(|| format!("{k:?}")), normalize(v)))
+                .collect(),
+        ),
+        Y::Tagged(tagged) => {
+            let name = tagged.tag.to_string().trim_start_matches('!').to_owned();
+            let inner = normalize(tagged.value);
+            match name.as_str() {
+                "Ref" | "Condition" => json!({ name: inner }),
+                "GetAtt" => match inner {
+                    Value::String(s) => json!({ "Fn::GetAtt": s.split('.').collect::<Vec<_>>() }),
+                    other => json!({ "Fn::GetAtt": other }),
+                },
+                _ => json!({ format!("Fn::{name}"): inner }),
+            }
+        }
+    }
+}
+
+fn resources(template: &Value) -> impl Iterator<Item = (&String, &Value)> {
+    template["Resources"].as_object().unwrap().iter()
+}
+
+fn of_type<'a>(template: &'a Value, kind: &'a str) -> impl Iterator<Item = (&'a String, &'a Value)> + 'a {
+    resources(template).filter(move |(_, r)| r["Type"] == kind)
+}
+
+/// Environment names a subcommand reads, from its clap definition (global flags included).
+fn env_names(subcommand: &str) -> BTreeSet<String> {
+    let cli = Cli::command();
+    let mut names: BTreeSet<String> =
+        cli.get_arguments().filter_map(|a| a.get_env()).map(|e| e.to_string_lossy().into_owned()).collect();
+    let sub = cli.find_subcommand(subcommand).unwrap_or_else(|| panic!("no subcommand {subcommand}"));
+    names.extend(sub.get_arguments().filter_map(|a| a.get_env()).map(|e| e.to_string_lossy().into_owned()));
+    names
+}
+
+/// Environment names entrypoint.sh reads itself (`${NAME` references).
+fn entrypoint_names() -> BTreeSet<String> {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/entrypoint.sh")).unwrap();
+    text.split("${")
+        .skip(1)
+        .map(|rest| rest.chars().take_while(|c| c.is_ascii_uppercase() || *c == '_' || c.is_ascii_digit()).collect())
+        .filter(|name: &String| !name.is_empty())
+        .collect()
+}
+
+#[test]
+fn every_environment_name_the_template_passes_is_read() {
+    let t = template();
+    let mut checked = 0;
+    for (name, function) in of_type(&t, "AWS::Lambda::Function") {
+        let command = function["Properties"]["Description"].as_str().unwrap().split(' ').nth(1).unwrap().to_owned();
+        let reads = env_names(&command);
+        for variable in function["Properties"]["Environment"]["Variables"].as_object().unwrap().keys() {
+            assert!(reads.contains(variable), "{name} passes {variable}, which `gpuinfer {command}` does not read");
+            checked += 1;
+        }
+    }
+    let container_reads: BTreeSet<String> = env_names("worker").union(&entrypoint_names()).cloned().collect();
+    for (name, task) in of_type(&t, "AWS::ECS::TaskDefinition") {
+        for container in task["Properties"]["ContainerDefinitions"].as_array().unwrap() {
+            for variable in container["Environment"].as_array().unwrap() {
+                let variable = variable["Name"].as_str().unwrap();
+                assert!(
+                    container_reads.contains(variable),
+                    "{name} passes {variable}, read by neither the worker nor entrypoint.sh"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 20, "only {checked} variables found: is the template parsed right?");
+}
+
+#[test]
+fn each_task_role_touches_only_its_queue_the_dead_letter_queue_and_results() {
+    let t = template();
+    for (role, own) in [("SmallTaskRole", "SmallQueue"), ("LargeTaskRole", "LargeQueue")] {
+        let statements =
+            t["Resources"][role]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"].as_array().unwrap();
+        for statement in statements {
+            let actions: Vec<&str> = match &statement["Action"] {
+                Value::String(a) => vec![a.as_str()],
+                other => other.as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect(),
+            };
+            let resource = statement["Resource"].to_string();
+            assert_ne!(statement["Resource"], "*", "{role} grants {actions:?} on every resource");
+            for action in actions {
+                match action {
+                    "sqs:SendMessage" => {
+                        assert!(resource.contains("DeadLetterQueue"), "{role} may send only to the DLQ: {resource}")
+                    }
+                    a if a.starts_with("sqs:") => {
+                        assert_eq!(
+                            statement["Resource"],
+                            json!({"Fn::GetAtt": [own, "Arn"]}),
+                            "{role} {a} must be on {own} only"
+                        )
+                    }
+                    "s3:PutObject" => assert!(
+                        resource.contains("/results/*") && resource.contains("ResultsBucket"),
+                        "{role}: {resource}"
+                    ),
+                    "s3:GetObject" | "s3:ListBucket" => {
+                        assert!(
+                            resource.contains("/results/*") || resource.contains("ModelS3Path"),
+                            "{role}: {resource}"
+                        )
+                    }
+                    other => panic!("{role} has an unexpected action {other}"),
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn queues_match_the_seed_and_redrive_to_the_dead_letter_queue() {
+    let t = template();
+    assert_eq!(t["Mappings"]["Tiers"]["Small"]["VisibilityTimeout"], 300);
+    assert_eq!(t["Mappings"]["Tiers"]["Large"]["VisibilityTimeout"], 600);
+    for queue in ["SmallQueue", "LargeQueue"] {
+        let p = &t["Resources"][queue]["Properties"];
+        assert_eq!(p["MaximumMessageSize"], 1_048_576, "{queue}");
+        assert_eq!(p["RedrivePolicy"]["deadLetterTargetArn"], json!({"Fn::GetAtt": ["DeadLetterQueue", "Arn"]}));
+        assert_eq!(p["RedrivePolicy"]["maxReceiveCount"], 3);
+        assert!(p["KmsMasterKeyId"].is_string() || p["SqsManagedSseEnabled"] == true, "{queue} is encrypted");
+    }
+    assert_eq!(t["Resources"]["DeadLetterQueue"]["Properties"]["MessageRetentionPeriod"], 1_209_600);
+    for (name, task) in of_type(&t, "AWS::ECS::TaskDefinition") {
+        let env = &task["Properties"]["ContainerDefinitions"][0]["Environment"];
+        let max = env.as_array().unwrap().iter().find(|v| v["Name"] == "MAX_RECEIVE_COUNT").unwrap();
+        assert_eq!(max["Value"], "3", "{name}: the worker's last attempt must match the redrive policy");
+    }
+}
+
+#[test]
+fn security_defaults_hold() {
+    let t = template();
+    assert_eq!(t["Parameters"]["ApiAuthType"]["Default"], "AWS_IAM", "API auth is on by default");
+    for (name, route) in of_type(&t, "AWS::ApiGatewayV2::Route") {
+        assert_eq!(route["Properties"]["AuthorizationType"], json!({"Ref": "ApiAuthType"}), "{name}");
+    }
+    assert!(t["Resources"]["ApiStage"]["Properties"]["AccessLogSettings"]["DestinationArn"].is_object());
+    for (name, bucket) in of_type(&t, "AWS::S3::Bucket") {
+        let block = &bucket["Properties"]["PublicAccessBlockConfiguration"];
+        for setting in ["BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets"] {
+            assert_eq!(block[setting], true, "{name}.{setting}");
+        }
+        assert!(bucket["Properties"]["BucketEncryption"].is_object(), "{name} is encrypted");
+        let policy =
+            of_type(&t, "AWS::S3::BucketPolicy").find(|(_, p)| p["Properties"]["Bucket"] == json!({"Ref": name}));
+        let statements = policy.unwrap_or_else(|| panic!("{name} has no bucket policy")).1["Properties"]["PolicyDocument"]["Statement"].to_string();
+        assert!(
+            statements.contains("aws:SecureTransport") && statements.contains("Deny"),
+            "{name} must refuse plain HTTP"
+        );
+    }
+    let results = &t["Resources"]["ResultsBucket"]["Properties"];
+    assert_eq!(
+        results["LifecycleConfiguration"]["Rules"][0]["ExpirationInDays"],
+        json!({"Ref": "ResultRetentionDays"})
+    );
+    for (name, task) in of_type(&t, "AWS::ECS::TaskDefinition") {
+        let user = task["Properties"]["ContainerDefinitions"][0]["User"].as_str().unwrap();
+        assert!(user != "0" && user != "root", "{name} runs as {user}");
+    }
+    let dockerfile = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Dockerfile")).unwrap();
+    let last_user = dockerfile.lines().filter(|l| l.starts_with("USER ")).next_back().unwrap();
+    assert_eq!(last_user, "USER 1000", "the runtime image runs as a non-root user");
+    for (name, provider) in of_type(&t, "AWS::ECS::CapacityProvider") {
+        let repair = &provider["Properties"]["ManagedInstancesProvider"]["AutoRepairConfiguration"]["ActionsStatus"];
+        assert_eq!(repair, "ENABLED", "{name} has GPU auto-repair");
+    }
+}
+
+#[test]
+fn seed_parameters_keep_their_names_and_defaults() {
+    let t = template();
+    let p = &t["Parameters"];
+    for (name, default) in [
+        ("QuantizationMethod", json!("awq")),
+        ("MaxSequenceLength", json!(2048)),
+        ("MinTaskCount", json!(0)),
+        ("MaxTaskCount", json!(10)),
+        ("LargeModelQuantization", json!("awq")),
+        ("LargeModelMaxSequenceLength", json!(4096)),
+        ("LargeModelMinTaskCount", json!(0)),
+        ("LargeModelMaxTaskCount", json!(4)),
+        ("LargeModelGPUCount", json!(8)),
+        ("PromptComplexityThreshold", json!(2000)),
+        ("MaxTokensComplexityThreshold", json!(1024)),
+        ("QueueDepthScaleThreshold", json!(5)),
+        ("ScaleDownCooldownSeconds", json!(300)),
+        ("LogRetentionDays", json!(30)),
+        ("OutputDestination", json!("")),
+        ("CostAllocationTagProject", json!("gpu-inference-pipeline")),
+    ] {
+        assert_eq!(p[name]["Default"], default, "{name}");
+    }
+    for required in ["ModelName", "LargeModelName", "ModelS3Path", "LargeModelS3Path"] {
+        assert!(p[required].is_object(), "{required} is a parameter");
+    }
+}
+
+#[test]
+fn stateful_resources_say_what_happens_on_delete_and_every_taggable_one_carries_the_project_tag() {
+    let t = template();
+    let stateful =
+        ["AWS::SQS::Queue", "AWS::S3::Bucket", "AWS::Logs::LogGroup", "AWS::ECR::Repository", "AWS::KMS::Key"];
+    let untaggable = [
+        "AWS::EC2::VPCGatewayAttachment",
+        "AWS::EC2::Route",
+        "AWS::EC2::SubnetRouteTableAssociation",
+        "AWS::EC2::VPCEndpoint",
+        "AWS::IAM::InstanceProfile",
+        "AWS::ECS::ClusterCapacityProviderAssociations",
+        "AWS::S3::BucketPolicy",
+        "AWS::SNS::TopicPolicy",
+        "AWS::SNS::Subscription",
+        "AWS::Logs::ResourcePolicy",
+        "AWS::Lambda::Permission",
+        "AWS::ApiGatewayV2::Integration",
+        "AWS::ApiGatewayV2::Route",
+        "AWS::CloudWatch::Alarm",
+        "AWS::CloudWatch::Dashboard",
+        "AWS::Events::Rule",
+        "AWS::ApplicationAutoScaling::ScalableTarget",
+        "AWS::ApplicationAutoScaling::ScalingPolicy",
+    ];
+    for (name, resource) in resources(&t) {
+        let kind = resource["Type"].as_str().unwrap();
+        if stateful.contains(&kind) {
+            assert!(resource["DeletionPolicy"].is_string() && resource["UpdateReplacePolicy"].is_string(), "{name}");
+        }
+        if untaggable.contains(&kind) {
+            continue;
+        }
+        let tags = &resource["Properties"]["Tags"];
+        let tagged = match tags {
+            Value::Array(list) => {
+                list.iter().any(|t| t["Key"] == "Project" && t["Value"] == json!({"Ref": "CostAllocationTagProject"}))
+            }
+            Value::Object(map) => map.get("Project") == Some(&json!({"Ref": "CostAllocationTagProject"})),
+            _ => false,
+        };
+        assert!(tagged, "{name} ({kind}) lacks the Project cost tag");
+    }
+}
+
+#[test]
+fn arns_are_partition_aware() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/template.yaml")).unwrap();
+    assert!(!text.contains("arn:aws:"), "write arn:${{AWS::Partition}}:… so the stack deploys in every partition");
+}
