@@ -192,7 +192,7 @@ fn security_defaults_hold() {
         assert!(user != "0" && user != "root", "{name} runs as {user}");
     }
     let dockerfile = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Dockerfile")).unwrap();
-    let last_user = dockerfile.lines().filter(|l| l.starts_with("USER ")).next_back().unwrap();
+    let last_user = dockerfile.lines().rfind(|l| l.starts_with("USER ")).unwrap();
     assert_eq!(last_user, "USER 1000", "the runtime image runs as a non-root user");
     for (name, provider) in of_type(&t, "AWS::ECS::CapacityProvider") {
         let repair = &provider["Properties"]["ManagedInstancesProvider"]["AutoRepairConfiguration"]["ActionsStatus"];
