@@ -17,6 +17,7 @@ use gpuinfer::simulate::policy::seed_metric;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{Value, json};
 use support::SharedBuf;
+use support::lambda_runtime::RuntimeApi;
 
 fn policy() -> ScalingPolicy {
     ScalingPolicy::new(5, 0, 10, 80.0).unwrap()
@@ -144,10 +145,15 @@ async fn rig(queued: (usize, usize), fleet: FakeFleet) -> Rig {
     Rig { _dir: dir, scaler: Scaler::new(tiers, fleet.clone(), fleet, Emf::to_writer(emf.clone())), emf }
 }
 
-fn scheduled_event() -> LambdaEvent<ScheduledEvent> {
+/// The EventBridge scheduled event of tests/fixtures.
+fn scheduled_event_json() -> Value {
     let fixture =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/scheduled_event.json")).unwrap();
-    LambdaEvent::new(serde_json::from_str(&fixture).unwrap(), Context::default())
+    serde_json::from_str(&fixture).unwrap()
+}
+
+fn scheduled_event() -> LambdaEvent<ScheduledEvent> {
+    LambdaEvent::new(serde_json::from_value(scheduled_event_json()).unwrap(), Context::default())
 }
 
 #[tokio::test]
@@ -227,4 +233,40 @@ async fn an_empty_test_event_is_accepted() {
     let report = handle_scheduled_event(event, &rig.scaler).await.unwrap();
     assert_eq!(report.event_time, None);
     assert_eq!(report.tiers.len(), 2);
+}
+
+#[tokio::test]
+async fn under_the_lambda_runtime_each_scheduled_invocation_answers_for_every_tier() {
+    let dir = tempfile::tempdir().unwrap();
+    let backends = LocalBackends::open(dir.path()).unwrap();
+    for _ in 0..3 {
+        backends.queue_handle(Tier::Large).send("{}").await.unwrap();
+    }
+    let runtime = RuntimeApi::start().await;
+    let mut function = std::process::Command::new(env!("CARGO_BIN_EXE_gpuinfer"))
+        .args(["scaler", "--local-running-tasks", "0", "--data-dir"])
+        .arg(dir.path())
+        .envs(runtime.function_env("gpuinfer-scaler"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let answer = runtime.invoke(scheduled_event_json()).await;
+    let again = runtime.invoke(scheduled_event_json()).await;
+    function.kill().unwrap();
+    let output = function.wait_with_output().unwrap();
+
+    assert_eq!(answer["eventTime"], "2026-11-29T18:00:00Z", "{answer}");
+    let tiers = answer["tiers"].as_array().unwrap();
+    assert_eq!(
+        tiers.iter().map(|t| t["serviceName"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["gpuinfer-small", "gpuinfer-large"]
+    );
+    assert_eq!((tiers[0]["tasksNeeded"].as_u64(), tiers[0]["inferenceScalingMetric"].as_f64()), (Some(0), Some(1.0)));
+    assert_eq!(tiers[1]["visible"], 3);
+    assert_eq!((tiers[1]["tasksNeeded"].as_u64(), tiers[1]["inferenceScalingMetric"].as_f64()), (Some(1), Some(2.0)));
+    assert_eq!(tiers[1]["hasBacklogWithoutCapacity"], true);
+    assert_eq!(again["tiers"], answer["tiers"], "a second invocation in the same process answers the same");
+    let emf = String::from_utf8_lossy(&output.stdout).lines().filter(|l| l.contains("InferenceScalingMetric")).count();
+    assert_eq!(emf, 4, "one EMF line per tier and invocation on stdout");
 }
