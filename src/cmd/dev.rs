@@ -90,7 +90,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         background.spawn(worker.run(shutdown.clone()));
     }
     let fleet = Arc::new(FixedFleet { tasks_per_tier: 1 });
-    let scaler = args.scaler.scaler(Tier::ALL.map(|tier| (tier, queue(tier))), fleet, metrics.clone())?;
+    let scaler =
+        args.scaler.scaler(Tier::ALL.map(|tier| (tier, queue(tier))), fleet.clone(), fleet, metrics.clone())?;
     background.spawn(scaler.run(args.scaler.interval(), shutdown.clone()));
     let state = Arc::new(AppState {
         queues: PerTier { small: queue(Tier::Small), large: queue(Tier::Large) },

@@ -72,16 +72,14 @@ impl ScalerArgs {
         Duration::from_secs(self.scaler_interval)
     }
 
-    /// A scaler over `queues`, reading task counts and GPU utilization from `fleet`.
-    pub fn scaler<F>(
+    /// A scaler over `queues`, reading task counts from `tasks` and GPU utilization from `gpu`.
+    pub fn scaler(
         &self,
         queues: impl IntoIterator<Item = (Tier, Arc<dyn Queue>)>,
-        fleet: Arc<F>,
+        tasks: Arc<dyn ServiceTasks>,
+        gpu: Arc<dyn GpuUtilization>,
         metrics: Emf,
-    ) -> anyhow::Result<Scaler>
-    where
-        F: ServiceTasks + GpuUtilization + 'static,
-    {
+    ) -> anyhow::Result<Scaler> {
         let tiers: Vec<ScaledTier> = queues
             .into_iter()
             .map(|(tier, queue)| {
@@ -99,7 +97,7 @@ impl ScalerArgs {
         if tiers.len() > 1 && !self.service_name.contains("{tier}") {
             bail!("SERVICE_NAME `{}` must contain {{tier}} when more than one tier is scaled", self.service_name);
         }
-        Ok(Scaler::new(tiers, fleet.clone(), fleet, metrics))
+        Ok(Scaler::new(tiers, tasks, gpu, metrics))
     }
 }
 
@@ -128,7 +126,10 @@ impl Args {
         let backends = LocalBackends::open(&self.data_dir).context("opening the embedded backends")?;
         let queues = self.tiers.iter().map(|&tier| -> (Tier, Arc<dyn Queue>) { (tier, backends.queue_handle(tier)) });
         let fleet = Arc::new(FixedFleet { tasks_per_tier: self.local_running_tasks });
-        Ok(Config { scaler: self.scaler.scaler(queues, fleet, Emf::stdout())?, interval: self.scaler.interval() })
+        Ok(Config {
+            scaler: self.scaler.scaler(queues, fleet.clone(), fleet, Emf::stdout())?,
+            interval: self.scaler.interval(),
+        })
     }
 }
 
