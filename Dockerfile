@@ -12,7 +12,7 @@ RUN apt-get update \
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
-RUN cargo build --release --locked --target "${TARGET}" \
+RUN cargo build --release --locked --bin gpuinfer --target "${TARGET}" \
     && cp "target/${TARGET}/release/gpuinfer" /gpuinfer
 
 FROM scratch AS lambda

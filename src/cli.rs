@@ -29,23 +29,18 @@ pub enum Command {
     Router(cmd::router::Args),
     /// Queue worker beside an OpenAI-compatible engine: receive, infer, store the result, delete.
     Worker(cmd::worker::Args),
+    /// Exit 0 if the engine answers /health in time, 1 if not: the container health check beside the engine.
+    Healthcheck(cmd::healthcheck::Args),
     /// Compute and publish each tier's scaling metric: a local loop, or a Lambda function on a schedule.
     Scaler(cmd::scaler::Args),
-    /// Inject a synthetic NVIDIA XID through the host's DCGM, for the GPU auto-repair demo (not implemented yet).
-    InjectXid(NotBuilt),
+    /// Inject a synthetic NVIDIA XID through the host's DCGM, so ECS auto-repair replaces the instance (demo).
+    InjectXid(cmd::inject_xid::Args),
     /// Download model weights from an S3 prefix: parallel ranged GETs, resumable, verified.
     FetchModel(cmd::fetch_model::Args),
     /// The whole pipeline in one process: router, a worker pool per tier, the scaler, embedded queues and result files.
     Dev(cmd::dev::Args),
     /// Replay a traffic trace against the seed's scaling policy and ours; print cost, losses and latency side by side.
     Simulate(cmd::simulate::Args),
-}
-
-/// Arguments of a subcommand this version does not implement yet.
-#[derive(Debug, clap::Args)]
-pub struct NotBuilt {
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-    pub args: Vec<String>,
 }
 
 /// A flag value for one tier (`small=10`) or for every tier (`10`); given repeated or comma-separated,

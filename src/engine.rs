@@ -11,6 +11,9 @@ use crate::outcome::{Generation, Usage};
 use crate::ports::{Completion, Engine, EngineError};
 use crate::request::{InferenceRequest, Input};
 
+/// Longest wait for one /health answer when probing between requests.
+pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// How the client reaches one engine.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -68,6 +71,18 @@ impl EngineClient {
             .map(String::as_str)
     }
 
+    /// GETs /health: Ok on a 2xx answer within `timeout`, else why not.
+    pub async fn health(&self, timeout: Duration) -> Result<(), EngineError> {
+        let response =
+            self.http.get(format!("{}/health", self.base)).timeout(timeout).send().await.map_err(transport_error)?;
+        let status = response.status();
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(EngineError::Unavailable(format!("/health answered HTTP {}", status.as_u16())))
+        }
+    }
+
     async fn call<T: for<'de> Deserialize<'de>>(&self, request: reqwest::RequestBuilder) -> Result<T, EngineError> {
         let response = request.send().await.map_err(transport_error)?;
         let status = response.status();
@@ -108,10 +123,7 @@ impl Engine for EngineClient {
     }
 
     async fn healthy(&self) -> bool {
-        match self.http.get(format!("{}/health", self.base)).timeout(Duration::from_secs(2)).send().await {
-            Ok(response) => response.status().is_success(),
-            Err(_) => false,
-        }
+        self.health(HEALTH_TIMEOUT).await.is_ok()
     }
 }
 

@@ -11,6 +11,7 @@
 //! - `simulate`: the discrete-event simulation of the seed's scaling policy against ours
 //! - `local`: embedded backends (SQLite queues, result files, a fixed fleet); `engine`: OpenAI-compatible client
 //! - `aws`: SQS, S3, Bedrock adapters; `fetch`: parallel model download from S3
+//! - `xid`: synthetic XIDs through the host's DCGM (dcgmi command lines, checks, the shell-out)
 //! - `metrics`: metric names and EMF lines; `telemetry`: logging; `shutdown`: signals
 
 pub mod aws;
@@ -31,3 +32,4 @@ pub mod shutdown;
 pub mod simulate;
 pub mod telemetry;
 pub mod worker;
+pub mod xid;

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use gpuinfer::cli::{Cli, Command};
+use gpuinfer::xid::XidError;
 use gpuinfer::{cmd, shutdown, telemetry};
 
 #[tokio::main]
@@ -16,9 +17,10 @@ async fn main() -> ExitCode {
         Command::Worker(args) => async { cmd::worker::run(args.into_config()?, shutdown).await }.await,
         Command::FetchModel(args) => async { cmd::fetch_model::run(args.into_config()?, shutdown).await }.await,
         Command::Dev(args) => async { cmd::dev::run(args.into_config()?, shutdown).await }.await,
+        Command::Healthcheck(args) => async { cmd::healthcheck::run(args.into_config()?, shutdown).await }.await,
+        Command::InjectXid(args) => async { cmd::inject_xid::run(args.into_config()?, shutdown).await }.await,
         Command::Scaler(args) => async { cmd::scaler::run(args.into_config()?, shutdown).await }.await,
         Command::Simulate(args) => args.into_config().and_then(cmd::simulate::run),
-        Command::InjectXid(_) => return not_built("inject-xid"),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -27,15 +29,12 @@ async fn main() -> ExitCode {
             {
                 eprintln!("gpuinfer: {error:#}");
             }
-            ExitCode::FAILURE
+            ExitCode::from(exit_status(&error))
         }
     }
 }
 
-fn not_built(name: &str) -> ExitCode {
-    #[allow(clippy::print_stderr)]
-    {
-        eprintln!("gpuinfer {name}: not implemented yet");
-    }
-    ExitCode::from(2)
+/// 1, unless the error says otherwise (inject-xid documents one status per cause).
+fn exit_status(error: &anyhow::Error) -> u8 {
+    error.downcast_ref::<XidError>().map_or(1, XidError::exit_code)
 }

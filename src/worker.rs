@@ -1,16 +1,16 @@
-//! The worker: lease a message → heartbeat → infer → store the result → delete; retry policy and drain.
+//! The worker: lease a message → heartbeat → infer → store the result → delete; retry policy, drain, engine loss.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::{self, Emf, Metric};
 use crate::outcome::{ErrorCode, Processing, ResultDocument};
-use crate::ports::{Engine, EngineError, Message, PutOutcome, Queue, ResultStore};
+use crate::ports::{Completion, Engine, EngineError, Message, PutOutcome, Queue, ResultStore};
 use crate::request::{InferenceRequest, RequestId};
 use crate::routing::Tier;
 
@@ -30,8 +30,10 @@ pub struct WorkerConfig {
     pub max_receive_count: u32,
     /// Back-off after a transient failure: base × 2^(attempt−1), at most the visibility timeout.
     pub retry_base: Duration,
-    /// How often to probe the engine's health before starting.
+    /// How often to probe the engine's health: before starting, and all along while running.
     pub health_interval: Duration,
+    /// How long the engine may fail its health probes before the worker gives up on it (GPU lost).
+    pub engine_loss_window: Duration,
     pub task_arn: String,
 }
 
@@ -45,6 +47,7 @@ impl WorkerConfig {
             max_receive_count: 3,
             retry_base: Duration::from_secs(2),
             health_interval: Duration::from_secs(1),
+            engine_loss_window: Duration::from_secs(30),
             task_arn: "local".into(),
         }
     }
@@ -64,6 +67,18 @@ pub enum Disposition {
     AlreadyDone,
     DeadLettered,
     RetryLater,
+    /// Made visible again at once because the engine was lost, for a task with a healthy engine.
+    Released,
+}
+
+/// Why [`Worker::run`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// Shutdown was requested; every request in flight finished first.
+    Drained,
+    /// The engine failed its health probes for the whole loss window: the worker stopped receiving and
+    /// released its `released` unfinished messages. The process should exit non-zero so it is replaced.
+    EngineLost { released: usize },
 }
 
 pub struct Worker<Q: ?Sized, S: ?Sized, E: ?Sized> {
@@ -72,6 +87,8 @@ pub struct Worker<Q: ?Sized, S: ?Sized, E: ?Sized> {
     engine: Arc<E>,
     config: WorkerConfig,
     metrics: Emf,
+    /// Cancelled when the engine is declared lost: requests in flight then hand their messages back.
+    engine_lost: CancellationToken,
 }
 
 impl<Q, S, E> Worker<Q, S, E>
@@ -81,35 +98,45 @@ where
     E: Engine + ?Sized + 'static,
 {
     pub fn new(queue: Arc<Q>, store: Arc<S>, engine: Arc<E>, config: WorkerConfig, metrics: Emf) -> Self {
-        Worker { queue, store, engine, config, metrics }
+        Worker { queue, store, engine, config, metrics, engine_lost: CancellationToken::new() }
     }
 
-    /// Runs until `shutdown`: then stops receiving and finishes every request in flight.
-    pub async fn run(self, shutdown: CancellationToken) {
+    /// Runs until `shutdown` (then stops receiving and finishes every request in flight) or until the
+    /// engine is lost (then stops receiving and releases every message it holds).
+    pub async fn run(self, shutdown: CancellationToken) -> Stopped {
         let tier = self.config.tier;
         if !self.wait_for_engine(&shutdown).await {
-            return;
+            return Stopped::Drained;
         }
         tracing::info!(%tier, concurrency = self.config.concurrency, "worker polling");
         let worker = Arc::new(self);
+        let receiving = shutdown.child_token();
+        let (answering_tx, mut answering) = watch::channel(true);
+        let watchdog = tokio::spawn(Arc::clone(&worker).watch_engine(answering_tx, receiving.clone()));
         let slots = Arc::new(Semaphore::new(worker.config.concurrency));
         let mut in_flight = JoinSet::new();
+        let mut released = 0;
         loop {
             while let Some(done) = in_flight.try_join_next() {
-                log_panic(done);
+                released += count_released(done);
             }
-            let Some(permits) = acquire_free_slots(&slots, &shutdown).await else { break };
+            if !wait_until_answering(&mut answering, &receiving).await {
+                break;
+            }
+            let Some(permits) = acquire_free_slots(&slots, &receiving).await else { break };
             let received = tokio::select! {
+                biased;
+                () = receiving.cancelled() => break,
                 received = worker.queue.receive(permits.len(), worker.config.wait_time) => received,
-                () = shutdown.cancelled() => break,
             };
             let messages = match received {
                 Ok(messages) => messages,
                 Err(error) => {
                     tracing::warn!(%tier, %error, "receive failed; retrying in 1 s");
                     tokio::select! {
+                        biased;
+                        () = receiving.cancelled() => break,
                         () = tokio::time::sleep(Duration::from_secs(1)) => continue,
-                        () = shutdown.cancelled() => break,
                     }
                 }
             };
@@ -121,15 +148,56 @@ where
                 });
             }
         }
-        tracing::info!(%tier, in_flight = in_flight.len(), "worker draining: finishing requests in flight");
-        while let Some(done) = in_flight.join_next().await {
-            log_panic(done);
+        if worker.engine_lost.is_cancelled() {
+            tracing::warn!(%tier, in_flight = in_flight.len(), "worker stopped receiving: releasing unfinished requests");
+        } else {
+            tracing::info!(%tier, in_flight = in_flight.len(), "worker draining: finishing requests in flight");
         }
-        tracing::info!(%tier, "worker stopped");
+        while let Some(done) = in_flight.join_next().await {
+            released += count_released(done);
+        }
+        watchdog.abort();
+        if worker.engine_lost.is_cancelled() {
+            tracing::error!(%tier, released, "worker stopped: engine lost; its messages are back in the queue");
+            Stopped::EngineLost { released }
+        } else {
+            tracing::info!(%tier, "worker stopped");
+            Stopped::Drained
+        }
     }
 
-    /// Waits until the engine answers /health; false if shut down first.
-    async fn wait_for_engine(&self, shutdown: &CancellationToken) -> bool {
+    /// Probes the engine every health interval while the worker runs; publishes whether it answers, and
+    /// declares it lost (cancels `engine_lost`, stops receiving) once it has failed for the whole loss window.
+    async fn watch_engine(self: Arc<Self>, answering: watch::Sender<bool>, receiving: CancellationToken) {
+        let tier = self.config.tier;
+        let window = self.config.engine_loss_window;
+        let mut failing_since: Option<Instant> = None;
+        loop {
+            tokio::time::sleep(self.config.health_interval).await;
+            if self.engine.healthy().await {
+                if failing_since.take().is_some() {
+                    tracing::info!(%tier, "engine answers again");
+                }
+                answering.send_replace(true);
+                continue;
+            }
+            let since = *failing_since.get_or_insert_with(|| {
+                tracing::warn!(%tier, loss_window_s = window.as_secs_f64(), "engine not answering its health probe: receiving paused");
+                Instant::now()
+            });
+            answering.send_replace(false);
+            if since.elapsed() >= window {
+                tracing::error!(%tier, loss_window_s = window.as_secs_f64(), "engine lost: stopping and releasing every unfinished message");
+                // In this order: whoever sees receiving stopped also sees the engine lost.
+                self.engine_lost.cancel();
+                receiving.cancel();
+                return;
+            }
+        }
+    }
+
+    /// Waits until the engine answers /health; false if `stop` is cancelled first.
+    async fn wait_for_engine(&self, stop: &CancellationToken) -> bool {
         let started = Instant::now();
         let mut last_log = started;
         loop {
@@ -142,7 +210,7 @@ where
             }
             tokio::select! {
                 () = tokio::time::sleep(self.config.health_interval) => {}
-                () = shutdown.cancelled() => return false,
+                () = stop.cancelled() => return false,
             }
         }
     }
@@ -173,7 +241,11 @@ where
             Ok(false) => {}
             Err(error) => return self.retry_later(&message, &error.to_string()).await,
         }
-        let outcome = self.with_heartbeat(&message, self.engine.generate(&request)).await;
+        let Some(outcome) = self.infer(&message, &request).await else {
+            tracing::warn!(request_id = %id, %tier, "engine lost: message released for a task with a healthy engine");
+            self.set_visibility(&message, Duration::ZERO).await;
+            return Disposition::Released;
+        };
         let processing = Processing {
             request_id: id,
             tier,
@@ -209,6 +281,28 @@ where
         }
     }
 
+    /// Runs the request under a heartbeat. A failure while the engine does not answer its health probe is
+    /// the engine's, not the request's: the message is held until the engine answers again (then the
+    /// request is retried on the same lease) or is declared lost (then None: hand the message back).
+    async fn infer(&self, message: &Message, request: &InferenceRequest) -> Option<Result<Completion, EngineError>> {
+        let attempts = async {
+            loop {
+                match self.engine.generate(request).await {
+                    Err(error) if !matches!(error, EngineError::Permanent(_)) && !self.engine.healthy().await => {
+                        tracing::warn!(request_id = %request.request_id, tier = %self.config.tier, %error, "engine not answering: holding the request until it answers again or is declared lost");
+                        self.wait_for_engine(&self.engine_lost).await;
+                    }
+                    outcome => return outcome,
+                }
+            }
+        };
+        tokio::select! {
+            biased;
+            () = self.engine_lost.cancelled() => None,
+            outcome = self.with_heartbeat(message, attempts) => Some(outcome),
+        }
+    }
+
     /// Keeps the message invisible while `work` runs, renewing every third of the visibility timeout.
     async fn with_heartbeat<T>(&self, message: &Message, work: impl Future<Output = T>) -> T {
         let every = self.config.visibility_timeout / 3;
@@ -229,10 +323,15 @@ where
     async fn retry_later(&self, message: &Message, error: &str) -> Disposition {
         let delay = self.config.retry_delay(message.receive_count);
         tracing::warn!(tier = %self.config.tier, attempt = message.receive_count, retry_in_s = delay.as_secs_f64(), %error, "transient failure; the message will be retried");
-        if let Err(e) = self.queue.change_visibility(&message.receipt, delay).await {
-            tracing::warn!(tier = %self.config.tier, error = %e, "could not set the retry delay; the visibility timeout applies");
-        }
+        self.set_visibility(message, delay).await;
         Disposition::RetryLater
+    }
+
+    /// Makes the message visible again after `delay` (zero: at once).
+    async fn set_visibility(&self, message: &Message, delay: Duration) {
+        if let Err(error) = self.queue.change_visibility(&message.receipt, delay).await {
+            tracing::warn!(tier = %self.config.tier, %error, "could not change the message's visibility; its visibility timeout applies");
+        }
     }
 
     async fn delete(&self, message: &Message) {
@@ -267,11 +366,12 @@ where
     }
 }
 
-/// Waits for one free slot, then takes every other free one up to a batch; None on shutdown.
-async fn acquire_free_slots(slots: &Arc<Semaphore>, shutdown: &CancellationToken) -> Option<Vec<OwnedSemaphorePermit>> {
+/// Waits for one free slot, then takes every other free one up to a batch; None once `stop` is cancelled.
+async fn acquire_free_slots(slots: &Arc<Semaphore>, stop: &CancellationToken) -> Option<Vec<OwnedSemaphorePermit>> {
     let first = tokio::select! {
+        biased;
+        () = stop.cancelled() => return None,
         permit = Arc::clone(slots).acquire_owned() => permit.ok()?,
-        () = shutdown.cancelled() => return None,
     };
     let mut permits = vec![first];
     while permits.len() < MAX_BATCH {
@@ -288,8 +388,22 @@ fn queue_wait_ms(message: &Message) -> u64 {
     u64::try_from(now - message.sent_at_ms).unwrap_or(0)
 }
 
-fn log_panic(done: Result<Disposition, tokio::task::JoinError>) {
-    if let Err(error) = done {
-        tracing::error!(%error, "a request task panicked; its message will be retried after the visibility timeout");
+/// Waits while the engine fails its health probes; false once receiving stops.
+async fn wait_until_answering(answering: &mut watch::Receiver<bool>, receiving: &CancellationToken) -> bool {
+    tokio::select! {
+        biased;
+        () = receiving.cancelled() => false,
+        answered = answering.wait_for(|answering| *answering) => answered.is_ok(),
+    }
+}
+
+/// 1 if a finished request task released its message, else 0; logs a panicked one.
+fn count_released(done: Result<Disposition, tokio::task::JoinError>) -> usize {
+    match done {
+        Ok(disposition) => usize::from(disposition == Disposition::Released),
+        Err(error) => {
+            tracing::error!(%error, "a request task panicked; its message will be retried after the visibility timeout");
+            0
+        }
     }
 }

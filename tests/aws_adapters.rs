@@ -193,7 +193,7 @@ async fn in_process_worker(
     store: Arc<dyn ResultStore>,
     engine: &EngineDouble,
     shutdown: &CancellationToken,
-) -> tokio::task::JoinHandle<()> {
+) -> tokio::task::JoinHandle<gpuinfer::worker::Stopped> {
     let queue: Arc<dyn Queue> = Arc::new(SqsQueue::new(moto::sqs().await, url.to_owned(), Some(dlq.to_owned())));
     let engine_config = gpuinfer::engine::EngineConfig {
         base_url: engine.url.clone(),

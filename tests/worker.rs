@@ -13,7 +13,7 @@ use gpuinfer::metrics::Emf;
 use gpuinfer::outcome::{ErrorCode, ResultDocument, Status};
 use gpuinfer::ports::{Queue, QueueCounts, ResultStore};
 use gpuinfer::routing::Tier;
-use gpuinfer::worker::{Worker, WorkerConfig};
+use gpuinfer::worker::{Stopped, Worker, WorkerConfig};
 use support::engine_double::{Behavior, EngineDouble, Reply};
 use support::{eventually, request_body};
 use tokio_util::sync::CancellationToken;
@@ -25,7 +25,7 @@ struct Rig {
     queue: Arc<LocalQueue>,
     engine: EngineDouble,
     shutdown: CancellationToken,
-    worker: tokio::task::JoinHandle<()>,
+    worker: tokio::task::JoinHandle<Stopped>,
 }
 
 fn config() -> WorkerConfig {
@@ -81,9 +81,19 @@ impl Rig {
         .await;
     }
 
+    /// Waits until the engine has received `calls` requests.
+    async fn engine_called(&self, calls: u64) {
+        let engine = &self.engine;
+        eventually(Duration::from_secs(5), "requests in the engine", || async {
+            (engine.calls() == calls).then_some(())
+        })
+        .await;
+    }
+
     async fn stop(self) {
         self.shutdown.cancel();
-        tokio::time::timeout(Duration::from_secs(10), self.worker).await.expect("worker stops").unwrap();
+        let stopped = tokio::time::timeout(Duration::from_secs(10), self.worker).await.expect("worker stops").unwrap();
+        assert_eq!(stopped, Stopped::Drained);
     }
 }
 
@@ -206,13 +216,12 @@ async fn shutdown_stops_receiving_and_finishes_requests_in_flight() {
     let rig = rig(behavior, WorkerConfig { concurrency: 2, ..config() }).await;
     let ids = [rig.send("a").await, rig.send("b").await];
     let waiting = rig.send("c").await;
-    let engine = &rig.engine;
-    eventually(Duration::from_secs(5), "two requests in flight", || async { (engine.calls() == 2).then_some(()) })
-        .await;
+    rig.engine_called(2).await;
     let started = Instant::now();
     rig.shutdown.cancel();
     let Rig { worker, backends, queue, .. } = rig;
-    tokio::time::timeout(Duration::from_secs(5), worker).await.expect("drains in time").unwrap();
+    let stopped = tokio::time::timeout(Duration::from_secs(5), worker).await.expect("drains in time").unwrap();
+    assert_eq!(stopped, Stopped::Drained);
     assert!(started.elapsed() >= Duration::from_millis(300), "waited for the requests in flight");
     for id in ids {
         assert!(backends.store.get(id).await.unwrap().is_some(), "in-flight request {id} finished");
@@ -233,5 +242,68 @@ async fn the_worker_waits_for_a_healthy_engine_before_receiving() {
     assert_eq!(rig.queue.counts().await.unwrap().visible, 1, "nothing received while the engine is unhealthy");
     rig.engine.set_healthy(true);
     assert_eq!(rig.result(id).await.status, Status::Success);
+    rig.stop().await;
+}
+
+fn with_loss_window(window: Duration) -> WorkerConfig {
+    WorkerConfig { engine_loss_window: window, ..config() }
+}
+
+#[tokio::test]
+async fn an_engine_failing_its_health_for_the_window_is_lost_and_every_held_message_released() {
+    let behavior = Behavior { latency: Duration::from_secs(30), ..Behavior::default() };
+    let rig = rig(
+        behavior,
+        WorkerConfig { visibility_timeout: Duration::from_secs(300), ..with_loss_window(Duration::from_millis(400)) },
+    )
+    .await;
+    let ids = [rig.send("a").await, rig.send("b").await, rig.send("c").await];
+    rig.engine_called(3).await;
+    rig.engine.set_healthy(false);
+    let started = Instant::now();
+    let Rig { worker, backends, queue, .. } = rig;
+    let stopped =
+        tokio::time::timeout(Duration::from_secs(5), worker).await.expect("gives up within the window").unwrap();
+    assert_eq!(stopped, Stopped::EngineLost { released: 3 });
+    assert!(started.elapsed() >= Duration::from_millis(400), "not before the window");
+    assert_eq!(queue.counts().await.unwrap(), QueueCounts { visible: 3, in_flight: 0, delayed: 0 }, "visible at once");
+    for id in ids {
+        assert!(backends.store.get(id).await.unwrap().is_none(), "no result, error or otherwise, for {id}");
+    }
+}
+
+#[tokio::test]
+async fn a_health_blip_shorter_than_the_window_is_ridden_out() {
+    let behavior = Behavior { latency: Duration::from_millis(600), ..Behavior::default() };
+    let rig = rig(behavior, with_loss_window(Duration::from_secs(5))).await;
+    let id = rig.send("steady").await;
+    rig.engine_called(1).await;
+    rig.engine.set_healthy(false);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    rig.engine.set_healthy(true);
+    let doc = rig.result(id).await;
+    assert_eq!((doc.status, doc.attempts), (Status::Success, 1));
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn a_request_failing_while_the_engine_is_down_is_held_and_retried_on_the_same_lease() {
+    let behavior = Behavior { latency: Duration::from_millis(300), ..Behavior::default() };
+    let rig = rig(behavior, with_loss_window(Duration::from_secs(5))).await;
+    rig.engine.script([Reply::Status(503)]);
+    let id = rig.send("through the outage").await;
+    rig.engine_called(1).await;
+    rig.engine.set_healthy(false);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(rig.engine.calls(), 1, "not retried while the engine is down");
+    assert_eq!(rig.queue.counts().await.unwrap().in_flight, 1, "held, not failed nor released");
+    rig.engine.set_healthy(true);
+    let doc = rig.result(id).await;
+    assert_eq!(
+        (doc.status, doc.attempts),
+        (Status::Success, 1),
+        "one receive: the 503 of a dead engine is not an attempt"
+    );
+    assert_eq!(rig.engine.calls(), 2);
     rig.stop().await;
 }

@@ -10,13 +10,14 @@ use tokio_util::sync::CancellationToken;
 use crate::cmd::backends::Wiring;
 use crate::cmd::router::{RoutingArgs, serve};
 use crate::cmd::scaler::ScalerArgs;
-use crate::cmd::worker::{TuningArgs, build};
+use crate::cmd::worker::{TuningArgs, build, engine_lost};
 use crate::engine::base_url;
 use crate::local::fleet::FixedFleet;
 use crate::metrics::Emf;
 use crate::ports::{Queue, ResultStore};
 use crate::router::AppState;
 use crate::routing::{PerTier, Tier};
+use crate::worker::Stopped;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -83,16 +84,23 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         backends.tier_queue(tier, config.visibility_timeout, config.max_receive_count)
     };
 
-    let mut background = tokio::task::JoinSet::new();
+    let mut pools = tokio::task::JoinSet::new();
     for tier in Tier::ALL {
         let engine = args.tuning.engine_config(engine_urls.get(tier), models.get(tier).clone());
         let worker = build(queue(tier), Arc::clone(&store), &engine, configs.get(tier).clone(), metrics.clone())?;
-        background.spawn(worker.run(shutdown.clone()));
+        let shutdown = shutdown.clone();
+        pools.spawn(async move {
+            let stopped = worker.run(shutdown.clone()).await;
+            if stopped != Stopped::Drained {
+                shutdown.cancel(); // a lost engine stops the whole pipeline, so the process exits non-zero
+            }
+            (tier, stopped)
+        });
     }
     let fleet = Arc::new(FixedFleet { tasks_per_tier: 1 });
     let scaler =
         args.scaler.scaler(Tier::ALL.map(|tier| (tier, queue(tier))), fleet.clone(), fleet, metrics.clone())?;
-    background.spawn(scaler.run(args.scaler.interval(), shutdown.clone()));
+    let scaler = tokio::spawn(scaler.run(args.scaler.interval(), shutdown.clone()));
     let state = Arc::new(AppState {
         queues: PerTier { small: queue(Tier::Small), large: queue(Tier::Large) },
         store,
@@ -103,8 +111,15 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     print_banner(&args, &engine_urls, &metrics_path);
     let served = serve(args.listen, state, shutdown.clone()).await;
     shutdown.cancel();
-    while background.join_next().await.is_some() {}
-    served
+    let mut lost = None;
+    while let Some(done) = pools.join_next().await {
+        if let Ok((tier, Stopped::EngineLost { released })) = done {
+            lost = Some(engine_lost(configs.get(tier), engine_urls.get(tier), released));
+        }
+    }
+    let _ = scaler.await;
+    served?;
+    lost.map_or(Ok(()), Err)
 }
 
 fn print_banner(args: &Args, engines: &PerTier<String>, metrics_path: &std::path::Path) {

@@ -3,6 +3,8 @@
 pub mod backends;
 pub mod dev;
 pub mod fetch_model;
+pub mod healthcheck;
+pub mod inject_xid;
 pub mod router;
 pub mod scaler;
 pub mod simulate;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::bail;
+use anyhow::{anyhow, bail};
 use tokio_util::sync::CancellationToken;
 
 use crate::aws::ecs_metadata;
@@ -13,7 +13,7 @@ use crate::engine::{EngineClient, EngineConfig};
 use crate::metrics::Emf;
 use crate::ports::{Queue, ResultStore};
 use crate::routing::Tier;
-use crate::worker::{Worker, WorkerConfig};
+use crate::worker::{Stopped, Worker, WorkerConfig};
 
 /// How a worker pool behaves; shared by `worker` and `dev`.
 #[derive(Debug, Clone, clap::Args)]
@@ -36,6 +36,9 @@ pub struct TuningArgs {
     /// Longest single generation, in seconds, before it counts as a transient failure.
     #[arg(long, env = "ENGINE_TIMEOUT_SECONDS", default_value_t = 900)]
     pub engine_timeout_seconds: u64,
+    /// Seconds the engine may fail its health probe before the worker releases its messages and exits non-zero.
+    #[arg(long, env = "ENGINE_LOSS_WINDOW_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub engine_loss_window_seconds: u64,
     /// Task identifier written into each result when the ECS metadata endpoint does not give one.
     #[arg(long, env = "ECS_TASK_ARN", default_value = "local")]
     pub task_arn: String,
@@ -58,6 +61,7 @@ impl TuningArgs {
             max_receive_count: self.max_receive_count,
             retry_base: Duration::from_secs_f64(self.retry_base_seconds),
             health_interval: Duration::from_secs(1),
+            engine_loss_window: Duration::from_secs(self.engine_loss_window_seconds),
             task_arn: self.task_arn.clone(),
         })
     }
@@ -130,8 +134,20 @@ pub async fn run(mut config: Config, shutdown: CancellationToken) -> anyhow::Res
     let w = &config.worker;
     let queue = config.wiring.queue(&config.source, w.tier, w.visibility_timeout, w.max_receive_count).await?;
     let store = config.wiring.store(&config.destination).await?;
-    build(queue, store, &config.engine, config.worker, Emf::stdout())?.run(shutdown).await;
-    Ok(())
+    match build(queue, store, &config.engine, config.worker.clone(), Emf::stdout())?.run(shutdown).await {
+        Stopped::Drained => Ok(()),
+        Stopped::EngineLost { released } => Err(engine_lost(&config.worker, &config.engine.base_url, released)),
+    }
+}
+
+/// The error a worker pool ends with when its engine is lost (the exit status makes ECS replace the task).
+pub fn engine_lost(config: &WorkerConfig, engine_url: &str, released: usize) -> anyhow::Error {
+    anyhow!(
+        "{} tier: the engine at {engine_url} failed its health probe for {} s; released {released} unfinished \
+         message(s) back to the queue and stopped",
+        config.tier,
+        config.engine_loss_window.as_secs()
+    )
 }
 
 /// A worker over the given queue and store, talking to one engine.

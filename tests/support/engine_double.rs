@@ -1,4 +1,5 @@
 //! An OpenAI-compatible engine double on a loopback port: configurable latency, failures and slot limit.
+//! Runs in the test process, or as its own process through examples/engine-double.rs.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -76,6 +77,12 @@ impl Drop for EngineDouble {
 
 impl EngineDouble {
     pub async fn start(behavior: Behavior) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind engine double");
+        Self::serve(listener, behavior)
+    }
+
+    /// Serves on `listener` until dropped.
+    pub fn serve(listener: tokio::net::TcpListener, behavior: Behavior) -> Self {
         let state = Arc::new(DoubleState {
             slots: Semaphore::new(behavior.slots),
             healthy: AtomicBool::new(behavior.healthy),
@@ -91,8 +98,8 @@ impl EngineDouble {
             .route("/v1/models", get(models))
             .route("/v1/completions", post(complete))
             .route("/v1/chat/completions", post(complete))
+            .route("/double/stats", get(stats))
             .with_state(Arc::clone(&state));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind engine double");
         let url = format!("http://{}", listener.local_addr().expect("local addr"));
         let server = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
@@ -129,6 +136,15 @@ impl EngineDouble {
 
 async fn health(State(state): State<Arc<DoubleState>>) -> StatusCode {
     if state.healthy.load(Ordering::SeqCst) { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }
+}
+
+/// What the double has seen, for tests that run it as a separate process.
+async fn stats(State(state): State<Arc<DoubleState>>) -> Json<Value> {
+    Json(json!({
+        "calls": state.calls.load(Ordering::SeqCst),
+        "inFlight": state.in_flight.load(Ordering::SeqCst),
+        "maxInFlight": state.max_in_flight.load(Ordering::SeqCst),
+    }))
 }
 
 async fn models() -> Json<Value> {

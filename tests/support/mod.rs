@@ -1,7 +1,8 @@
-//! Shared harness for the black-box tests: the engine double and small helpers.
+//! Shared harness for the black-box tests: the engine double (in-process or as a child process) and small helpers.
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
 
 pub mod engine_double;
+pub mod engine_process;
 pub mod lambda_runtime;
 pub mod moto;
 

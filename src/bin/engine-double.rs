@@ -1,0 +1,57 @@
+//! The engine double as its own process: an OpenAI-compatible server with configurable latency, slots and
+//! failures, for tests that kill the engine and for load tests. Prints its base URL on the first stdout line.
+//!
+//! `cargo run --bin engine-double -- --listen 127.0.0.1:8000 --latency-ms 200 --slots 8`
+
+#[allow(dead_code, clippy::expect_used)]
+#[path = "../../tests/support/engine_double.rs"]
+mod engine_double;
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Parser;
+use engine_double::{Behavior, EngineDouble};
+
+/// OpenAI-compatible engine double: /health, /v1/models, /v1/completions, /v1/chat/completions, /double/stats.
+#[derive(Debug, Parser)]
+struct Args {
+    /// Address to listen on; port 0 picks a free one.
+    #[arg(long, env = "ENGINE_DOUBLE_LISTEN", default_value = "127.0.0.1:8000")]
+    listen: SocketAddr,
+    /// Time one request takes once it holds a slot, in milliseconds.
+    #[arg(long, env = "ENGINE_DOUBLE_LATENCY_MS", default_value_t = 5)]
+    latency_ms: u64,
+    /// Requests served at once; more wait for a slot, as in an engine's scheduler.
+    #[arg(long, env = "ENGINE_DOUBLE_SLOTS", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    slots: u32,
+    /// Share of requests answered with --fail-status (0.0–1.0).
+    #[arg(long, env = "ENGINE_DOUBLE_FAIL_RATE", default_value_t = 0.0)]
+    fail_rate: f64,
+    /// HTTP status of a failed request.
+    #[arg(long, env = "ENGINE_DOUBLE_FAIL_STATUS", default_value_t = 503)]
+    fail_status: u16,
+    /// Completion tokens reported per request (at most its max_tokens).
+    #[arg(long, env = "ENGINE_DOUBLE_COMPLETION_TOKENS", default_value_t = 8)]
+    completion_tokens: u64,
+}
+
+#[tokio::main]
+async fn main() -> std::io::Result<()> {
+    let args = Args::parse();
+    let behavior = Behavior {
+        latency: Duration::from_millis(args.latency_ms),
+        slots: args.slots as usize,
+        fail_rate: args.fail_rate,
+        fail_status: args.fail_status,
+        completion_tokens: args.completion_tokens,
+        healthy: true,
+    };
+    let listener = tokio::net::TcpListener::bind(args.listen).await?;
+    let double = EngineDouble::serve(listener, behavior);
+    let mut stdout = std::io::stdout();
+    writeln!(stdout, "{}", double.url)?;
+    stdout.flush()?;
+    tokio::signal::ctrl_c().await
+}

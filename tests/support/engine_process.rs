@@ -1,0 +1,52 @@
+//! The engine double as a child process (the engine-double binary), for tests that SIGKILL their engine.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::Value;
+
+/// A running engine-double process; killed when dropped.
+#[derive(Debug)]
+pub struct EngineProcess {
+    child: Child,
+    pub url: String,
+}
+
+impl EngineProcess {
+    /// Starts the double on a free loopback port with these extra flags (e.g. `--latency-ms 500`).
+    pub fn start(flags: &[&str]) -> Self {
+        let mut child = Command::new(binary())
+            .args(["--listen", "127.0.0.1:0"])
+            .args(flags)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the engine-double process");
+        let mut url = String::new();
+        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut url).expect("its URL");
+        EngineProcess { child, url: url.trim().to_owned() }
+    }
+
+    /// SIGKILL: no connection is closed politely, as when the GPU under an engine falls off the bus.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Requests received so far (`/double/stats`).
+    pub async fn calls(&self) -> u64 {
+        let stats: Value = reqwest::get(format!("{}/double/stats", self.url)).await.unwrap().json().await.unwrap();
+        stats["calls"].as_u64().unwrap()
+    }
+}
+
+impl Drop for EngineProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The engine-double binary (src/bin/engine-double.rs), which cargo builds for every integration test.
+fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_engine-double")
+}
