@@ -1,8 +1,13 @@
-//! The command line: `Cli` and its subcommands (each subcommand's flags live in its `cmd` module).
+//! The command line: `Cli` and its subcommands (each subcommand's flags live in its `cmd` module), and
+//! `TierSetting`, the value of a flag that can differ per tier.
+
+use std::fmt::Display;
+use std::str::FromStr;
 
 use clap::{Parser, Subcommand};
 
 use crate::cmd;
+use crate::routing::Tier;
 use crate::telemetry::TelemetryArgs;
 
 /// Asynchronous two-tier GPU inference pipeline: router, queue worker, scaler and tools in one binary.
@@ -26,19 +31,48 @@ pub enum Command {
     Worker(cmd::worker::Args),
     /// Exit 0 if the engine answers /health in time, 1 if not: the container health check beside the engine.
     Healthcheck(cmd::healthcheck::Args),
-    /// Compute and publish each tier's scaling metric (not implemented yet).
-    Scaler(NotBuilt),
+    /// Compute and publish each tier's scaling metric: a local loop, or a Lambda function on a schedule.
+    Scaler(cmd::scaler::Args),
     /// Inject a synthetic NVIDIA XID through the host's DCGM, so ECS auto-repair replaces the instance (demo).
     InjectXid(cmd::inject_xid::Args),
     /// Download model weights from an S3 prefix: parallel ranged GETs, resumable, verified.
     FetchModel(cmd::fetch_model::Args),
-    /// The whole pipeline in one process: router, a worker pool per tier, embedded queues and result files.
+    /// The whole pipeline in one process: router, a worker pool per tier, the scaler, embedded queues and result files.
     Dev(cmd::dev::Args),
+    /// Replay a traffic trace against the seed's scaling policy and ours; print cost, losses and latency side by side.
+    Simulate(cmd::simulate::Args),
 }
 
-/// Arguments of a subcommand this version does not implement yet.
-#[derive(Debug, clap::Args)]
-pub struct NotBuilt {
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-    pub args: Vec<String>,
+/// A flag value for one tier (`small=10`) or for every tier (`10`); given repeated or comma-separated,
+/// the last one that names a tier wins.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TierSetting<T> {
+    tier: Option<Tier>,
+    value: T,
+}
+
+impl<T: FromStr> FromStr for TierSetting<T>
+where
+    T::Err: Display,
+{
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let (tier, value) = match text.split_once('=') {
+            Some((tier, value)) => {
+                let tier = Tier::parse(tier.trim()).ok_or_else(|| format!("unknown tier `{tier}` (small or large)"))?;
+                (Some(tier), value.trim())
+            }
+            None => (None, text.trim()),
+        };
+        let value = value.parse().map_err(|e| format!("`{value}`: {e}"))?;
+        Ok(TierSetting { tier, value })
+    }
+}
+
+impl<T: Copy> TierSetting<T> {
+    /// The value `settings` give `tier`, or `default` when none names it.
+    pub fn pick(settings: &[TierSetting<T>], tier: Tier, default: T) -> T {
+        settings.iter().rev().find(|s| s.tier.is_none_or(|t| t == tier)).map_or(default, |s| s.value)
+    }
 }

@@ -6,8 +6,10 @@
 //! - `outcome`: result and error documents
 //! - `routing`: tier heuristics and the classifier call; `classifier`: the OpenAI-compatible classifier
 //! - `router`: the HTTP API; `worker`: lease → infer → store → delete
-//! - `ports`: the traits the core uses (Queue, ResultStore, Engine, Classifier)
-//! - `local`: embedded backends (SQLite queues, result files); `engine`: OpenAI-compatible client
+//! - `ports`: the traits the core uses (Queue, ResultStore, Engine, Classifier, ServiceTasks, GpuUtilization)
+//! - `scaler`: the per-tier scaling decision and the tick that reads the ports and publishes it
+//! - `simulate`: the discrete-event simulation of the seed's scaling policy against ours
+//! - `local`: embedded backends (SQLite queues, result files, a fixed fleet); `engine`: OpenAI-compatible client
 //! - `aws`: SQS, S3, Bedrock adapters; `fetch`: parallel model download from S3
 //! - `xid`: synthetic XIDs through the host's DCGM (dcgmi command lines, checks, the shell-out)
 //! - `metrics`: metric names and EMF lines; `telemetry`: logging; `shutdown`: signals
@@ -25,7 +27,9 @@ pub mod ports;
 pub mod request;
 pub mod router;
 pub mod routing;
+pub mod scaler;
 pub mod shutdown;
+pub mod simulate;
 pub mod telemetry;
 pub mod worker;
 pub mod xid;

@@ -19,7 +19,8 @@ async fn main() -> ExitCode {
         Command::Dev(args) => async { cmd::dev::run(args.into_config()?, shutdown).await }.await,
         Command::Healthcheck(args) => async { cmd::healthcheck::run(args.into_config()?, shutdown).await }.await,
         Command::InjectXid(args) => async { cmd::inject_xid::run(args.into_config()?, shutdown).await }.await,
-        Command::Scaler(_) => return not_built("scaler"),
+        Command::Scaler(args) => async { cmd::scaler::run(args.into_config()?, shutdown).await }.await,
+        Command::Simulate(args) => args.into_config().and_then(cmd::simulate::run),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -36,12 +37,4 @@ async fn main() -> ExitCode {
 /// 1, unless the error says otherwise (inject-xid documents one status per cause).
 fn exit_status(error: &anyhow::Error) -> u8 {
     error.downcast_ref::<XidError>().map_or(1, XidError::exit_code)
-}
-
-fn not_built(name: &str) -> ExitCode {
-    #[allow(clippy::print_stderr)]
-    {
-        eprintln!("gpuinfer {name}: not implemented yet");
-    }
-    ExitCode::from(2)
 }

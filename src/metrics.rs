@@ -15,9 +15,14 @@ pub const PROMPT_TOKENS: &str = "PromptTokens";
 pub const COMPLETION_TOKENS: &str = "CompletionTokens";
 pub const REQUESTS_SUCCEEDED: &str = "RequestsSucceeded";
 pub const REQUESTS_FAILED: &str = "RequestsFailed";
+/// Per tier: 1 + TasksNeeded − desired tasks; the scaling alarms' metric (see `scaler`).
+pub const INFERENCE_SCALING_METRIC: &str = "InferenceScalingMetric";
+pub const TASKS_NEEDED: &str = "TasksNeeded";
+/// Per tier: 1 while messages wait and no task runs, else 0.
+pub const HAS_BACKLOG_WITHOUT_CAPACITY: &str = "HasBacklogWithoutCapacity";
 
 /// Every metric name the binary emits (the template's alarms and widgets may use only these).
-pub const ALL: [&str; 8] = [
+pub const ALL: [&str; 11] = [
     ROUTED_REQUESTS,
     CLASSIFIER_FALLBACKS,
     INFERENCE_LATENCY,
@@ -26,12 +31,16 @@ pub const ALL: [&str; 8] = [
     COMPLETION_TOKENS,
     REQUESTS_SUCCEEDED,
     REQUESTS_FAILED,
+    INFERENCE_SCALING_METRIC,
+    TASKS_NEEDED,
+    HAS_BACKLOG_WITHOUT_CAPACITY,
 ];
 
 #[derive(Debug, Clone, Copy)]
 pub enum Unit {
     Count,
     Milliseconds,
+    None,
 }
 
 impl Unit {
@@ -39,6 +48,7 @@ impl Unit {
         match self {
             Unit::Count => "Count",
             Unit::Milliseconds => "Milliseconds",
+            Unit::None => "None",
         }
     }
 }
@@ -58,6 +68,11 @@ impl Metric {
 
     pub fn millis(name: &'static str, value: u64) -> Self {
         Metric { name, value: value as f64, unit: Unit::Milliseconds }
+    }
+
+    /// A value without a unit, such as a ratio or a signed difference.
+    pub fn number(name: &'static str, value: f64) -> Self {
+        Metric { name, value, unit: Unit::None }
     }
 }
 

@@ -1,8 +1,10 @@
-//! The traits the core is written against: queue, result store, engine, classifier. Only the methods we call.
+//! The traits the core is written against: queue, result store, engine, classifier, fleet readings.
+//! Only the methods we call.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
+use serde::Serialize;
 use uuid::Uuid;
 
 use crate::outcome::Generation;
@@ -22,7 +24,8 @@ pub struct Message {
 }
 
 /// Approximate message counts of a queue, as SQS reports them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct QueueCounts {
     pub visible: u64,
     pub in_flight: u64,
@@ -105,4 +108,37 @@ pub struct ClassifyError(pub String);
 #[async_trait]
 pub trait Classifier: Send + Sync {
     async fn classify(&self, text: &str) -> Result<Tier, ClassifyError>;
+}
+
+/// The ECS service that runs one tier's tasks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Service {
+    pub cluster: String,
+    pub name: String,
+}
+
+/// Task counts of a service, as ECS DescribeServices reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct TaskCounts {
+    #[serde(rename = "runningTasks")]
+    pub running: u32,
+    #[serde(rename = "desiredTasks")]
+    pub desired: u32,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("fleet readings unavailable: {0}")]
+pub struct FleetError(pub String);
+
+/// How many tasks a service runs and is asked to run (ECS DescribeServices).
+#[async_trait]
+pub trait ServiceTasks: Send + Sync {
+    async fn task_counts(&self, service: &Service) -> Result<TaskCounts, FleetError>;
+}
+
+/// GPU compute (not memory) utilization of a service's tasks (Container Insights `TaskGPUUtilization`).
+#[async_trait]
+pub trait GpuUtilization: Send + Sync {
+    /// Average over the service's tasks for the last minute, in percent; None when there is no data.
+    async fn compute_utilization(&self, service: &Service) -> Result<Option<f64>, FleetError>;
 }

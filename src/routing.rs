@@ -55,6 +55,13 @@ impl<T> PerTier<T> {
             Tier::Large => &self.large,
         }
     }
+
+    pub fn get_mut(&mut self, tier: Tier) -> &mut T {
+        match tier {
+            Tier::Small => &mut self.small,
+            Tier::Large => &mut self.large,
+        }
+    }
 }
 
 /// Thresholds of the routing heuristics (seed defaults).

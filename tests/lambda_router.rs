@@ -25,13 +25,8 @@ async fn api_gateway_events_get_the_same_answers_as_http() {
     let mut function = Command::new(env!("CARGO_BIN_EXE_gpuinfer"))
         .arg("router")
         .envs(moto::child_env())
+        .envs(runtime.function_env("gpuinfer-router"))
         .envs([
-            ("AWS_LAMBDA_RUNTIME_API", runtime.address.clone()),
-            ("AWS_LAMBDA_FUNCTION_NAME", "gpuinfer-router".into()),
-            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256".into()),
-            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
-            ("AWS_LAMBDA_LOG_STREAM_NAME", "stream".into()),
-            ("AWS_LAMBDA_LOG_GROUP_NAME", "/aws/lambda/gpuinfer-router".into()),
             ("AWS_LAMBDA_LOG_FORMAT", "JSON".into()),
             ("SMALL_QUEUE_URL", small.clone()),
             ("LARGE_QUEUE_URL", large.clone()),

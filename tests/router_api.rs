@@ -1,7 +1,9 @@
 //! Router handlers through `app(state).oneshot(..)` (no socket): every status code of the API.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::{Arc, Mutex};
+mod support;
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -14,6 +16,7 @@ use gpuinfer::router::{AppState, app};
 use gpuinfer::routing::{PerTier, RoutingConfig, Tier};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
+use support::SharedBuf;
 use tower::ServiceExt;
 
 struct Fixture {
@@ -21,19 +24,6 @@ struct Fixture {
     backends: LocalBackends,
     state: Arc<AppState>,
     emf: SharedBuf,
-}
-
-#[derive(Clone, Default)]
-struct SharedBuf(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for SharedBuf {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 fn fixture() -> Fixture {
@@ -86,8 +76,7 @@ async fn accepted_requests_are_enqueued_on_their_tier_and_counted() {
     assert_eq!(queued["requestId"], id);
     assert_eq!(queued["maxTokens"], 256);
 
-    let emf = String::from_utf8(f.emf.0.lock().unwrap().clone()).unwrap();
-    let lines: Vec<Value> = emf.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines = f.emf.json_lines();
     assert_eq!(lines.len(), 2);
     assert_eq!(lines[0]["RoutedRequests"], 1.0);
     assert_eq!(lines[0]["Tier"], "small");

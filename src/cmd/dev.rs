@@ -1,4 +1,4 @@
-//! `gpuinfer dev`: router, one worker pool per tier, embedded queues and result files, in one process.
+//! `gpuinfer dev`: router, one worker pool per tier, the scaler, embedded queues and result files, in one process.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -9,8 +9,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cmd::backends::Wiring;
 use crate::cmd::router::{RoutingArgs, serve};
+use crate::cmd::scaler::ScalerArgs;
 use crate::cmd::worker::{TuningArgs, build, engine_lost};
 use crate::engine::base_url;
+use crate::local::fleet::FixedFleet;
 use crate::metrics::Emf;
 use crate::ports::{Queue, ResultStore};
 use crate::router::AppState;
@@ -41,6 +43,8 @@ pub struct Args {
     pub routing: RoutingArgs,
     #[command(flatten)]
     pub tuning: TuningArgs,
+    #[command(flatten)]
+    pub scaler: ScalerArgs,
 }
 
 pub struct Config {
@@ -93,6 +97,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             (tier, stopped)
         });
     }
+    let fleet = Arc::new(FixedFleet { tasks_per_tier: 1 });
+    let scaler =
+        args.scaler.scaler(Tier::ALL.map(|tier| (tier, queue(tier))), fleet.clone(), fleet, metrics.clone())?;
+    let scaler = tokio::spawn(scaler.run(args.scaler.interval(), shutdown.clone()));
     let state = Arc::new(AppState {
         queues: PerTier { small: queue(Tier::Small), large: queue(Tier::Large) },
         store,
@@ -100,7 +108,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         classifier: args.routing.classifier(&wiring, Some(&engine_urls.small)).await?,
         metrics,
     });
-    print_banner(&args, &engine_urls);
+    print_banner(&args, &engine_urls, &metrics_path);
     let served = serve(args.listen, state, shutdown.clone()).await;
     shutdown.cancel();
     let mut lost = None;
@@ -109,11 +117,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             lost = Some(engine_lost(configs.get(tier), engine_urls.get(tier), released));
         }
     }
+    let _ = scaler.await;
     served?;
     lost.map_or(Ok(()), Err)
 }
 
-fn print_banner(args: &Args, engines: &PerTier<String>) {
+fn print_banner(args: &Args, engines: &PerTier<String>, metrics_path: &std::path::Path) {
     let url = format!("http://{}", args.listen);
     println!("gpuinfer dev: router on {url}");
     println!("  data      {}", args.data_dir.display());
@@ -122,5 +131,10 @@ fn print_banner(args: &Args, engines: &PerTier<String>) {
         "  send      curl -s {url}/infer -H 'content-type: application/json' -d '{{\"prompt\":\"What is Amazon ECS? Answer briefly.\",\"maxTokens\":64}}'"
     );
     println!("  result    curl -s {url}/results/<requestId>");
+    println!(
+        "  scaler    a decision per tier every {} s in the log; EMF lines in {}",
+        args.scaler.scaler_interval,
+        metrics_path.display()
+    );
     println!("  stop      Ctrl-C (requests in flight finish first; queued ones wait in the data directory)");
 }

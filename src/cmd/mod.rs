@@ -6,4 +6,6 @@ pub mod fetch_model;
 pub mod healthcheck;
 pub mod inject_xid;
 pub mod router;
+pub mod scaler;
+pub mod simulate;
 pub mod worker;

@@ -1,5 +1,7 @@
-//! Embedded backends for one machine: SQLite queues and a results folder under a data directory.
+//! Embedded backends for one machine: SQLite queues and a results folder under a data directory, and the
+//! fixed fleet of local worker pools.
 
+pub mod fleet;
 pub mod queue;
 pub mod store;
 
@@ -44,6 +46,11 @@ impl LocalBackends {
             tier.as_str(),
             QueueSettings { visibility_timeout, max_receive_count, dead_letter_queue: DEAD_LETTER_QUEUE.into() },
         ))
+    }
+
+    /// A tier's request queue for a process that sends to it or counts it but never receives.
+    pub fn queue_handle(&self, tier: Tier) -> Arc<LocalQueue> {
+        self.tier_queue(tier, Duration::from_secs(300), 3)
     }
 
     pub fn dead_letter_queue(&self) -> LocalQueue {

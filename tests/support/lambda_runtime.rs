@@ -48,6 +48,18 @@ impl RuntimeApi {
         RuntimeApi { address, state, server }
     }
 
+    /// The environment the Lambda service gives a function's process, pointing it at this API.
+    pub fn function_env(&self, function: &str) -> [(&'static str, String); 6] {
+        [
+            ("AWS_LAMBDA_RUNTIME_API", self.address.clone()),
+            ("AWS_LAMBDA_FUNCTION_NAME", function.into()),
+            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256".into()),
+            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
+            ("AWS_LAMBDA_LOG_STREAM_NAME", "stream".into()),
+            ("AWS_LAMBDA_LOG_GROUP_NAME", format!("/aws/lambda/{function}")),
+        ]
+    }
+
     /// Invokes the function with `event` and waits for its answer.
     pub async fn invoke(&self, event: Value) -> Value {
         let id = uuid::Uuid::new_v4().to_string();

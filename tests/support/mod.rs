@@ -7,6 +7,7 @@ pub mod lambda_runtime;
 pub mod moto;
 
 use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Polls `check` until it returns Some or `limit` passes; panics with `what` on timeout.
@@ -29,4 +30,26 @@ where
 pub fn request_body(prompt: &str) -> (uuid::Uuid, String) {
     let id = uuid::Uuid::new_v4();
     (id, serde_json::json!({ "requestId": id, "prompt": prompt, "maxTokens": 16 }).to_string())
+}
+
+/// A writer the test keeps a handle on, e.g. for the EMF lines a component writes.
+#[derive(Clone, Default)]
+pub struct SharedBuf(Arc<Mutex<Vec<u8>>>);
+
+impl SharedBuf {
+    /// Every line written so far, each parsed as JSON.
+    pub fn json_lines(&self) -> Vec<serde_json::Value> {
+        let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
+        text.lines().map(|line| serde_json::from_str(line).unwrap()).collect()
+    }
+}
+
+impl std::io::Write for SharedBuf {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

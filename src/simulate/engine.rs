@@ -1,0 +1,340 @@
+//! The event loop of one tier under one policy. Requests join a FIFO queue and leave it when a running task
+//! has a free slot (or expire after the retention); tasks start cold and serve `concurrency` requests at once;
+//! every scaler period the alarms act on the metric's past datapoints, ECS starts or stops tasks to match the
+//! desired count, and the scaler publishes a new datapoint.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use super::Millis;
+use super::autoscaling::ScalableTarget;
+use super::policy::{Observation, Policy, PolicyKind};
+use crate::ports::{QueueCounts, TaskCounts};
+use crate::routing::Tier;
+use crate::scaler::ScalingPolicy;
+
+/// One tier's environment and scaling settings, shared by both policies.
+#[derive(Debug, Clone)]
+pub struct TierModel {
+    pub tier: Tier,
+    /// From the desired count rising to the new task taking requests (instance, image, model load).
+    pub cold_start: Millis,
+    pub service_time: Millis,
+    /// Requests one task serves at once.
+    pub concurrency: u32,
+    pub price_per_hour: f64,
+    pub scaling: ScalingPolicy,
+    /// The idle window: periods the scale-in alarm must see below its threshold.
+    pub scale_in_periods: usize,
+    pub scale_in_cooldown: Millis,
+    /// What Container Insights reports as GPU memory utilization while a task runs (vLLM reserves ~90 %).
+    pub gpu_memory_when_running: f64,
+}
+
+/// The clock of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// The scaler's schedule and the alarms' period.
+    pub period: Millis,
+    /// Messages older than this are dropped by the queue (SQS MessageRetentionPeriod).
+    pub retention: Millis,
+    /// Where the run stops; work still queued or running then counts as unfinished.
+    pub end: Millis,
+}
+
+/// The state at one scaler tick, for plots and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sample {
+    pub at: Millis,
+    /// Tasks billed: starting, serving or finishing their last requests.
+    pub tasks: u32,
+    pub desired: u32,
+    /// Requests waiting for a task.
+    pub backlog: u64,
+}
+
+/// Everything a run produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    pub samples: Vec<Sample>,
+    /// Arrival to completion of every served request, sorted.
+    pub latencies: Vec<Millis>,
+    pub requests: u64,
+    pub unfinished: u64,
+    pub expired: u64,
+    /// Sum of every task's lifetime, cold start included.
+    pub task_time: Millis,
+    pub time_at_zero: Millis,
+}
+
+/// Both policies' runs on the same arrivals.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    pub seed: Run,
+    pub ours: Run,
+}
+
+impl Comparison {
+    pub fn get(&self, kind: PolicyKind) -> &Run {
+        match kind {
+            PolicyKind::Seed => &self.seed,
+            PolicyKind::Ours => &self.ours,
+        }
+    }
+}
+
+/// Runs the seed's policy and ours on one tier over the same `arrivals` (sorted times).
+pub fn compare(model: &TierModel, timing: &Timing, arrivals: &[Millis]) -> Comparison {
+    let run_with = |kind| run(model, &Policy::new(kind, model), timing, arrivals);
+    Comparison { seed: run_with(PolicyKind::Seed), ours: run_with(PolicyKind::Ours) }
+}
+
+/// Runs one tier under one policy over `arrivals` (sorted times).
+pub fn run(model: &TierModel, policy: &Policy, timing: &Timing, arrivals: &[Millis]) -> Run {
+    let mut simulation = Simulation::new(model, policy, timing);
+    let mut requests = 0;
+    for &at in arrivals.iter().filter(|&&at| at <= timing.end) {
+        simulation.schedule(at, Event::Arrival);
+        requests += 1;
+    }
+    simulation.schedule(0, Event::Tick);
+    while let Some(Reverse((at, event))) = simulation.events.pop() {
+        simulation.advance(at);
+        match event {
+            Event::Finished { task, arrived } => simulation.finish(task, arrived),
+            Event::Ready { task } => simulation.ready(task),
+            Event::Arrival => simulation.waiting.push_back(at),
+            Event::Tick => simulation.tick(),
+        }
+        simulation.dispatch();
+    }
+    simulation.advance(timing.end);
+    simulation.into_run(requests)
+}
+
+/// At one instant, completions free slots before new tasks and arrivals use them; the tick comes last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    Finished { task: usize, arrived: Millis },
+    Ready { task: usize },
+    Arrival,
+    Tick,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TaskState {
+    Starting,
+    Serving,
+    /// Stopped by a scale-in while busy: takes no new request and stops after its last one.
+    Draining,
+    Stopped(Millis),
+}
+
+#[derive(Debug, Clone)]
+struct Task {
+    launched: Millis,
+    state: TaskState,
+    /// Requests in flight.
+    busy: u32,
+    /// Time with a request in flight in this scaler period, up to `busy_since` (the last time `busy` left 0).
+    busy_time: Millis,
+    busy_since: Millis,
+}
+
+impl Task {
+    /// Counts toward the desired count.
+    fn is_active(&self) -> bool {
+        matches!(self.state, TaskState::Starting | TaskState::Serving)
+    }
+
+    fn is_billed(&self) -> bool {
+        !matches!(self.state, TaskState::Stopped(_))
+    }
+
+    /// The share of the period ending `now` this task had a request in flight; starts the next period.
+    fn take_busy_share(&mut self, now: Millis, period: Millis) -> f64 {
+        if self.busy > 0 {
+            self.busy_time += now - self.busy_since;
+            self.busy_since = now;
+        }
+        let share = (self.busy_time as f64 / period as f64).min(1.0);
+        self.busy_time = 0;
+        share
+    }
+}
+
+struct Simulation<'a> {
+    model: &'a TierModel,
+    policy: &'a Policy,
+    timing: &'a Timing,
+    now: Millis,
+    events: BinaryHeap<Reverse<(Millis, Event)>>,
+    waiting: VecDeque<Millis>,
+    tasks: Vec<Task>,
+    target: ScalableTarget,
+    datapoints: Vec<f64>,
+    samples: Vec<Sample>,
+    latencies: Vec<Millis>,
+    expired: u64,
+    time_at_zero: Millis,
+}
+
+impl<'a> Simulation<'a> {
+    fn new(model: &'a TierModel, policy: &'a Policy, timing: &'a Timing) -> Self {
+        Simulation {
+            model,
+            policy,
+            timing,
+            now: 0,
+            events: BinaryHeap::new(),
+            waiting: VecDeque::new(),
+            tasks: Vec::new(),
+            target: ScalableTarget::new(model.scaling.min_tasks(), model.scaling.max_tasks()),
+            datapoints: Vec::new(),
+            samples: Vec::new(),
+            latencies: Vec::new(),
+            expired: 0,
+            time_at_zero: 0,
+        }
+    }
+
+    fn schedule(&mut self, at: Millis, event: Event) {
+        if at <= self.timing.end {
+            self.events.push(Reverse((at, event)));
+        }
+    }
+
+    /// Moves the clock to `at`, counting the time spent with no task at all.
+    fn advance(&mut self, at: Millis) {
+        if !self.tasks.iter().any(Task::is_billed) {
+            self.time_at_zero += at - self.now;
+        }
+        self.now = at;
+    }
+
+    fn finish(&mut self, task: usize, arrived: Millis) {
+        self.latencies.push(self.now - arrived);
+        let now = self.now;
+        if let Some(task) = self.tasks.get_mut(task) {
+            task.busy -= 1;
+            if task.busy == 0 {
+                task.busy_time += now - task.busy_since;
+                if task.state == TaskState::Draining {
+                    task.state = TaskState::Stopped(now);
+                }
+            }
+        }
+    }
+
+    fn ready(&mut self, task: usize) {
+        if let Some(task) = self.tasks.get_mut(task).filter(|task| task.state == TaskState::Starting) {
+            task.state = TaskState::Serving;
+        }
+    }
+
+    /// Hands waiting requests to serving tasks with free slots, dropping those past the retention.
+    fn dispatch(&mut self) {
+        while let Some(&arrived) = self.waiting.front() {
+            if self.now - arrived >= self.timing.retention {
+                self.waiting.pop_front();
+                self.expired += 1;
+                continue;
+            }
+            let concurrency = self.model.concurrency;
+            let Some(index) = self.tasks.iter().position(|t| t.state == TaskState::Serving && t.busy < concurrency)
+            else {
+                return;
+            };
+            self.waiting.pop_front();
+            let task = &mut self.tasks[index];
+            if task.busy == 0 {
+                task.busy_since = self.now;
+            }
+            task.busy += 1;
+            self.schedule(self.now + self.model.service_time, Event::Finished { task: index, arrived });
+        }
+    }
+
+    /// The scaler's minute: alarms act on past datapoints, ECS follows, a new datapoint is published.
+    fn tick(&mut self) {
+        for rule in [&self.policy.scale_out, &self.policy.scale_in] {
+            if let Some(change) = rule.triggered(&self.datapoints) {
+                self.target.apply(self.now, change, rule.policy.cooldown);
+            }
+        }
+        self.reconcile();
+        let observation = self.observe();
+        self.datapoints.push(self.policy.metric(&observation));
+        self.samples.push(Sample {
+            at: self.now,
+            tasks: self.tasks.iter().filter(|t| t.is_billed()).count() as u32,
+            desired: self.target.desired(),
+            backlog: self.waiting.len() as u64,
+        });
+        self.schedule(self.now + self.timing.period, Event::Tick);
+    }
+
+    /// Starts or stops tasks to match the desired count; stops tasks still starting first (newest first),
+    /// then idle ones, then busy ones, which finish their requests before they stop.
+    fn reconcile(&mut self) {
+        let desired = self.target.desired() as usize;
+        let mut active: Vec<usize> = (0..self.tasks.len()).filter(|&i| self.tasks[i].is_active()).collect();
+        for _ in active.len()..desired {
+            self.tasks.push(Task {
+                launched: self.now,
+                state: TaskState::Starting,
+                busy: 0,
+                busy_time: 0,
+                busy_since: self.now,
+            });
+            self.schedule(self.now + self.model.cold_start, Event::Ready { task: self.tasks.len() - 1 });
+        }
+        let excess = active.len().saturating_sub(desired);
+        active.sort_by_key(|&i| {
+            let task = &self.tasks[i];
+            (task.state == TaskState::Serving, task.busy, Reverse(task.launched))
+        });
+        for index in active.into_iter().take(excess) {
+            let task = &mut self.tasks[index];
+            task.state = if task.busy > 0 { TaskState::Draining } else { TaskState::Stopped(self.now) };
+        }
+    }
+
+    /// What the scaler reads now; starts the next utilization period of every task.
+    fn observe(&mut self) -> Observation {
+        let (now, period) = (self.now, self.timing.period);
+        let shares: Vec<(bool, f64)> =
+            self.tasks.iter_mut().map(|t| (t.state == TaskState::Serving, t.take_busy_share(now, period))).collect();
+        let serving: Vec<f64> = shares.into_iter().filter(|&(serving, _)| serving).map(|(_, share)| share).collect();
+        let running = serving.len() as u32;
+        let in_flight: u32 = self.tasks.iter().map(|t| t.busy).sum();
+        Observation {
+            queue: QueueCounts { visible: self.waiting.len() as u64, in_flight: u64::from(in_flight), delayed: 0 },
+            tasks: TaskCounts { running, desired: self.target.desired() },
+            gpu_utilization: (running > 0).then(|| 100.0 * serving.iter().sum::<f64>() / f64::from(running)),
+        }
+    }
+
+    fn into_run(mut self, requests: u64) -> Run {
+        let end = self.timing.end;
+        let in_flight: u64 = self.tasks.iter().map(|t| u64::from(t.busy)).sum();
+        let task_time = self
+            .tasks
+            .iter()
+            .map(|t| match t.state {
+                TaskState::Stopped(at) => at - t.launched,
+                _ => end - t.launched,
+            })
+            .sum();
+        self.latencies.sort_unstable();
+        Run {
+            samples: self.samples,
+            latencies: self.latencies,
+            requests,
+            unfinished: self.waiting.len() as u64 + in_flight,
+            expired: self.expired,
+            task_time,
+            time_at_zero: self.time_at_zero,
+        }
+    }
+}
