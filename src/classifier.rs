@@ -4,6 +4,7 @@ use async_trait::async_trait;
 use uuid::Uuid;
 
 use crate::engine::EngineClient;
+use crate::lanes::Priority;
 use crate::ports::{Classifier, ClassifyError, Engine};
 use crate::request::{ChatMessage, InferenceRequest, Input};
 use crate::routing::Tier;
@@ -43,6 +44,9 @@ impl Classifier for OpenAiClassifier {
             temperature: 0.0,
             top_p: 1.0,
             route: None,
+            priority: Priority::Normal,
+            deadline: None,
+            callback_url: None,
         };
         let answer = self.engine.generate(&question).await.map_err(|e| ClassifyError(e.to_string()))?;
         let text = answer.generation.text;

@@ -41,6 +41,10 @@ pub enum Command {
     Dev(cmd::dev::Args),
     /// Replay a traffic trace against the seed's scaling policy and ours; print cost, losses and latency side by side.
     Simulate(cmd::simulate::Args),
+    /// Send a request to a router (prompt from the arguments or stdin); print its requestId, or with --wait its result.
+    Submit(cmd::submit::Args),
+    /// Print a request's result from a router (with --wait, once it exists).
+    Get(cmd::get::Args),
 }
 
 /// A flag value for one tier (`small=10`) or for every tier (`10`); given repeated or comma-separated,

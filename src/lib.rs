@@ -6,6 +6,9 @@
 //! - `outcome`: result and error documents
 //! - `routing`: tier heuristics and the classifier call; `classifier`: the OpenAI-compatible classifier
 //! - `router`: the HTTP API; `worker`: lease → infer → store → delete
+//! - `lanes`: priority lanes (high and normal queue per tier), their share of free slots, the lane receiver
+//! - `webhook`: signed result callbacks; `outbound`: where callbacks may go (URL and address rules)
+//! - `client`: the HTTP client behind `gpuinfer submit` and `gpuinfer get` (SigV4 signing, waiting for results)
 //! - `ports`: the traits the core uses (Queue, ResultStore, Engine, Classifier, ServiceTasks, GpuUtilization)
 //! - `scaler`: the per-tier scaling decision and the tick that reads the ports and publishes it
 //! - `simulate`: the discrete-event simulation of the seed's scaling policy against ours
@@ -17,11 +20,14 @@
 pub mod aws;
 pub mod classifier;
 pub mod cli;
+pub mod client;
 pub mod cmd;
 pub mod engine;
 pub mod fetch;
+pub mod lanes;
 pub mod local;
 pub mod metrics;
+pub mod outbound;
 pub mod outcome;
 pub mod ports;
 pub mod request;
@@ -31,5 +37,6 @@ pub mod scaler;
 pub mod shutdown;
 pub mod simulate;
 pub mod telemetry;
+pub mod webhook;
 pub mod worker;
 pub mod xid;

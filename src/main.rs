@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use gpuinfer::cli::{Cli, Command};
+use gpuinfer::client::ClientError;
 use gpuinfer::xid::XidError;
 use gpuinfer::{cmd, shutdown, telemetry};
 
@@ -21,6 +22,8 @@ async fn main() -> ExitCode {
         Command::InjectXid(args) => async { cmd::inject_xid::run(args.into_config()?, shutdown).await }.await,
         Command::Scaler(args) => async { cmd::scaler::run(args.into_config()?, shutdown).await }.await,
         Command::Simulate(args) => args.into_config().and_then(cmd::simulate::run),
+        Command::Submit(args) => async { cmd::submit::run(args.into_config()?, shutdown).await }.await,
+        Command::Get(args) => async { cmd::get::run(args.into_config()?, shutdown).await }.await,
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -34,7 +37,11 @@ async fn main() -> ExitCode {
     }
 }
 
-/// 1, unless the error says otherwise (inject-xid documents one status per cause).
+/// 1, unless the error says otherwise (inject-xid, submit and get document one status per cause).
 fn exit_status(error: &anyhow::Error) -> u8 {
-    error.downcast_ref::<XidError>().map_or(1, XidError::exit_code)
+    error
+        .downcast_ref::<XidError>()
+        .map(XidError::exit_code)
+        .or_else(|| error.downcast_ref::<ClientError>().map(ClientError::exit_code))
+        .unwrap_or(1)
 }

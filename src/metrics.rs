@@ -15,6 +15,9 @@ pub const PROMPT_TOKENS: &str = "PromptTokens";
 pub const COMPLETION_TOKENS: &str = "CompletionTokens";
 pub const REQUESTS_SUCCEEDED: &str = "RequestsSucceeded";
 pub const REQUESTS_FAILED: &str = "RequestsFailed";
+/// Result callbacks a receiver accepted, and those given up on (refused, rejected or out of retries).
+pub const WEBHOOKS_DELIVERED: &str = "WebhooksDelivered";
+pub const WEBHOOK_FAILURES: &str = "WebhookFailures";
 /// Per tier: 1 + TasksNeeded − desired tasks; the scaling alarms' metric (see `scaler`).
 pub const INFERENCE_SCALING_METRIC: &str = "InferenceScalingMetric";
 pub const TASKS_NEEDED: &str = "TasksNeeded";
@@ -22,7 +25,7 @@ pub const TASKS_NEEDED: &str = "TasksNeeded";
 pub const HAS_BACKLOG_WITHOUT_CAPACITY: &str = "HasBacklogWithoutCapacity";
 
 /// Every metric name the binary emits (the template's alarms and widgets may use only these).
-pub const ALL: [&str; 11] = [
+pub const ALL: [&str; 13] = [
     ROUTED_REQUESTS,
     CLASSIFIER_FALLBACKS,
     INFERENCE_LATENCY,
@@ -31,6 +34,8 @@ pub const ALL: [&str; 11] = [
     COMPLETION_TOKENS,
     REQUESTS_SUCCEEDED,
     REQUESTS_FAILED,
+    WEBHOOKS_DELIVERED,
+    WEBHOOK_FAILURES,
     INFERENCE_SCALING_METRIC,
     TASKS_NEEDED,
     HAS_BACKLOG_WITHOUT_CAPACITY,

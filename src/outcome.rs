@@ -30,6 +30,10 @@ pub enum ErrorCode {
     EngineRejected,
     /// Every allowed attempt failed with a transient error.
     AttemptsExhausted,
+    /// The request's deadline passed before inference started; it never ran.
+    Expired,
+    /// The client canceled the request (DELETE /results/{requestId}) before it finished.
+    Canceled,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -43,6 +47,15 @@ pub struct ErrorDetail {
 pub enum Status {
     Success,
     Error,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Success => "success",
+            Status::Error => "error",
+        }
+    }
 }
 
 /// The document a client reads back: `status` says whether `result` or `error` is present.
@@ -99,7 +112,7 @@ impl ResultDocument {
             error,
             processing_time_ms: p.processing_time_ms,
             task_arn: p.task_arn,
-            timestamp: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, false),
+            timestamp: now(),
             tier: p.tier,
             model,
             queue_wait_ms: p.queue_wait_ms,
@@ -115,4 +128,36 @@ impl ResultDocument {
 /// The body of GET /results/{id} while no document exists yet.
 pub fn pending(request_id: Uuid) -> serde_json::Value {
     serde_json::json!({ "requestId": request_id, "status": "pending" })
+}
+
+/// The document DELETE /results/{id} stores for a request that has none yet. Stored first, it wins over any
+/// later result (first writer wins); the worker finds it before it runs the request, or while it runs.
+pub fn canceled(request_id: Uuid) -> serde_json::Value {
+    let error = ErrorDetail {
+        code: ErrorCode::Canceled,
+        message: "canceled by the client before it finished (DELETE /results/{requestId})".into(),
+    };
+    serde_json::json!({ "requestId": request_id, "status": Status::Error, "error": error, "timestamp": now() })
+}
+
+/// What a stored document says about how its request ended: its status and error code.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Ending {
+    pub status: Status,
+    #[serde(default)]
+    pub error: Option<ErrorDetail>,
+}
+
+impl Ending {
+    pub fn read(document: &[u8]) -> Option<Self> {
+        serde_json::from_slice(document).ok()
+    }
+
+    pub fn is_canceled(&self) -> bool {
+        self.error.as_ref().is_some_and(|e| e.code == ErrorCode::Canceled)
+    }
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, false)
 }

@@ -32,7 +32,20 @@ pub struct QueueCounts {
     pub delayed: u64,
 }
 
-#[derive(Debug, thiserror::Error)]
+impl std::ops::Add for QueueCounts {
+    type Output = QueueCounts;
+
+    /// The counts of two queues taken together (a tier's lanes).
+    fn add(self, other: QueueCounts) -> QueueCounts {
+        QueueCounts {
+            visible: self.visible + other.visible,
+            in_flight: self.in_flight + other.in_flight,
+            delayed: self.delayed + other.delayed,
+        }
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum QueueError {
     #[error("queue unavailable: {0}")]
     Unavailable(String),
@@ -44,6 +57,8 @@ pub enum QueueError {
 #[async_trait]
 pub trait Queue: Send + Sync {
     async fn send(&self, body: &str) -> Result<(), QueueError>;
+    /// Sends every body in as few calls as the queue allows; one outcome per body, in order.
+    async fn send_batch(&self, bodies: &[String]) -> Vec<Result<(), QueueError>>;
     /// Waits up to `wait` for messages and returns at most `max` of them.
     async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Message>, QueueError>;
     async fn change_visibility(&self, receipt: &str, timeout: Duration) -> Result<(), QueueError>;

@@ -1,9 +1,11 @@
 //! The inference request: wire format, validation rules and the queue body, shared by router and worker.
 
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+use crate::lanes::Priority;
 use crate::routing::Tier;
 
 /// Largest request accepted, equal to SQS's MaximumMessageSize.
@@ -12,8 +14,24 @@ pub const MAX_TOKENS_LIMIT: u32 = 2048;
 pub const DEFAULT_MAX_TOKENS: u32 = 256;
 pub const DEFAULT_TEMPERATURE: f64 = 0.7;
 pub const DEFAULT_TOP_P: f64 = 1.0;
+/// Longest deadline, counted from acceptance.
+pub const MAX_DEADLINE_SECONDS: f64 = 24.0 * 3600.0;
+/// Longest callback URL.
+pub const MAX_CALLBACK_URL_CHARS: usize = 2048;
 
-const FIELDS: [&str; 7] = ["requestId", "prompt", "messages", "maxTokens", "temperature", "topP", "route"];
+const FIELDS: [&str; 11] = [
+    "requestId",
+    "prompt",
+    "messages",
+    "maxTokens",
+    "temperature",
+    "topP",
+    "route",
+    "priority",
+    "deadlineSeconds",
+    "deadline",
+    "callbackUrl",
+];
 const ROLES: [&str; 4] = ["system", "user", "assistant", "tool"];
 
 /// A validated request, as enqueued (camelCase JSON) and as the worker runs it.
@@ -28,6 +46,14 @@ pub struct InferenceRequest {
     pub top_p: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub route: Option<Tier>,
+    #[serde(skip_serializing_if = "Priority::is_normal")]
+    pub priority: Priority,
+    /// When the request stops being worth running; on the queue always absolute (`deadline`, RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<DateTime<Utc>>,
+    /// Where the result document is POSTed once stored (http or https; the operator's policy is checked apart).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub callback_url: Option<String>,
 }
 
 /// What the model is asked: a plain completion prompt or an OpenAI-style chat.
@@ -62,11 +88,15 @@ impl Input {
     }
 }
 
-/// Whether a missing `requestId` is generated (router) or an error (queue).
+/// Where a body comes from: whether a missing `requestId` is generated, and what deadlines are measured against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RequestId {
-    Generate,
-    Require,
+pub enum Intake {
+    /// A client's body at the API, accepted at this moment: a missing `requestId` is generated,
+    /// `deadlineSeconds` counts from acceptance, and a `deadline` must fall within the next 24 hours.
+    Api(DateTime<Utc>),
+    /// A queue message first sent at this moment: `requestId` is required, `deadlineSeconds` counts from the
+    /// send, and a `deadline` is taken as given (a passed one is how the worker finds a request expired).
+    Queue(DateTime<Utc>),
 }
 
 /// Why a request was refused; displays as `<field>: <what is wrong>`.
@@ -86,7 +116,7 @@ impl RequestError {
 
 impl InferenceRequest {
     /// Parses and validates a request body against every rule of the contract.
-    pub fn parse(body: &[u8], id: RequestId) -> Result<Self, RequestError> {
+    pub fn parse(body: &[u8], intake: Intake) -> Result<Self, RequestError> {
         if body.len() > MAX_REQUEST_BYTES {
             return Err(RequestError::TooLarge { size: body.len(), limit: MAX_REQUEST_BYTES });
         }
@@ -95,10 +125,18 @@ impl InferenceRequest {
         let Value::Object(object) = value else {
             return Err(RequestError::invalid("body", "must be a JSON object"));
         };
-        Self::from_object(object, id)
+        Self::from_object(object, intake)
     }
 
-    fn from_object(mut object: Map<String, Value>, id: RequestId) -> Result<Self, RequestError> {
+    /// Validates one request already parsed as JSON (an entry of a batch).
+    pub fn from_value(value: Value, intake: Intake) -> Result<Self, RequestError> {
+        let Value::Object(object) = value else {
+            return Err(RequestError::invalid("body", "must be a JSON object"));
+        };
+        Self::from_object(object, intake)
+    }
+
+    fn from_object(mut object: Map<String, Value>, intake: Intake) -> Result<Self, RequestError> {
         if let Some(unknown) = object.keys().find(|k| !FIELDS.contains(&k.as_str())) {
             return Err(RequestError::invalid(
                 unknown.as_str(),
@@ -107,10 +145,10 @@ impl InferenceRequest {
         }
         // An explicit null means "not given" for every optional field.
         object.retain(|_, v| !v.is_null());
-        let request_id = match (object.remove("requestId"), id) {
+        let request_id = match (object.remove("requestId"), intake) {
             (Some(value), _) => parse_request_id(&value)?,
-            (None, RequestId::Generate) => Uuid::new_v4(),
-            (None, RequestId::Require) => return Err(RequestError::invalid("requestId", "required")),
+            (None, Intake::Api(_)) => Uuid::new_v4(),
+            (None, Intake::Queue(_)) => return Err(RequestError::invalid("requestId", "required")),
         };
         let input = match (object.remove("prompt"), object.remove("messages")) {
             (Some(_), Some(_)) => {
@@ -148,7 +186,30 @@ impl InferenceRequest {
                 RequestError::invalid("route", format!("must be \"small\" or \"large\", got {value}"))
             })?),
         };
-        Ok(InferenceRequest { request_id, input, max_tokens, temperature, top_p, route })
+        let priority = match object.remove("priority") {
+            None => Priority::Normal,
+            Some(value) => value.as_str().and_then(Priority::parse).ok_or_else(|| {
+                RequestError::invalid("priority", format!("must be \"high\" or \"normal\", got {}", clip(&value)))
+            })?,
+        };
+        let deadline = parse_deadline(&mut object, intake)?;
+        let callback_url = object.remove("callbackUrl").map(parse_callback_url).transpose()?;
+        Ok(InferenceRequest {
+            request_id,
+            input,
+            max_tokens,
+            temperature,
+            top_p,
+            route,
+            priority,
+            deadline,
+            callback_url,
+        })
+    }
+
+    /// True once the deadline, if any, is not after `now`.
+    pub fn expired_at(&self, now: DateTime<Utc>) -> bool {
+        self.deadline.is_some_and(|deadline| deadline <= now)
     }
 
     /// The JSON body put on the queue (always carries the requestId).
@@ -211,13 +272,86 @@ fn parse_number(
     allowed: impl Fn(f64) -> bool,
     range: &str,
 ) -> Result<f64, RequestError> {
-    match object.remove(field) {
-        None => Ok(default),
-        Some(value) => value
-            .as_f64()
-            .filter(|n| allowed(*n))
-            .ok_or_else(|| RequestError::invalid(field, format!("must be a number {range}, got {}", clip(&value)))),
+    Ok(parse_optional_number(object, field, allowed, range)?.unwrap_or(default))
+}
+
+fn parse_optional_number(
+    object: &mut Map<String, Value>,
+    field: &str,
+    allowed: impl Fn(f64) -> bool,
+    range: &str,
+) -> Result<Option<f64>, RequestError> {
+    object
+        .remove(field)
+        .map(|value| {
+            value
+                .as_f64()
+                .filter(|n| allowed(*n))
+                .ok_or_else(|| RequestError::invalid(field, format!("must be a number {range}, got {}", clip(&value))))
+        })
+        .transpose()
+}
+
+/// `deadlineSeconds` (relative) or `deadline` (RFC 3339), turned into one absolute deadline.
+fn parse_deadline(object: &mut Map<String, Value>, intake: Intake) -> Result<Option<DateTime<Utc>>, RequestError> {
+    let (Intake::Api(start) | Intake::Queue(start)) = intake;
+    let relative = parse_optional_number(
+        object,
+        "deadlineSeconds",
+        |s| (1.0..=MAX_DEADLINE_SECONDS).contains(&s),
+        "of seconds from 1 to 86400 (24 hours)",
+    )?;
+    let absolute = object.remove("deadline");
+    match (relative, absolute) {
+        (Some(_), Some(_)) => {
+            Err(RequestError::invalid("deadline", "give either deadline or deadlineSeconds, not both"))
+        }
+        (Some(seconds), None) => Ok(Some(start + chrono::Duration::milliseconds((seconds * 1000.0).round() as i64))),
+        (None, None) => Ok(None),
+        (None, Some(value)) => {
+            let deadline = value
+                .as_str()
+                .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+                .map(|d| d.with_timezone(&Utc))
+                .ok_or_else(|| {
+                    RequestError::invalid(
+                        "deadline",
+                        format!("must be an RFC 3339 date-time such as 2026-11-29T18:30:00Z, got {}", clip(&value)),
+                    )
+                })?;
+            if let Intake::Api(accepted) = intake {
+                if deadline <= accepted {
+                    return Err(RequestError::invalid("deadline", format!("already passed ({})", clip(&value))));
+                }
+                if (deadline - accepted).as_seconds_f64() > MAX_DEADLINE_SECONDS {
+                    return Err(RequestError::invalid("deadline", "must be at most 24 hours after acceptance"));
+                }
+            }
+            Ok(Some(deadline))
+        }
     }
+}
+
+/// An absolute http(s) URL with a host and no credentials; the operator's scheme and address rules apply apart.
+fn parse_callback_url(value: Value) -> Result<String, RequestError> {
+    let invalid = |problem: &str| RequestError::invalid("callbackUrl", problem);
+    let Value::String(text) = value else {
+        return Err(invalid("must be a string"));
+    };
+    if text.chars().count() > MAX_CALLBACK_URL_CHARS {
+        return Err(invalid("longer than 2048 characters"));
+    }
+    let url = reqwest::Url::parse(&text).map_err(|e| invalid(&format!("not a valid URL ({e})")))?;
+    if !matches!(url.scheme(), "https" | "http") {
+        return Err(invalid("must be an https:// URL"));
+    }
+    if url.host().is_none() {
+        return Err(invalid("must name a host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(invalid("must not carry credentials; authenticate with the signature headers instead"));
+    }
+    Ok(text)
 }
 
 /// A short rendering of a rejected value for error messages.

@@ -1,5 +1,7 @@
-//! The HTTP API (`app(state) -> axum::Router`): POST /infer, GET /results/{id}, GET /healthz.
+//! The HTTP API (`app(state) -> axum::Router`): POST /infer, POST /infer/batch, GET and DELETE /results/{id},
+//! GET /healthz.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -9,28 +11,41 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde_json::json;
+use chrono::Utc;
+use serde_json::{Value, json};
+use tokio::task::JoinSet;
 use uuid::Uuid;
 
+use crate::lanes::{Lanes, Priority};
 use crate::metrics::{self, Emf, Metric};
-use crate::outcome;
-use crate::ports::{Classifier, Queue, ResultStore};
-use crate::request::{InferenceRequest, MAX_REQUEST_BYTES, RequestError, RequestId};
-use crate::routing::{self, PerTier, Reason, RoutingConfig};
+use crate::outbound::OutboundPolicy;
+use crate::outcome::{self, Ending};
+use crate::ports::{Classifier, PutOutcome, Queue, ResultStore, StoreError};
+use crate::request::{InferenceRequest, Intake, MAX_REQUEST_BYTES, RequestError};
+use crate::routing::{self, PerTier, Reason, RoutingConfig, Tier};
+
+/// Most requests in one POST /infer/batch.
+pub const MAX_BATCH_REQUESTS: usize = 100;
+/// Largest POST /infer/batch body (under Lambda's 6 MB invocation payload).
+pub const MAX_BATCH_BYTES: usize = 5 * 1024 * 1024;
 
 /// Everything the handlers share.
 pub struct AppState {
-    pub queues: PerTier<Arc<dyn Queue>>,
+    /// Each tier's lanes: requests go to the lane of their `priority`.
+    pub queues: PerTier<Lanes<Arc<dyn Queue>>>,
     pub store: Arc<dyn ResultStore>,
     pub routing: RoutingConfig,
     pub classifier: Option<Arc<dyn Classifier>>,
+    /// What callback URLs are accepted (checked again, with DNS, when the callback is sent).
+    pub callbacks: OutboundPolicy,
     pub metrics: Emf,
 }
 
 pub fn app(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/infer", post(infer))
-        .route("/results/{request_id}", get(result))
+        .route("/infer/batch", post(infer_batch).layer(DefaultBodyLimit::max(MAX_BATCH_BYTES)))
+        .route("/results/{request_id}", get(result).delete(cancel))
         .route("/healthz", get(healthz))
         .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
         .with_state(state)
@@ -46,6 +61,15 @@ pub struct ApiError {
 impl ApiError {
     fn new(status: StatusCode, message: impl Into<String>) -> Self {
         ApiError { status, message: message.into() }
+    }
+
+    fn queue_unavailable() -> Self {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "queue: unavailable, retry later")
+    }
+
+    fn store_unavailable(request_id: Uuid, error: &StoreError) -> Self {
+        tracing::error!(%request_id, %error, "result store call failed");
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "results: store unavailable, retry later")
     }
 }
 
@@ -65,39 +89,158 @@ impl IntoResponse for ApiError {
     }
 }
 
-async fn infer(
-    State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
-    check_content_type(&headers)?;
-    let body = body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("body: larger than the {MAX_REQUEST_BYTES} byte limit"),
-            )
-        } else {
-            ApiError::new(rejection.status(), format!("body: {}", rejection.body_text()))
+/// A validated request and the body its queue gets.
+struct Admitted {
+    request: InferenceRequest,
+    body: String,
+}
+
+/// The operator's rules a valid request must also meet: an accepted callback URL, a queue body within limits.
+fn admit(state: &AppState, request: InferenceRequest) -> Result<Admitted, RequestError> {
+    if let Some(url) = &request.callback_url {
+        let refused = reqwest::Url::parse(url).ok().and_then(|url| state.callbacks.check_url(&url).err());
+        if let Some(refusal) = refused {
+            return Err(RequestError::Invalid { field: "callbackUrl".into(), problem: refusal.to_string() });
         }
-    })?;
-    let request = InferenceRequest::parse(&body, RequestId::Generate)?;
-    let queue_body = request.to_queue_body();
-    if queue_body.len() > MAX_REQUEST_BYTES {
-        return Err(RequestError::TooLarge { size: queue_body.len(), limit: MAX_REQUEST_BYTES }.into());
     }
-    let (tier, reason) = routing::route(&request, &state.routing, state.classifier.as_deref()).await;
-    state.queues.get(tier).send(&queue_body).await.map_err(|error| {
-        tracing::error!(request_id = %request.request_id, %tier, %error, "enqueue failed");
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "queue: unavailable, retry later")
-    })?;
-    tracing::info!(request_id = %request.request_id, %tier, reason = reason.as_str(), chars = request.input.char_count(), max_tokens = request.max_tokens, "request accepted");
+    let body = request.to_queue_body();
+    if body.len() > MAX_REQUEST_BYTES {
+        return Err(RequestError::TooLarge { size: body.len(), limit: MAX_REQUEST_BYTES });
+    }
+    Ok(Admitted { request, body })
+}
+
+/// Logs and counts a request its queue took.
+fn accepted(state: &AppState, request: &InferenceRequest, tier: Tier, reason: Reason) {
+    tracing::info!(request_id = %request.request_id, %tier, priority = %request.priority, reason = reason.as_str(), chars = request.input.char_count(), max_tokens = request.max_tokens, deadline = ?request.deadline, "request accepted");
     let mut counted = vec![Metric::count(metrics::ROUTED_REQUESTS, 1)];
     if reason == Reason::ClassifierFallback {
         counted.push(Metric::count(metrics::CLASSIFIER_FALLBACKS, 1));
     }
     state.metrics.emit(&[("Tier", tier.as_str())], &counted);
+}
+
+fn lane(state: &AppState, tier: Tier, priority: Priority) -> &dyn Queue {
+    state.queues.get(tier).get(priority).as_ref()
+}
+
+async fn infer(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let body = read_body(&headers, body, MAX_REQUEST_BYTES)?;
+    let request = InferenceRequest::parse(&body, Intake::Api(Utc::now()))?;
+    let Admitted { request, body } = admit(&state, request)?;
+    let (tier, reason) = routing::route(&request, &state.routing, state.classifier.as_deref()).await;
+    lane(&state, tier, request.priority).send(&body).await.map_err(|error| {
+        tracing::error!(request_id = %request.request_id, %tier, %error, "enqueue failed");
+        ApiError::queue_unavailable()
+    })?;
+    accepted(&state, &request, tier, reason);
     Ok((StatusCode::ACCEPTED, Json(json!({ "requestId": request.request_id, "tier": tier }))))
+}
+
+/// A batch entry that passed validation, routed to its tier.
+struct Routed {
+    index: usize,
+    admitted: Admitted,
+    tier: Tier,
+    reason: Reason,
+}
+
+/// Up to 100 requests at once: each is validated, routed and answered on its own (`results[i]` answers
+/// entry i), and each lane's share goes to its queue in batches. 202 when every entry was queued, else 207.
+async fn infer_batch(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let entries = batch_entries(&read_body(&headers, body, MAX_BATCH_BYTES)?)?;
+    let now = Utc::now();
+    let mut answers = vec![Value::Null; entries.len()];
+    let mut seen = HashSet::new();
+    let mut routing = JoinSet::new();
+    for (index, entry) in entries.into_iter().enumerate() {
+        let admitted = InferenceRequest::from_value(entry, Intake::Api(now))
+            .and_then(|request| match seen.insert(request.request_id) {
+                true => Ok(request),
+                false => Err(RequestError::Invalid {
+                    field: "requestId".into(),
+                    problem: "repeats an earlier entry of this batch".into(),
+                }),
+            })
+            .and_then(|request| admit(&state, request));
+        match admitted {
+            Ok(admitted) => {
+                let state = Arc::clone(&state);
+                routing.spawn(async move {
+                    let (tier, reason) =
+                        routing::route(&admitted.request, &state.routing, state.classifier.as_deref()).await;
+                    Routed { index, admitted, tier, reason }
+                });
+            }
+            Err(error) => {
+                let error = ApiError::from(error);
+                answers[index] = json!({ "index": index, "status": error.status.as_u16(), "error": error.message });
+            }
+        }
+    }
+    let mut by_lane: HashMap<(Tier, Priority), Vec<Routed>> = HashMap::new();
+    while let Some(done) = routing.join_next().await {
+        let routed =
+            done.map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("routing failed: {e}")))?;
+        by_lane.entry((routed.tier, routed.admitted.request.priority)).or_default().push(routed);
+    }
+    for ((tier, priority), group) in by_lane {
+        let bodies: Vec<String> = group.iter().map(|routed| routed.admitted.body.clone()).collect();
+        let outcomes = lane(&state, tier, priority).send_batch(&bodies).await;
+        for (Routed { index, admitted, reason, .. }, outcome) in group.into_iter().zip(outcomes) {
+            let id = admitted.request.request_id;
+            answers[index] = match outcome {
+                Ok(()) => {
+                    accepted(&state, &admitted.request, tier, reason);
+                    json!({ "index": index, "status": 202, "requestId": id, "tier": tier })
+                }
+                Err(error) => {
+                    tracing::error!(request_id = %id, %tier, %error, "enqueue failed");
+                    let error = ApiError::queue_unavailable();
+                    json!({ "index": index, "status": error.status.as_u16(), "requestId": id, "error": error.message })
+                }
+            };
+        }
+    }
+    let all_queued = answers.iter().all(|answer| answer["status"] == 202);
+    let status = if all_queued { StatusCode::ACCEPTED } else { StatusCode::MULTI_STATUS };
+    Ok((status, Json(json!({ "results": answers }))))
+}
+
+/// The entries of a batch body: a JSON array of 1 to 100 requests.
+fn batch_entries(body: &[u8]) -> Result<Vec<Value>, ApiError> {
+    let entries = match serde_json::from_slice(body) {
+        Ok(Value::Array(entries)) => entries,
+        Ok(_) => return Err(ApiError::new(StatusCode::BAD_REQUEST, "body: must be a JSON array of requests")),
+        Err(e) => return Err(ApiError::new(StatusCode::BAD_REQUEST, format!("body: not valid JSON ({e})"))),
+    };
+    if entries.is_empty() || entries.len() > MAX_BATCH_REQUESTS {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("body: give 1 to {MAX_BATCH_REQUESTS} requests, got {}", entries.len()),
+        ));
+    }
+    Ok(entries)
+}
+
+/// The body, once the content type and the size limit are checked.
+fn read_body(headers: &HeaderMap, body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Bytes, ApiError> {
+    check_content_type(headers)?;
+    body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("body: larger than the {limit} byte limit"))
+        } else {
+            ApiError::new(rejection.status(), format!("body: {}", rejection.body_text()))
+        }
+    })
 }
 
 /// JSON bodies only. A missing Content-Type, or the form type `curl -d` sends without `-H`, is read as JSON.
@@ -114,19 +257,55 @@ fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
+fn parse_request_id(text: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(text).map_err(|_| ApiError::new(StatusCode::BAD_REQUEST, "requestId: must be a UUID"))
+}
+
 async fn result(State(state): State<Arc<AppState>>, Path(request_id): Path<String>) -> Result<Response, ApiError> {
-    let request_id = Uuid::parse_str(&request_id)
-        .map_err(|_| ApiError::new(StatusCode::BAD_REQUEST, "requestId: must be a UUID"))?;
+    let request_id = parse_request_id(&request_id)?;
     match state.store.get(request_id).await {
-        Ok(Some(document)) => Ok(([(header::CONTENT_TYPE, "application/json")], document).into_response()),
+        Ok(Some(document)) => Ok(document_response(StatusCode::OK, document)),
         Ok(None) => Ok((StatusCode::NOT_FOUND, Json(outcome::pending(request_id))).into_response()),
-        Err(error) => {
-            tracing::error!(%request_id, %error, "result lookup failed");
-            Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "results: store unavailable, retry later"))
+        Err(error) => Err(ApiError::store_unavailable(request_id, &error)),
+    }
+}
+
+/// Cancels a request that has no document yet by storing a `canceled` one: first writer wins, so the worker
+/// either finds it before it runs the request, or sees it appear while it runs and aborts the engine call.
+/// 200 with the canceled document (also when it was canceled before); 409 with the status of a request that
+/// already finished.
+async fn cancel(State(state): State<Arc<AppState>>, Path(request_id): Path<String>) -> Result<Response, ApiError> {
+    let request_id = parse_request_id(&request_id)?;
+    let unavailable = |error: StoreError| ApiError::store_unavailable(request_id, &error);
+    let mut existing = state.store.get(request_id).await.map_err(unavailable)?;
+    if existing.is_none() {
+        let document = outcome::canceled(request_id);
+        match state.store.put_if_absent(request_id, document.to_string().as_bytes()).await.map_err(unavailable)? {
+            PutOutcome::Created => {
+                tracing::info!(%request_id, "request canceled");
+                return Ok((StatusCode::OK, Json(document)).into_response());
+            }
+            PutOutcome::AlreadyExists => existing = state.store.get(request_id).await.map_err(unavailable)?,
+        }
+    }
+    let Some(document) = existing else {
+        return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "results: store unavailable, retry later"));
+    };
+    match Ending::read(&document) {
+        Some(ending) if ending.is_canceled() => Ok(document_response(StatusCode::OK, document)),
+        ending => {
+            let status = ending.map_or("unknown", |e| e.status.as_str());
+            let error = format!("requestId: already finished with status {status}; nothing to cancel");
+            Ok((StatusCode::CONFLICT, Json(json!({ "requestId": request_id, "status": status, "error": error })))
+                .into_response())
         }
     }
 }
 
-async fn healthz() -> Json<serde_json::Value> {
+fn document_response(status: StatusCode, document: Vec<u8>) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], document).into_response()
+}
+
+async fn healthz() -> Json<Value> {
     Json(json!({ "status": "ok" }))
 }

@@ -7,7 +7,7 @@
 //! Per tier, in namespace `Custom/ECSInference` with dimensions `ClusterName` and `ServiceName`:
 //!
 //! - `TasksNeeded` = max(⌈M / T⌉, min(R, F), U), kept within [MinTasks, MaxTasks], where M is every message
-//!   of the queue (visible + in flight + delayed), T the per-task backlog target (`QUEUE_DEPTH_THRESHOLD`),
+//!   of the tier's two lanes (visible + in flight + delayed), T the per-task backlog target (`QUEUE_DEPTH_THRESHOLD`),
 //!   R the running tasks, F the in-flight messages, and U = ⌈R × u / target⌉ when tasks run and their GPU
 //!   compute utilization u, averaged over the last minute, is above 1 % (else 0; the target is 80 %).
 //! - `InferenceScalingMetric` = 1 + TasksNeeded − DesiredTasks. As in the seed, 1.0 means balanced; unlike
@@ -45,6 +45,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+use crate::lanes::Lanes;
 use crate::metrics::{self, Emf, Metric};
 use crate::ports::{FleetError, GpuUtilization, Queue, QueueCounts, QueueError, Service, ServiceTasks, TaskCounts};
 use crate::routing::Tier;
@@ -161,7 +162,8 @@ pub fn decide(readings: &Readings, policy: &ScalingPolicy) -> Decision {
 pub struct ScaledTier {
     pub tier: Tier,
     pub service: Service,
-    pub queue: Arc<dyn Queue>,
+    /// The tier's high and normal queues; their counts are added up.
+    pub lanes: Lanes<Arc<dyn Queue>>,
     pub policy: ScalingPolicy,
 }
 
@@ -267,7 +269,7 @@ impl Scaler {
 
     async fn read(&self, tier: &ScaledTier) -> Result<Readings, ReadingError> {
         Ok(Readings {
-            queue: tier.queue.counts().await?,
+            queue: tier.lanes.high.counts().await? + tier.lanes.normal.counts().await?,
             tasks: self.tasks.task_counts(&tier.service).await?,
             gpu_utilization: self.gpu.compute_utilization(&tier.service).await?,
         })

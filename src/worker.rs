@@ -1,21 +1,23 @@
-//! The worker: lease a message → heartbeat → infer → store the result → delete; retry policy, drain, engine loss.
+//! The worker: lease a message from a tier's lanes → heartbeat → infer → store the result → delete, then the
+//! callback; retry policy, deadlines, cancels, drain, engine loss.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
+use crate::lanes::{LaneReceiver, Lanes, Lease};
 use crate::metrics::{self, Emf, Metric};
 use crate::outcome::{ErrorCode, Processing, ResultDocument};
 use crate::ports::{Completion, Engine, EngineError, Message, PutOutcome, Queue, ResultStore};
-use crate::request::{InferenceRequest, RequestId};
+use crate::request::{InferenceRequest, Intake};
 use crate::routing::Tier;
-
-/// Most messages one receive asks for (SQS's limit).
-pub const MAX_BATCH: usize = 10;
+use crate::webhook::{Callback, DRAIN_GRACE, Webhooks};
 
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -34,6 +36,9 @@ pub struct WorkerConfig {
     pub health_interval: Duration,
     /// How long the engine may fail its health probes before the worker gives up on it (GPU lost).
     pub engine_loss_window: Duration,
+    /// How often a running request looks for a document stored meanwhile (a cancel): then its engine call is
+    /// dropped, which aborts the generation in vLLM and llama.cpp.
+    pub cancel_poll: Duration,
     pub task_arn: String,
 }
 
@@ -48,6 +53,7 @@ impl WorkerConfig {
             retry_base: Duration::from_secs(2),
             health_interval: Duration::from_secs(1),
             engine_loss_window: Duration::from_secs(30),
+            cancel_poll: Duration::from_secs(5),
             task_arn: "local".into(),
         }
     }
@@ -65,6 +71,8 @@ pub enum Disposition {
     Succeeded,
     Failed(ErrorCode),
     AlreadyDone,
+    /// A document was stored while the request ran (a cancel): the engine call was dropped.
+    Aborted,
     DeadLettered,
     RetryLater,
     /// Made visible again at once because the engine was lost, for a task with a healthy engine.
@@ -82,13 +90,24 @@ pub enum Stopped {
 }
 
 pub struct Worker<Q: ?Sized, S: ?Sized, E: ?Sized> {
-    queue: Arc<Q>,
+    lanes: Lanes<Arc<Q>>,
     store: Arc<S>,
     engine: Arc<E>,
     config: WorkerConfig,
     metrics: Emf,
+    /// Sends result callbacks; without it, callbackUrl is ignored.
+    webhooks: Option<Webhooks>,
     /// Cancelled when the engine is declared lost: requests in flight then hand their messages back.
     engine_lost: CancellationToken,
+}
+
+/// How a running request ended.
+enum Inference {
+    Done(Result<Completion, EngineError>),
+    /// A document appeared meanwhile (a cancel, or another worker finished first).
+    Superseded,
+    /// The engine was declared lost: hand the message back.
+    EngineLost,
 }
 
 impl<Q, S, E> Worker<Q, S, E>
@@ -97,8 +116,14 @@ where
     S: ResultStore + ?Sized + 'static,
     E: Engine + ?Sized + 'static,
 {
-    pub fn new(queue: Arc<Q>, store: Arc<S>, engine: Arc<E>, config: WorkerConfig, metrics: Emf) -> Self {
-        Worker { queue, store, engine, config, metrics, engine_lost: CancellationToken::new() }
+    pub fn new(lanes: Lanes<Arc<Q>>, store: Arc<S>, engine: Arc<E>, config: WorkerConfig, metrics: Emf) -> Self {
+        Worker { lanes, store, engine, config, metrics, webhooks: None, engine_lost: CancellationToken::new() }
+    }
+
+    /// Sends a callback for every stored document whose request has a callbackUrl.
+    pub fn with_webhooks(mut self, webhooks: Webhooks) -> Self {
+        self.webhooks = Some(webhooks);
+        self
     }
 
     /// Runs until `shutdown` (then stops receiving and finishes every request in flight) or until the
@@ -114,6 +139,7 @@ where
         let (answering_tx, mut answering) = watch::channel(true);
         let watchdog = tokio::spawn(Arc::clone(&worker).watch_engine(answering_tx, receiving.clone()));
         let slots = Arc::new(Semaphore::new(worker.config.concurrency));
+        let mut lanes = LaneReceiver::new(worker.lanes.clone(), worker.config.wait_time);
         let mut in_flight = JoinSet::new();
         let mut released = 0;
         loop {
@@ -123,31 +149,44 @@ where
             if !wait_until_answering(&mut answering, &receiving).await {
                 break;
             }
-            let Some(permits) = acquire_free_slots(&slots, &receiving).await else { break };
-            let received = tokio::select! {
-                biased;
-                () = receiving.cancelled() => break,
-                received = worker.queue.receive(permits.len(), worker.config.wait_time) => received,
-            };
-            let messages = match received {
-                Ok(messages) => messages,
-                Err(error) => {
-                    tracing::warn!(%tier, %error, "receive failed; retrying in 1 s");
-                    tokio::select! {
-                        biased;
-                        () = receiving.cancelled() => break,
-                        () = tokio::time::sleep(Duration::from_secs(1)) => continue,
+            let available = slots.available_permits();
+            let free = lanes.unpromised(available);
+            if free > 0 {
+                let ready = tokio::select! {
+                    biased;
+                    () = receiving.cancelled() => break,
+                    ready = lanes.take_ready(free) => ready,
+                };
+                match ready {
+                    Ok(leases) if !leases.is_empty() => {
+                        worker.start(&mut in_flight, &slots, leases);
+                        continue;
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        tracing::warn!(%tier, %error, "receive failed; retrying in 1 s");
+                        tokio::select! {
+                            biased;
+                            () = receiving.cancelled() => break,
+                            () = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                        }
                     }
                 }
-            };
-            for (message, permit) in messages.into_iter().zip(permits) {
-                let worker = Arc::clone(&worker);
-                in_flight.spawn(async move {
-                    let _slot: OwnedSemaphorePermit = permit;
-                    worker.process(message).await
-                });
+            }
+            if available > 0 {
+                lanes.poll_idle_lanes(free);
+            }
+            tokio::select! {
+                biased;
+                () = receiving.cancelled() => break,
+                (lane, polled) = lanes.next_polled() => match polled {
+                    Ok(leases) => worker.start(&mut in_flight, &slots, leases),
+                    Err(error) => tracing::warn!(%tier, %lane, %error, "long poll failed; polling again"),
+                },
+                Some(done) = in_flight.join_next(), if !in_flight.is_empty() => released += count_released(done),
             }
         }
+        drop(lanes);
         if worker.engine_lost.is_cancelled() {
             tracing::warn!(%tier, in_flight = in_flight.len(), "worker stopped receiving: releasing unfinished requests");
         } else {
@@ -157,12 +196,45 @@ where
             released += count_released(done);
         }
         watchdog.abort();
+        if let Some(webhooks) = &worker.webhooks {
+            webhooks.finish(DRAIN_GRACE).await;
+        }
         if worker.engine_lost.is_cancelled() {
             tracing::error!(%tier, released, "worker stopped: engine lost; its messages are back in the queue");
             Stopped::EngineLost { released }
         } else {
             tracing::info!(%tier, "worker stopped");
             Stopped::Drained
+        }
+    }
+
+    /// Runs each lease in its own task, in a free slot; a lease received beyond the free slots (two lanes
+    /// answering at once) waits for the next slot with its visibility renewed, and is released if the engine
+    /// is lost first.
+    fn start(self: &Arc<Self>, in_flight: &mut JoinSet<Disposition>, slots: &Arc<Semaphore>, leases: Vec<Lease>) {
+        for lease in leases {
+            let worker = Arc::clone(self);
+            let slots = Arc::clone(slots);
+            let free_slot = Arc::clone(&slots).try_acquire_owned().ok();
+            in_flight.spawn(async move {
+                let _slot: OwnedSemaphorePermit = match free_slot {
+                    Some(slot) => slot,
+                    None => {
+                        let waited = worker.with_heartbeat(&lease, async {
+                            tokio::select! {
+                                biased;
+                                () = worker.engine_lost.cancelled() => None,
+                                slot = slots.acquire_owned() => slot.ok(),
+                            }
+                        });
+                        match waited.await {
+                            Some(slot) => slot,
+                            None => return worker.release(&lease).await,
+                        }
+                    }
+                };
+                worker.process(lease).await
+            });
         }
     }
 
@@ -216,15 +288,17 @@ where
     }
 
     /// Handles one message to the end; never panics on bad input.
-    pub async fn process(&self, message: Message) -> Disposition {
+    pub async fn process(&self, lease: Lease) -> Disposition {
         let started = Instant::now();
         let tier = self.config.tier;
-        let request = match InferenceRequest::parse(message.body.as_bytes(), RequestId::Require) {
+        let message = &lease.message;
+        let sent_at = DateTime::from_timestamp_millis(message.sent_at_ms).unwrap_or_else(Utc::now);
+        let request = match InferenceRequest::parse(message.body.as_bytes(), Intake::Queue(sent_at)) {
             Ok(request) => request,
             Err(error) => {
                 let reason = error.to_string();
-                tracing::warn!(%tier, bytes = message.body.len(), %reason, "malformed message; sending to the dead-letter queue");
-                if let Err(e) = self.queue.dead_letter(&message, &reason).await {
+                tracing::warn!(%tier, lane = %lease.lane, bytes = message.body.len(), %reason, "malformed message; sending to the dead-letter queue");
+                if let Err(e) = self.queue(&lease).dead_letter(message, &reason).await {
                     tracing::warn!(%tier, error = %e, "dead-letter failed; the message will come back");
                     return Disposition::RetryLater;
                 }
@@ -234,26 +308,36 @@ where
         let id = request.request_id;
         match self.store.exists(id).await {
             Ok(true) => {
-                tracing::info!(request_id = %id, %tier, "result already stored; deleting the duplicate message");
-                self.delete(&message).await;
+                tracing::info!(request_id = %id, %tier, "a document (result or cancel) is already stored; deleting the message");
+                self.delete(&lease).await;
                 return Disposition::AlreadyDone;
             }
             Ok(false) => {}
-            Err(error) => return self.retry_later(&message, &error.to_string()).await,
+            Err(error) => return self.retry_later(&lease, &error.to_string()).await,
         }
-        let Some(outcome) = self.infer(&message, &request).await else {
-            tracing::warn!(request_id = %id, %tier, "engine lost: message released for a task with a healthy engine");
-            self.set_visibility(&message, Duration::ZERO).await;
-            return Disposition::Released;
-        };
-        let processing = Processing {
+        let processing = |started: Instant| Processing {
             request_id: id,
             tier,
             task_arn: self.config.task_arn.clone(),
             processing_time_ms: started.elapsed().as_millis() as u64,
-            queue_wait_ms: queue_wait_ms(&message),
+            queue_wait_ms: queue_wait_ms(message),
             attempts: message.receive_count,
         };
+        if let Some(deadline) = request.deadline.filter(|_| request.expired_at(Utc::now())) {
+            let reason = format!("the deadline {} passed before inference started", deadline.to_rfc3339());
+            let document = ResultDocument::failure(processing(started), ErrorCode::Expired, reason);
+            return self.finish(&lease, &request, document).await;
+        }
+        let outcome = match self.infer(&lease, &request).await {
+            Inference::Done(outcome) => outcome,
+            Inference::Superseded => {
+                tracing::info!(request_id = %id, %tier, "a document was stored while the request ran (canceled): engine call aborted");
+                self.delete(&lease).await;
+                return Disposition::Aborted;
+            }
+            Inference::EngineLost => return self.release(&lease).await,
+        };
+        let processing = processing(started);
         let document = match outcome {
             Ok(completion) => ResultDocument::success(processing, completion.generation, completion.model),
             Err(EngineError::Permanent(detail)) => {
@@ -264,16 +348,27 @@ where
                 ErrorCode::AttemptsExhausted,
                 format!("gave up after {} attempts; last error: {error}", message.receive_count),
             ),
-            Err(error) => return self.retry_later(&message, &error.to_string()).await,
+            Err(error) => return self.retry_later(&lease, &error.to_string()).await,
         };
-        match self.store.put_if_absent(id, &document.to_json()).await {
-            Ok(PutOutcome::Created) => {}
-            Ok(PutOutcome::AlreadyExists) => {
-                tracing::info!(request_id = %id, %tier, "another worker stored this result first");
+        self.finish(&lease, &request, document).await
+    }
+
+    /// Stores the document (first writer wins), deletes the message, records it and sends the callback.
+    async fn finish(&self, lease: &Lease, request: &InferenceRequest, document: ResultDocument) -> Disposition {
+        let (id, tier) = (request.request_id, self.config.tier);
+        let body = document.to_json();
+        match self.store.put_if_absent(id, &body).await {
+            Ok(PutOutcome::Created) => {
+                if let (Some(url), Some(webhooks)) = (&request.callback_url, &self.webhooks) {
+                    webhooks.send(Callback { url: url.clone(), request_id: id, tier, body });
+                }
             }
-            Err(error) => return self.retry_later(&message, &error.to_string()).await,
+            Ok(PutOutcome::AlreadyExists) => {
+                tracing::info!(request_id = %id, %tier, "another document (a result or a cancel) was stored first");
+            }
+            Err(error) => return self.retry_later(lease, &error.to_string()).await,
         }
-        self.delete(&message).await;
+        self.delete(lease).await;
         self.record(&document);
         match document.error {
             None => Disposition::Succeeded,
@@ -281,10 +376,22 @@ where
         }
     }
 
+    /// Hands the message back at once for a task with a healthy engine.
+    async fn release(&self, lease: &Lease) -> Disposition {
+        tracing::warn!(tier = %self.config.tier, "engine lost: message released for a task with a healthy engine");
+        self.set_visibility(lease, Duration::ZERO).await;
+        Disposition::Released
+    }
+
+    fn queue(&self, lease: &Lease) -> &Q {
+        self.lanes.get(lease.lane)
+    }
+
     /// Runs the request under a heartbeat. A failure while the engine does not answer its health probe is
     /// the engine's, not the request's: the message is held until the engine answers again (then the
-    /// request is retried on the same lease) or is declared lost (then None: hand the message back).
-    async fn infer(&self, message: &Message, request: &InferenceRequest) -> Option<Result<Completion, EngineError>> {
+    /// request is retried on the same lease) or is declared lost (then the message is handed back). A
+    /// document stored meanwhile (a cancel) ends the run: the engine call is dropped, which aborts it.
+    async fn infer(&self, lease: &Lease, request: &InferenceRequest) -> Inference {
         let attempts = async {
             loop {
                 match self.engine.generate(request).await {
@@ -298,13 +405,25 @@ where
         };
         tokio::select! {
             biased;
-            () = self.engine_lost.cancelled() => None,
-            outcome = self.with_heartbeat(message, attempts) => Some(outcome),
+            () = self.engine_lost.cancelled() => Inference::EngineLost,
+            () = self.document_stored(request.request_id) => Inference::Superseded,
+            outcome = self.with_heartbeat(lease, attempts) => Inference::Done(outcome),
+        }
+    }
+
+    /// Resolves once a document for `request_id` exists, looking every `cancel_poll`; a failed look is ignored
+    /// (the next one may succeed, and the result write settles who was first anyway).
+    async fn document_stored(&self, request_id: Uuid) {
+        loop {
+            tokio::time::sleep(self.config.cancel_poll).await;
+            if let Ok(true) = self.store.exists(request_id).await {
+                return;
+            }
         }
     }
 
     /// Keeps the message invisible while `work` runs, renewing every third of the visibility timeout.
-    async fn with_heartbeat<T>(&self, message: &Message, work: impl Future<Output = T>) -> T {
+    async fn with_heartbeat<T>(&self, lease: &Lease, work: impl Future<Output = T>) -> T {
         let every = self.config.visibility_timeout / 3;
         let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         tokio::pin!(work);
@@ -312,7 +431,7 @@ where
             tokio::select! {
                 out = &mut work => return out,
                 _ = ticks.tick() => {
-                    if let Err(error) = self.queue.change_visibility(&message.receipt, self.config.visibility_timeout).await {
+                    if let Err(error) = self.queue(lease).change_visibility(&lease.message.receipt, self.config.visibility_timeout).await {
                         tracing::warn!(tier = %self.config.tier, %error, "heartbeat failed");
                     }
                 }
@@ -320,22 +439,23 @@ where
         }
     }
 
-    async fn retry_later(&self, message: &Message, error: &str) -> Disposition {
-        let delay = self.config.retry_delay(message.receive_count);
-        tracing::warn!(tier = %self.config.tier, attempt = message.receive_count, retry_in_s = delay.as_secs_f64(), %error, "transient failure; the message will be retried");
-        self.set_visibility(message, delay).await;
+    async fn retry_later(&self, lease: &Lease, error: &str) -> Disposition {
+        let attempt = lease.message.receive_count;
+        let delay = self.config.retry_delay(attempt);
+        tracing::warn!(tier = %self.config.tier, attempt, retry_in_s = delay.as_secs_f64(), %error, "transient failure; the message will be retried");
+        self.set_visibility(lease, delay).await;
         Disposition::RetryLater
     }
 
     /// Makes the message visible again after `delay` (zero: at once).
-    async fn set_visibility(&self, message: &Message, delay: Duration) {
-        if let Err(error) = self.queue.change_visibility(&message.receipt, delay).await {
+    async fn set_visibility(&self, lease: &Lease, delay: Duration) {
+        if let Err(error) = self.queue(lease).change_visibility(&lease.message.receipt, delay).await {
             tracing::warn!(tier = %self.config.tier, %error, "could not change the message's visibility; its visibility timeout applies");
         }
     }
 
-    async fn delete(&self, message: &Message) {
-        if let Err(error) = self.queue.delete(&message.receipt).await {
+    async fn delete(&self, lease: &Lease) {
+        if let Err(error) = self.queue(lease).delete(&lease.message.receipt).await {
             tracing::warn!(tier = %self.config.tier, %error, "delete failed; the message may be seen again (its result is stored)");
         }
     }
@@ -364,23 +484,6 @@ where
             ],
         );
     }
-}
-
-/// Waits for one free slot, then takes every other free one up to a batch; None once `stop` is cancelled.
-async fn acquire_free_slots(slots: &Arc<Semaphore>, stop: &CancellationToken) -> Option<Vec<OwnedSemaphorePermit>> {
-    let first = tokio::select! {
-        biased;
-        () = stop.cancelled() => return None,
-        permit = Arc::clone(slots).acquire_owned() => permit.ok()?,
-    };
-    let mut permits = vec![first];
-    while permits.len() < MAX_BATCH {
-        match Arc::clone(slots).try_acquire_owned() {
-            Ok(permit) => permits.push(permit),
-            Err(_) => break,
-        }
-    }
-    Some(permits)
 }
 
 fn queue_wait_ms(message: &Message) -> u64 {

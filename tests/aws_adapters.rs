@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use gpuinfer::aws::s3::{S3Location, S3Store};
 use gpuinfer::aws::sqs::SqsQueue;
+use gpuinfer::lanes::Lanes;
 use gpuinfer::metrics::Emf;
 use gpuinfer::ports::{PutOutcome, Queue, QueueCounts, ResultStore};
 use gpuinfer::routing::Tier;
@@ -96,11 +97,13 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// Fifty requests, half of them sent one by one and half in one POST /infer/batch, one in three on the high
+/// lane: router → SQS (both lanes of both tiers) → worker processes → S3.
 #[tokio::test]
 async fn router_sqs_worker_s3_carry_fifty_requests_end_to_end() {
     let name = moto::unique("flow");
-    let (small, dlq) = moto::queue_with_dlq(&format!("{name}-small"), 30, 3).await;
-    let (large, _) = moto::queue_with_dlq(&format!("{name}-large"), 30, 3).await;
+    let (small, dlq) = moto::lanes_with_dlq(&format!("{name}-small"), 30, 3).await;
+    let (large, _) = moto::lanes_with_dlq(&format!("{name}-large"), 30, 3).await;
     let bucket = moto::bucket(&name).await;
     let engine = EngineDouble::start(Behavior::default()).await;
     let port = free_port();
@@ -108,14 +111,17 @@ async fn router_sqs_worker_s3_carry_fifty_requests_end_to_end() {
     let _router = gpuinfer(
         &["router", "--listen", &format!("127.0.0.1:{port}"), "--classifier", "none"],
         &[
-            ("SMALL_QUEUE_URL", small.clone()),
-            ("LARGE_QUEUE_URL", large.clone()),
+            ("SMALL_QUEUE_URL", small.normal.clone()),
+            ("SMALL_HIGH_QUEUE_URL", small.high.clone()),
+            ("LARGE_QUEUE_URL", large.normal.clone()),
+            ("LARGE_HIGH_QUEUE_URL", large.high.clone()),
             ("OUTPUT_DESTINATION", destination.clone()),
         ],
     );
-    let worker_env = |queue: &str| {
+    let worker_env = |lanes: &Lanes<String>| {
         vec![
-            ("REQUEST_QUEUE_URL", queue.to_owned()),
+            ("REQUEST_QUEUE_URL", lanes.normal.clone()),
+            ("HIGH_QUEUE_URL", lanes.high.clone()),
             ("DLQ_URL", dlq.clone()),
             ("OUTPUT_DESTINATION", destination.clone()),
             ("ENGINE_URL", engine.url.clone()),
@@ -132,20 +138,25 @@ async fn router_sqs_worker_s3_carry_fifty_requests_end_to_end() {
         async move { request.await.ok().map(|_| ()) }
     })
     .await;
+    let request = |i: usize| {
+        let route = if i.is_multiple_of(5) { "large" } else { "small" };
+        let priority = if i.is_multiple_of(3) { "high" } else { "normal" };
+        json!({"prompt": format!("request {i}"), "maxTokens": 8, "route": route, "priority": priority})
+    };
     let mut ids = Vec::new();
-    for i in 0..50 {
-        let route = if i % 5 == 0 { "large" } else { "small" };
-        let answer: Value = http
-            .post(format!("{base}/infer"))
-            .json(&json!({"prompt": format!("request {i}"), "maxTokens": 8, "route": route}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(answer["tier"], route);
+    for i in 0..25 {
+        let answer: Value =
+            http.post(format!("{base}/infer")).json(&request(i)).send().await.unwrap().json().await.unwrap();
+        assert_eq!(answer["tier"], request(i)["route"]);
         ids.push(answer["requestId"].as_str().unwrap().to_owned());
+    }
+    let batch: Vec<Value> = (25..50).map(request).collect();
+    let response = http.post(format!("{base}/infer/batch")).json(&batch).send().await.unwrap();
+    assert_eq!(response.status(), 202);
+    let answer: Value = response.json().await.unwrap();
+    for (entry, sent) in answer["results"].as_array().unwrap().iter().zip(&batch) {
+        assert_eq!((entry["status"].as_u64(), &entry["tier"]), (Some(202), &sent["route"]), "{entry}");
+        ids.push(entry["requestId"].as_str().unwrap().to_owned());
     }
     for id in &ids {
         let url = format!("{base}/results/{id}");
@@ -164,12 +175,16 @@ async fn router_sqs_worker_s3_carry_fifty_requests_end_to_end() {
     assert_eq!(keys.len(), 50);
     let sample = moto::object(&bucket, &keys[0]).await;
     assert!(sample["result"]["text"].as_str().unwrap().starts_with("echo: request"));
-    let counts = |url: String| async move { SqsQueue::new(moto::sqs().await, url, None).counts().await.unwrap() };
+    let urls = [small.high, small.normal, large.high, large.normal];
     eventually(Duration::from_secs(10), "empty queues", || {
-        let (small, large) = (small.clone(), large.clone());
+        let urls = urls.clone();
         async move {
-            (counts(small).await == QueueCounts::default() && counts(large).await == QueueCounts::default())
-                .then_some(())
+            for url in urls {
+                if SqsQueue::new(moto::sqs().await, url, None).counts().await.unwrap() != QueueCounts::default() {
+                    return None;
+                }
+            }
+            Some(())
         }
     })
     .await;
@@ -188,37 +203,41 @@ fn worker_config() -> WorkerConfig {
 }
 
 async fn in_process_worker(
-    url: &str,
+    lanes: &Lanes<String>,
     dlq: &str,
     store: Arc<dyn ResultStore>,
     engine: &EngineDouble,
+    config: WorkerConfig,
     shutdown: &CancellationToken,
 ) -> tokio::task::JoinHandle<gpuinfer::worker::Stopped> {
-    let queue: Arc<dyn Queue> = Arc::new(SqsQueue::new(moto::sqs().await, url.to_owned(), Some(dlq.to_owned())));
+    let sqs = moto::sqs().await;
+    let lanes =
+        lanes.clone().map(|url| Arc::new(SqsQueue::new(sqs.clone(), url, Some(dlq.to_owned()))) as Arc<dyn Queue>);
     let engine_config = gpuinfer::engine::EngineConfig {
         base_url: engine.url.clone(),
         model: None,
         request_timeout: Duration::from_secs(10),
     };
-    let worker = gpuinfer::cmd::worker::build(queue, store, &engine_config, worker_config(), Emf::discard()).unwrap();
+    let worker = gpuinfer::cmd::worker::build(lanes, store, &engine_config, config, Emf::discard()).unwrap();
     tokio::spawn(worker.run(shutdown.clone()))
 }
 
 #[tokio::test]
 async fn malformed_messages_are_dead_lettered_and_failing_requests_end_in_error_documents() {
     let name = moto::unique("faults");
-    let (url, dlq) = moto::queue_with_dlq(&name, 30, 3).await;
+    let (lanes, dlq) = moto::lanes_with_dlq(&name, 30, 3).await;
+    let url = &lanes.normal;
     let bucket = moto::bucket(&name).await;
     let store: Arc<dyn ResultStore> =
         Arc::new(S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}")).unwrap()));
     let engine = EngineDouble::start(Behavior { fail_rate: 1.0, fail_status: 500, ..Behavior::default() }).await;
     let shutdown = CancellationToken::new();
-    let worker = in_process_worker(&url, &dlq, Arc::clone(&store), &engine, &shutdown).await;
+    let worker = in_process_worker(&lanes, &dlq, Arc::clone(&store), &engine, worker_config(), &shutdown).await;
 
     let sqs = moto::sqs().await;
-    sqs.send_message().queue_url(&url).message_body("{\"prompt\": 5}").send().await.unwrap();
+    sqs.send_message().queue_url(url).message_body("{\"prompt\": 5}").send().await.unwrap();
     let (id, body) = request_body("always failing");
-    sqs.send_message().queue_url(&url).message_body(body).send().await.unwrap();
+    sqs.send_message().queue_url(url).message_body(body).send().await.unwrap();
 
     let document: Value = eventually(Duration::from_secs(30), "an error document", || {
         let store = Arc::clone(&store);
@@ -240,7 +259,8 @@ async fn malformed_messages_are_dead_lettered_and_failing_requests_end_in_error_
 #[tokio::test]
 async fn two_workers_racing_on_one_request_store_exactly_one_result() {
     let name = moto::unique("race");
-    let (url, dlq) = moto::queue_with_dlq(&name, 30, 3).await;
+    let (lanes, dlq) = moto::lanes_with_dlq(&name, 30, 3).await;
+    let url = lanes.high.clone();
     let bucket = moto::bucket(&name).await;
     let store: Arc<dyn ResultStore> =
         Arc::new(S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}")).unwrap()));
@@ -251,8 +271,8 @@ async fn two_workers_racing_on_one_request_store_exactly_one_result() {
         sqs.send_message().queue_url(&url).message_body(&body).send().await.unwrap();
     }
     let shutdown = CancellationToken::new();
-    let first = in_process_worker(&url, &dlq, Arc::clone(&store), &engine, &shutdown).await;
-    let second = in_process_worker(&url, &dlq, Arc::clone(&store), &engine, &shutdown).await;
+    let first = in_process_worker(&lanes, &dlq, Arc::clone(&store), &engine, worker_config(), &shutdown).await;
+    let second = in_process_worker(&lanes, &dlq, Arc::clone(&store), &engine, worker_config(), &shutdown).await;
     let queue = SqsQueue::new(sqs.clone(), url.clone(), None);
     eventually(Duration::from_secs(30), "both messages deleted", || {
         let queue = queue.clone();

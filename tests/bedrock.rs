@@ -8,7 +8,7 @@ use axum::extract::{Path, State};
 use axum::routing::post;
 use axum::{Json, Router};
 use gpuinfer::aws::bedrock::BedrockClassifier;
-use gpuinfer::request::{InferenceRequest, RequestId};
+use gpuinfer::request::{InferenceRequest, Intake};
 use gpuinfer::routing::{Reason, RoutingConfig, Tier, route};
 use serde_json::{Value, json};
 
@@ -52,7 +52,7 @@ async fn bedrock_answers_route_the_ambiguous_zone_and_failures_fall_back_to_smal
     let classifier = BedrockClassifier::new(aws_sdk_bedrockruntime::Client::new(&sdk), "amazon.nova-micro-v1:0".into());
     let config = RoutingConfig { classifier_timeout: Duration::from_millis(1500), ..Default::default() };
     let body = json!({"prompt": "Compare two approaches to tensor parallelism. ".repeat(15)}).to_string();
-    let ambiguous = InferenceRequest::parse(body.as_bytes(), RequestId::Generate).unwrap();
+    let ambiguous = InferenceRequest::parse(body.as_bytes(), Intake::Api(chrono::Utc::now())).unwrap();
 
     *stub.answer.lock().unwrap() = ("large".into(), Duration::ZERO);
     assert_eq!(route(&ambiguous, &config, Some(&classifier)).await, (Tier::Large, Reason::Classifier));

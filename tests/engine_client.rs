@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use gpuinfer::engine::{EngineClient, EngineConfig, base_url};
 use gpuinfer::ports::{Engine, EngineError};
-use gpuinfer::request::{InferenceRequest, RequestId};
+use gpuinfer::request::{InferenceRequest, Intake};
 use serde_json::json;
 use support::engine_double::{Behavior, EngineDouble, Reply};
 
@@ -17,7 +17,7 @@ fn client(url: &str, model: Option<&str>, timeout: Duration) -> EngineClient {
 }
 
 fn request(body: serde_json::Value) -> InferenceRequest {
-    InferenceRequest::parse(body.to_string().as_bytes(), RequestId::Generate).unwrap()
+    InferenceRequest::parse(body.to_string().as_bytes(), Intake::Api(chrono::Utc::now())).unwrap()
 }
 
 #[test]

@@ -9,6 +9,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use gpuinfer::lanes::Priority;
 use gpuinfer::local::LocalBackends;
 use gpuinfer::local::queue::LocalQueue;
 use gpuinfer::outcome::{ResultDocument, Status};
@@ -66,7 +67,7 @@ async fn counts(queue: &LocalQueue) -> QueueCounts {
 async fn a_sigkilled_engine_gets_every_held_message_released_at_once_and_a_healthy_worker_completes_each_once() {
     let dir = tempfile::tempdir().unwrap();
     let backends = LocalBackends::open(dir.path()).unwrap();
-    let queue = backends.tier_queue(Tier::Small, VISIBILITY_TIMEOUT, 3);
+    let queue = backends.lane_queue(Tier::Small, Priority::Normal, VISIBILITY_TIMEOUT, 3);
     let mut ids = Vec::new();
     for i in 0..REQUESTS {
         let (id, body) = request_body(&format!("request {i}"));

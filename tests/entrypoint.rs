@@ -6,6 +6,7 @@ mod support;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
+use gpuinfer::lanes::Priority;
 use gpuinfer::local::LocalBackends;
 use gpuinfer::ports::{Queue, ResultStore};
 use gpuinfer::routing::Tier;
@@ -18,7 +19,10 @@ fn free_port() -> u16 {
 fn start(data_dir: &std::path::Path, port: u16) -> Child {
     Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/entrypoint.sh"))
         .env("GPUINFER", env!("CARGO_BIN_EXE_gpuinfer"))
-        .env("ENGINE_CMD", format!("{} --listen 127.0.0.1:{port} --latency-ms 300", env!("CARGO_BIN_EXE_engine-double")))
+        .env(
+            "ENGINE_CMD",
+            format!("{} --listen 127.0.0.1:{port} --latency-ms 300", env!("CARGO_BIN_EXE_engine-double")),
+        )
         .env("ENGINE_PORT", port.to_string())
         .env("MODEL_NAME", "double-model")
         .env("MODEL_S3_PATH", "s3://none/none/")
@@ -43,7 +47,7 @@ fn signal(signal: &str, target: &str) {
 async fn the_worker_serves_then_drains_on_sigterm_and_the_container_exits_zero() {
     let dir = tempfile::tempdir().unwrap();
     let backends = LocalBackends::open(dir.path()).unwrap();
-    let queue = backends.tier_queue(Tier::Small, Duration::from_secs(300), 3);
+    let queue = backends.lane_queue(Tier::Small, Priority::Normal, Duration::from_secs(300), 3);
     let port = free_port();
     let mut container = start(dir.path(), port);
     let (id, body) = request_body("served through the entrypoint");
@@ -93,7 +97,8 @@ async fn a_bad_model_path_is_refused_before_anything_starts() {
         .unwrap();
     assert_eq!(output.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&output.stderr).contains("MODEL_S3_PATH must be an s3:// URI"));
-    let output = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/entrypoint.sh")).env_remove("MODEL_NAME").output().unwrap();
+    let output =
+        Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/entrypoint.sh")).env_remove("MODEL_NAME").output().unwrap();
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("MODEL_NAME must name the model"));
 }

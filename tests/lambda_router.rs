@@ -18,8 +18,8 @@ fn body(answer: &Value) -> Value {
 #[tokio::test]
 async fn api_gateway_events_get_the_same_answers_as_http() {
     let name = moto::unique("lambda");
-    let (small, _) = moto::queue_with_dlq(&format!("{name}-small"), 30, 3).await;
-    let (large, _) = moto::queue_with_dlq(&format!("{name}-large"), 30, 3).await;
+    let (small, _) = moto::lanes_with_dlq(&format!("{name}-small"), 30, 3).await;
+    let (large, _) = moto::lanes_with_dlq(&format!("{name}-large"), 30, 3).await;
     let bucket = moto::bucket(&name).await;
     let runtime = RuntimeApi::start().await;
     let mut function = Command::new(env!("CARGO_BIN_EXE_gpuinfer"))
@@ -28,8 +28,10 @@ async fn api_gateway_events_get_the_same_answers_as_http() {
         .envs(runtime.function_env("gpuinfer-router"))
         .envs([
             ("AWS_LAMBDA_LOG_FORMAT", "JSON".into()),
-            ("SMALL_QUEUE_URL", small.clone()),
-            ("LARGE_QUEUE_URL", large.clone()),
+            ("SMALL_QUEUE_URL", small.normal.clone()),
+            ("SMALL_HIGH_QUEUE_URL", small.high.clone()),
+            ("LARGE_QUEUE_URL", large.normal.clone()),
+            ("LARGE_HIGH_QUEUE_URL", large.high.clone()),
             ("OUTPUT_DESTINATION", format!("s3://{bucket}/")),
             ("CLASSIFIER", "none".into()),
         ])
@@ -67,10 +69,27 @@ async fn api_gateway_events_get_the_same_answers_as_http() {
     let answer = runtime.invoke(http_event("GET", &format!("/results/{id}"), None)).await;
     assert_eq!((answer["statusCode"].as_u64(), body(&answer)), (Some(200), json!({"status": "success"})));
 
-    let queued = moto::drain(&small).await;
+    let batch = json!([{"prompt": "urgent", "priority": "high"}, {"prompt": "hi", "priority": "soon"}]).to_string();
+    let answer = runtime.invoke(http_event("POST", "/infer/batch", Some(&batch))).await;
+    assert_eq!(answer["statusCode"], 207, "{answer}");
+    let results = body(&answer)["results"].clone();
+    assert_eq!((results[0]["status"].as_u64(), results[0]["tier"].as_str()), (Some(202), Some("small")));
+    assert_eq!(results[1]["status"], 400);
+    assert!(results[1]["error"].as_str().unwrap().starts_with("priority: must be"), "{results}");
+
+    let canceled = uuid::Uuid::new_v4();
+    let answer = runtime.invoke(http_event("DELETE", &format!("/results/{canceled}"), None)).await;
+    assert_eq!((answer["statusCode"].as_u64(), &body(&answer)["error"]["code"]), (Some(200), &json!("canceled")));
+    let answer = runtime.invoke(http_event("DELETE", &format!("/results/{id}"), None)).await;
+    assert_eq!((answer["statusCode"].as_u64(), &body(&answer)["status"]), (Some(409), &json!("success")));
+
+    let queued = moto::drain(&small.normal).await;
     assert_eq!(queued.len(), 1);
     assert_eq!(serde_json::from_str::<Value>(queued[0].body.as_deref().unwrap()).unwrap()["requestId"], id.to_string());
-    assert_eq!(moto::drain(&large).await.len(), 1);
+    let urgent = moto::drain(&small.high).await;
+    assert_eq!(urgent.len(), 1);
+    assert_eq!(serde_json::from_str::<Value>(urgent[0].body.as_deref().unwrap()).unwrap()["priority"], "high");
+    assert_eq!(moto::drain(&large.normal).await.len(), 1);
 
     function.kill().unwrap();
     let output = function.wait_with_output().unwrap();
@@ -80,7 +99,7 @@ async fn api_gateway_events_get_the_same_answers_as_http() {
         .filter_map(|l| serde_json::from_str(l).ok())
         .filter(|v: &Value| v.get("_aws").is_some())
         .collect();
-    assert_eq!(emf.len(), 2, "one RoutedRequests EMF line per accepted request on stdout");
+    assert_eq!(emf.len(), 3, "one RoutedRequests EMF line per accepted request on stdout");
     let stderr = String::from_utf8_lossy(&output.stderr);
     let accepted = stderr.lines().find(|l| l.contains("request accepted")).expect("an accepted log line");
     let line: Value = serde_json::from_str(accepted).expect("JSON logs when AWS_LAMBDA_LOG_FORMAT=JSON");

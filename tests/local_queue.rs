@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use gpuinfer::lanes::Priority;
 use gpuinfer::local::LocalBackends;
 use gpuinfer::ports::{Queue, QueueCounts, QueueError};
 use gpuinfer::routing::Tier;
@@ -13,7 +14,7 @@ fn open(
     max_receive_count: u32,
 ) -> (LocalBackends, std::sync::Arc<gpuinfer::local::queue::LocalQueue>) {
     let backends = LocalBackends::open(dir).unwrap();
-    let queue = backends.tier_queue(Tier::Small, visibility, max_receive_count);
+    let queue = backends.lane_queue(Tier::Small, Priority::Normal, visibility, max_receive_count);
     (backends, queue)
 }
 

@@ -1,14 +1,14 @@
 //! Table tests of the request contract: every validation rule, its error text, and the queue body.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use gpuinfer::request::{InferenceRequest, Input, MAX_REQUEST_BYTES, RequestError, RequestId};
+use gpuinfer::request::{InferenceRequest, Input, Intake, MAX_REQUEST_BYTES, RequestError};
 use gpuinfer::routing::Tier;
 use serde_json::json;
 
 const ID: &str = "550e8400-e29b-41d4-a716-446655440000";
 
 fn parse(value: serde_json::Value) -> Result<InferenceRequest, RequestError> {
-    InferenceRequest::parse(value.to_string().as_bytes(), RequestId::Require)
+    InferenceRequest::parse(value.to_string().as_bytes(), Intake::Queue(chrono::Utc::now()))
 }
 
 #[test]
@@ -84,7 +84,7 @@ fn rejects_each_broken_rule_naming_the_field() {
 #[test]
 fn rejects_bodies_that_are_not_json() {
     for body in [&b""[..], b"{", b"\xff\xfe", b"null"] {
-        let error = InferenceRequest::parse(body, RequestId::Generate).unwrap_err();
+        let error = InferenceRequest::parse(body, Intake::Api(chrono::Utc::now())).unwrap_err();
         assert!(error.to_string().starts_with("body: "), "{body:?} gave {error}");
     }
 }
@@ -92,16 +92,16 @@ fn rejects_bodies_that_are_not_json() {
 #[test]
 fn rejects_bodies_over_one_mebibyte_before_parsing() {
     let body = vec![b' '; MAX_REQUEST_BYTES + 1];
-    let error = InferenceRequest::parse(&body, RequestId::Generate).unwrap_err();
+    let error = InferenceRequest::parse(&body, Intake::Api(chrono::Utc::now())).unwrap_err();
     assert!(matches!(error, RequestError::TooLarge { .. }), "{error}");
 }
 
 #[test]
 fn generates_a_v4_request_id_only_when_asked_to() {
     let body = json!({"prompt": "hi"}).to_string();
-    let request = InferenceRequest::parse(body.as_bytes(), RequestId::Generate).unwrap();
+    let request = InferenceRequest::parse(body.as_bytes(), Intake::Api(chrono::Utc::now())).unwrap();
     assert_eq!(request.request_id.get_version_num(), 4);
-    assert!(InferenceRequest::parse(body.as_bytes(), RequestId::Require).is_err());
+    assert!(InferenceRequest::parse(body.as_bytes(), Intake::Queue(chrono::Utc::now())).is_err());
 }
 
 #[test]
@@ -114,7 +114,8 @@ fn chat_messages_round_trip_through_the_queue_body() {
     .unwrap();
     assert_eq!(original.route, Some(Tier::Large));
     assert_eq!(original.input.char_count(), "Be brief.Hi".chars().count());
-    let again = InferenceRequest::parse(original.to_queue_body().as_bytes(), RequestId::Require).unwrap();
+    let again =
+        InferenceRequest::parse(original.to_queue_body().as_bytes(), Intake::Queue(chrono::Utc::now())).unwrap();
     assert_eq!(again, original);
 }
 

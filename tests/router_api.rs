@@ -9,8 +9,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
+use gpuinfer::lanes::{Lanes, Priority};
 use gpuinfer::local::LocalBackends;
+use gpuinfer::local::queue::LocalQueue;
 use gpuinfer::metrics::Emf;
+use gpuinfer::outbound::OutboundPolicy;
 use gpuinfer::ports::{Message, Queue, QueueCounts, QueueError, ResultStore};
 use gpuinfer::router::{AppState, app};
 use gpuinfer::routing::{PerTier, RoutingConfig, Tier};
@@ -30,15 +33,22 @@ fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let backends = LocalBackends::open(dir.path()).unwrap();
     let emf = SharedBuf::default();
-    let queue = |tier| -> Arc<dyn Queue> { backends.tier_queue(tier, Duration::from_secs(30), 3) };
+    let lanes = |tier| backends.tier_lanes(tier, Duration::from_secs(30), 3).map(|q| q as Arc<dyn Queue>);
     let state = Arc::new(AppState {
-        queues: PerTier { small: queue(Tier::Small), large: queue(Tier::Large) },
+        queues: PerTier { small: lanes(Tier::Small), large: lanes(Tier::Large) },
         store: backends.store.clone(),
         routing: RoutingConfig::default(),
         classifier: None,
+        callbacks: OutboundPolicy::default(),
         metrics: Emf::to_writer(emf.clone()),
     });
     Fixture { _dir: dir, backends, state, emf }
+}
+
+impl Fixture {
+    fn lane(&self, tier: Tier, lane: Priority) -> Arc<LocalQueue> {
+        self.backends.lane_queue(tier, lane, Duration::from_secs(30), 3)
+    }
 }
 
 async fn call(state: &Arc<AppState>, request: Request<Body>) -> (StatusCode, Value) {
@@ -67,8 +77,8 @@ async fn accepted_requests_are_enqueued_on_their_tier_and_counted() {
     assert_eq!(body["tier"], "large");
     assert_eq!(uuid::Uuid::parse_str(body["requestId"].as_str().unwrap()).unwrap().get_version_num(), 4);
 
-    let small = f.backends.tier_queue(Tier::Small, Duration::from_secs(30), 3);
-    let large = f.backends.tier_queue(Tier::Large, Duration::from_secs(30), 3);
+    let small = f.lane(Tier::Small, Priority::Normal);
+    let large = f.lane(Tier::Large, Priority::Normal);
     assert_eq!(small.counts().await.unwrap(), QueueCounts { visible: 1, in_flight: 0, delayed: 0 });
     assert_eq!(large.counts().await.unwrap().visible, 1);
     let queued = small.receive(1, Duration::ZERO).await.unwrap();
@@ -99,7 +109,7 @@ async fn invalid_requests_get_400_naming_the_field() {
         let message = answer["error"].as_str().unwrap();
         assert!(message.starts_with(expected), "{body}: {message}");
     }
-    let small = f.backends.tier_queue(Tier::Small, Duration::from_secs(30), 3);
+    let small = f.lane(Tier::Small, Priority::Normal);
     assert_eq!(small.counts().await.unwrap().visible, 0, "nothing invalid is enqueued");
 }
 
@@ -128,6 +138,9 @@ impl Queue for RefusingQueue {
     async fn send(&self, _body: &str) -> Result<(), QueueError> {
         Err(QueueError::Unavailable("throttled".into()))
     }
+    async fn send_batch(&self, bodies: &[String]) -> Vec<Result<(), QueueError>> {
+        bodies.iter().map(|_| Err(QueueError::Unavailable("throttled".into()))).collect()
+    }
     async fn receive(&self, _max: usize, _wait: Duration) -> Result<Vec<Message>, QueueError> {
         Ok(vec![])
     }
@@ -145,14 +158,19 @@ impl Queue for RefusingQueue {
     }
 }
 
+fn refusing() -> Lanes<Arc<dyn Queue>> {
+    Lanes::from_fn(|_| Arc::new(RefusingQueue) as Arc<dyn Queue>)
+}
+
 #[tokio::test]
 async fn a_refusing_queue_gives_503_never_2xx() {
     let f = fixture();
     let state = Arc::new(AppState {
-        queues: PerTier { small: Arc::new(RefusingQueue), large: Arc::new(RefusingQueue) },
+        queues: PerTier { small: refusing(), large: refusing() },
         store: f.state.store.clone(),
         routing: RoutingConfig::default(),
         classifier: None,
+        callbacks: OutboundPolicy::default(),
         metrics: Emf::discard(),
     });
     let (status, body) = call(&state, post(json!({"prompt": "hi"}).to_string())).await;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use gpuinfer::classifier::parse_answer;
 use gpuinfer::ports::{Classifier, ClassifyError};
-use gpuinfer::request::{InferenceRequest, RequestId};
+use gpuinfer::request::{InferenceRequest, Intake};
 use gpuinfer::routing::{Heuristic, Reason, RoutingConfig, Tier, heuristic, route};
 use serde_json::json;
 
@@ -15,7 +15,7 @@ fn request(chars: usize, max_tokens: u32, route: Option<&str>) -> InferenceReque
     if let Some(route) = route {
         body["route"] = json!(route);
     }
-    InferenceRequest::parse(body.to_string().as_bytes(), RequestId::Generate).unwrap()
+    InferenceRequest::parse(body.to_string().as_bytes(), Intake::Api(chrono::Utc::now())).unwrap()
 }
 
 #[test]
@@ -54,7 +54,7 @@ fn thresholds_are_configurable() {
 #[test]
 fn chat_length_counts_every_message() {
     let body = json!({"messages": [{"role": "user", "content": "y".repeat(1500)}, {"role": "user", "content": "z".repeat(600)}]});
-    let request = InferenceRequest::parse(body.to_string().as_bytes(), RequestId::Generate).unwrap();
+    let request = InferenceRequest::parse(body.to_string().as_bytes(), Intake::Api(chrono::Utc::now())).unwrap();
     assert_eq!(heuristic(&request, &RoutingConfig::default()), Heuristic::Decided(Tier::Large, Reason::PromptLength));
 }
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use gpuinfer::cmd::scaler::{ScheduledEvent, handle_scheduled_event};
+use gpuinfer::lanes::Priority;
 use gpuinfer::local::LocalBackends;
 use gpuinfer::metrics::Emf;
 use gpuinfer::ports::{FleetError, GpuUtilization, Queue, QueueCounts, Service, ServiceTasks, TaskCounts};
@@ -123,21 +124,22 @@ struct Rig {
     emf: SharedBuf,
 }
 
-/// Both tiers on embedded queues holding `queued` (small, large) messages, over `fleet`.
+/// Both tiers on embedded queues holding `queued` (small, large) messages, alternately in the high and normal
+/// lane, over `fleet`.
 async fn rig(queued: (usize, usize), fleet: FakeFleet) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let backends = LocalBackends::open(dir.path()).unwrap();
     let emf = SharedBuf::default();
     let mut tiers = Vec::new();
     for (tier, count) in [(Tier::Small, queued.0), (Tier::Large, queued.1)] {
-        let queue: Arc<dyn Queue> = backends.queue_handle(tier);
-        for _ in 0..count {
-            queue.send("{}").await.unwrap();
+        let lanes = backends.lane_handles(tier).map(|q| q as Arc<dyn Queue>);
+        for i in 0..count {
+            lanes.get(if i.is_multiple_of(2) { Priority::High } else { Priority::Normal }).send("{}").await.unwrap();
         }
         tiers.push(ScaledTier {
             tier,
             service: Service { cluster: "inference".into(), name: format!("svc-{tier}") },
-            queue,
+            lanes,
             policy: policy(),
         });
     }
@@ -239,8 +241,9 @@ async fn an_empty_test_event_is_accepted() {
 async fn under_the_lambda_runtime_each_scheduled_invocation_answers_for_every_tier() {
     let dir = tempfile::tempdir().unwrap();
     let backends = LocalBackends::open(dir.path()).unwrap();
-    for _ in 0..3 {
-        backends.queue_handle(Tier::Large).send("{}").await.unwrap();
+    let lanes = backends.lane_handles(Tier::Large);
+    for queue in [&lanes.high, &lanes.high, &lanes.normal] {
+        queue.send("{}").await.unwrap();
     }
     let runtime = RuntimeApi::start().await;
     let mut function = std::process::Command::new(env!("CARGO_BIN_EXE_gpuinfer"))

@@ -42,7 +42,8 @@ fn config() -> WorkerConfig {
 async fn rig(behavior: Behavior, config: WorkerConfig) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let backends = LocalBackends::open(dir.path()).unwrap();
-    let queue = backends.tier_queue(Tier::Small, config.visibility_timeout, config.max_receive_count);
+    let lanes = backends.tier_lanes(Tier::Small, config.visibility_timeout, config.max_receive_count);
+    let queue = Arc::clone(&lanes.normal);
     let engine = EngineDouble::start(behavior).await;
     let client = EngineClient::new(&EngineConfig {
         base_url: format!("{}/v1/", engine.url),
@@ -50,7 +51,7 @@ async fn rig(behavior: Behavior, config: WorkerConfig) -> Rig {
         request_timeout: Duration::from_secs(30),
     })
     .unwrap();
-    let worker = Worker::new(Arc::clone(&queue), backends.store.clone(), Arc::new(client), config, Emf::discard());
+    let worker = Worker::new(lanes, backends.store.clone(), Arc::new(client), config, Emf::discard());
     let shutdown = CancellationToken::new();
     let worker = tokio::spawn(worker.run(shutdown.clone()));
     Rig { _dir: dir, backends, queue, engine, shutdown, worker }

@@ -5,15 +5,19 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::error::ProvideErrorMetadata;
-use aws_sdk_sqs::types::{MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName};
+use aws_sdk_sqs::types::{
+    MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName, SendMessageBatchRequestEntry,
+};
 
 use super::describe;
 use crate::ports::{Message, Queue, QueueCounts, QueueError};
 
 /// Longest long poll SQS allows.
 const MAX_WAIT: Duration = Duration::from_secs(20);
-/// Most messages one ReceiveMessage returns.
+/// Most messages one ReceiveMessage returns, and one SendMessageBatch sends.
 const MAX_MESSAGES: usize = 10;
+/// Largest total body size of one SendMessageBatch.
+const MAX_BATCH_BYTES: usize = 1024 * 1024;
 
 #[derive(Debug, Clone)]
 pub struct SqsQueue {
@@ -27,6 +31,63 @@ impl SqsQueue {
     pub fn new(client: Client, url: String, dead_letter_url: Option<String>) -> Self {
         SqsQueue { client, url, dead_letter_url }
     }
+
+    /// One SendMessageBatch call; entry ids are the bodies' positions in `chunk`.
+    async fn send_chunk(&self, chunk: &[String]) -> Vec<Result<(), QueueError>> {
+        let entries: Result<Vec<_>, _> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, body)| SendMessageBatchRequestEntry::builder().id(i.to_string()).message_body(body).build())
+            .collect();
+        let sent = match entries {
+            Ok(entries) => self
+                .client
+                .send_message_batch()
+                .queue_url(&self.url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map_err(unavailable("SendMessageBatch")),
+            Err(e) => Err(QueueError::Unavailable(format!("building a batch entry: {e}"))),
+        };
+        let output = match sent {
+            Ok(output) => output,
+            Err(error) => return chunk.iter().map(|_| Err(error.clone())).collect(),
+        };
+        let mut outcomes: Vec<Result<(), QueueError>> = chunk
+            .iter()
+            .map(|_| Err(QueueError::Unavailable("SendMessageBatch: entry missing from the answer".into())))
+            .collect();
+        for entry in output.successful {
+            if let Some(outcome) = entry.id.parse().ok().and_then(|i: usize| outcomes.get_mut(i)) {
+                *outcome = Ok(());
+            }
+        }
+        for entry in output.failed {
+            if let Some(outcome) = entry.id.parse().ok().and_then(|i: usize| outcomes.get_mut(i)) {
+                let message = entry.message.unwrap_or_default();
+                *outcome = Err(QueueError::Unavailable(format!("SendMessageBatch: {}: {message}", entry.code)));
+            }
+        }
+        outcomes
+    }
+}
+
+/// Splits bodies into SendMessageBatch calls: at most 10 messages and 1 MiB of bodies each.
+fn chunks(bodies: &[String]) -> Vec<&[String]> {
+    let mut chunks = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, body) in bodies.iter().enumerate() {
+        if i > start && (i - start == MAX_MESSAGES || bytes + body.len() > MAX_BATCH_BYTES) {
+            chunks.push(&bodies[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += body.len();
+    }
+    if start < bodies.len() {
+        chunks.push(&bodies[start..]);
+    }
+    chunks
 }
 
 fn unavailable<E: std::error::Error + 'static>(action: &str) -> impl FnOnce(E) -> QueueError + '_ {
@@ -56,6 +117,14 @@ impl Queue for SqsQueue {
             .await
             .map_err(unavailable("SendMessage"))?;
         Ok(())
+    }
+
+    async fn send_batch(&self, bodies: &[String]) -> Vec<Result<(), QueueError>> {
+        let mut outcomes = Vec::with_capacity(bodies.len());
+        for chunk in chunks(bodies) {
+            outcomes.extend(self.send_chunk(chunk).await);
+        }
+        outcomes
     }
 
     async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Message>, QueueError> {

@@ -12,6 +12,7 @@ use crate::aws::s3::{self, S3Location, S3Store};
 use crate::aws::sdk_config;
 use crate::aws::sqs::SqsQueue;
 use crate::aws::sqs_results::SqsResults;
+use crate::lanes::{Lanes, Priority};
 use crate::local::LocalBackends;
 use crate::ports::{Queue, ResultStore};
 use crate::routing::Tier;
@@ -54,6 +55,27 @@ impl QueueSource {
             None => QueueSource::Embedded,
         }
     }
+
+    /// A tier's two lanes from their URLs (`names`: the variables that set them): SQS when both are set,
+    /// embedded when neither is.
+    pub fn lanes(
+        urls: Lanes<Option<String>>,
+        dead_letter_url: Option<String>,
+        names: Lanes<&str>,
+    ) -> anyhow::Result<Lanes<QueueSource>> {
+        let sources = Lanes {
+            high: QueueSource::from_url(urls.high, dead_letter_url.clone()),
+            normal: QueueSource::from_url(urls.normal, dead_letter_url),
+        };
+        if (sources.high == QueueSource::Embedded) != (sources.normal == QueueSource::Embedded) {
+            bail!("set both {} and {} (SQS), or neither (embedded queues in --data-dir)", names.normal, names.high);
+        }
+        Ok(sources)
+    }
+
+    pub fn is_embedded(&self) -> bool {
+        *self == QueueSource::Embedded
+    }
 }
 
 /// Opens adapters on first use: the AWS SDK configuration, or the data directory's SQLite file.
@@ -82,15 +104,30 @@ impl Wiring {
         self.sdk.get_or_init(|| sdk_config(None)).await
     }
 
-    pub async fn queue(
+    /// A tier's two lanes.
+    pub async fn lanes(
+        &self,
+        sources: &Lanes<QueueSource>,
+        tier: Tier,
+        visibility_timeout: Duration,
+        max_receive_count: u32,
+    ) -> anyhow::Result<Lanes<Arc<dyn Queue>>> {
+        Ok(Lanes {
+            high: self.queue(&sources.high, tier, Priority::High, visibility_timeout, max_receive_count).await?,
+            normal: self.queue(&sources.normal, tier, Priority::Normal, visibility_timeout, max_receive_count).await?,
+        })
+    }
+
+    async fn queue(
         &self,
         source: &QueueSource,
         tier: Tier,
+        lane: Priority,
         visibility_timeout: Duration,
         max_receive_count: u32,
     ) -> anyhow::Result<Arc<dyn Queue>> {
         Ok(match source {
-            QueueSource::Embedded => self.local()?.tier_queue(tier, visibility_timeout, max_receive_count),
+            QueueSource::Embedded => self.local()?.lane_queue(tier, lane, visibility_timeout, max_receive_count),
             QueueSource::Sqs { url, dead_letter_url } => Arc::new(SqsQueue::new(
                 aws_sdk_sqs::Client::new(self.sdk().await),
                 url.clone(),
@@ -115,8 +152,8 @@ impl Wiring {
 }
 
 /// Refuses a worker on SQS without a dead-letter queue: malformed messages would have nowhere to go.
-pub fn require_dead_letter(source: &QueueSource) -> anyhow::Result<()> {
-    if let QueueSource::Sqs { dead_letter_url: None, .. } = source {
+pub fn require_dead_letter(sources: &Lanes<QueueSource>) -> anyhow::Result<()> {
+    if let QueueSource::Sqs { dead_letter_url: None, .. } = sources.normal {
         bail!("REQUEST_QUEUE_URL is set but DLQ_URL is not: set DLQ_URL to the dead-letter queue's URL");
     }
     Ok(())

@@ -10,8 +10,9 @@ use tokio_util::sync::CancellationToken;
 use crate::cmd::backends::Wiring;
 use crate::cmd::router::{RoutingArgs, serve};
 use crate::cmd::scaler::ScalerArgs;
-use crate::cmd::worker::{TuningArgs, build, engine_lost};
+use crate::cmd::worker::{TuningArgs, WebhookArgs, build, engine_lost};
 use crate::engine::base_url;
+use crate::lanes::Lanes;
 use crate::local::fleet::FixedFleet;
 use crate::metrics::Emf;
 use crate::ports::{Queue, ResultStore};
@@ -43,6 +44,8 @@ pub struct Args {
     pub routing: RoutingArgs,
     #[command(flatten)]
     pub tuning: TuningArgs,
+    #[command(flatten)]
+    pub webhooks: WebhookArgs,
     #[command(flatten)]
     pub scaler: ScalerArgs,
 }
@@ -79,15 +82,17 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     let configs =
         PerTier { small: args.tuning.worker_config(Tier::Small)?, large: args.tuning.worker_config(Tier::Large)? };
 
-    let queue = |tier: Tier| -> Arc<dyn Queue> {
+    let lanes = |tier: Tier| -> Lanes<Arc<dyn Queue>> {
         let config = configs.get(tier);
-        backends.tier_queue(tier, config.visibility_timeout, config.max_receive_count)
+        backends.tier_lanes(tier, config.visibility_timeout, config.max_receive_count).map(|q| q as Arc<dyn Queue>)
     };
 
+    let webhooks = args.webhooks.webhooks(metrics.clone())?;
     let mut pools = tokio::task::JoinSet::new();
     for tier in Tier::ALL {
         let engine = args.tuning.engine_config(engine_urls.get(tier), models.get(tier).clone());
-        let worker = build(queue(tier), Arc::clone(&store), &engine, configs.get(tier).clone(), metrics.clone())?;
+        let worker = build(lanes(tier), Arc::clone(&store), &engine, configs.get(tier).clone(), metrics.clone())?
+            .with_webhooks(webhooks.clone());
         let shutdown = shutdown.clone();
         pools.spawn(async move {
             let stopped = worker.run(shutdown.clone()).await;
@@ -99,13 +104,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     }
     let fleet = Arc::new(FixedFleet { tasks_per_tier: 1 });
     let scaler =
-        args.scaler.scaler(Tier::ALL.map(|tier| (tier, queue(tier))), fleet.clone(), fleet, metrics.clone())?;
+        args.scaler.scaler(Tier::ALL.map(|tier| (tier, lanes(tier))), fleet.clone(), fleet, metrics.clone())?;
     let scaler = tokio::spawn(scaler.run(args.scaler.interval(), shutdown.clone()));
     let state = Arc::new(AppState {
-        queues: PerTier { small: queue(Tier::Small), large: queue(Tier::Large) },
+        queues: PerTier { small: lanes(Tier::Small), large: lanes(Tier::Large) },
         store,
         routing: args.routing.config(),
         classifier: args.routing.classifier(&wiring, Some(&engine_urls.small)).await?,
+        callbacks: args.webhooks.policy.policy(),
         metrics,
     });
     print_banner(&args, &engine_urls, &metrics_path);
@@ -130,7 +136,8 @@ fn print_banner(args: &Args, engines: &PerTier<String>, metrics_path: &std::path
     println!(
         "  send      curl -s {url}/infer -H 'content-type: application/json' -d '{{\"prompt\":\"What is Amazon ECS? Answer briefly.\",\"maxTokens\":64}}'"
     );
-    println!("  result    curl -s {url}/results/<requestId>");
+    println!("  result    curl -s {url}/results/<requestId>    (cancel: curl -X DELETE …)");
+    println!("  client    gpuinfer submit --url {url} --wait 'What is Amazon ECS?'");
     println!(
         "  scaler    a decision per tier every {} s in the log; EMF lines in {}",
         args.scaler.scaler_interval,

@@ -3,9 +3,11 @@
 pub mod backends;
 pub mod dev;
 pub mod fetch_model;
+pub mod get;
 pub mod healthcheck;
 pub mod inject_xid;
 pub mod router;
 pub mod scaler;
 pub mod simulate;
+pub mod submit;
 pub mod worker;

@@ -13,7 +13,9 @@ use crate::aws::bedrock::{BedrockClassifier, DEFAULT_MODEL_ID};
 use crate::classifier::OpenAiClassifier;
 use crate::cmd::backends::{Destination, QueueSource, Wiring};
 use crate::engine::{EngineClient, EngineConfig};
+use crate::lanes::Lanes;
 use crate::metrics::Emf;
+use crate::outbound::OutboundPolicy;
 use crate::ports::Classifier;
 use crate::router::{AppState, app};
 use crate::routing::{PerTier, RoutingConfig, Tier};
@@ -103,6 +105,24 @@ impl RoutingArgs {
     }
 }
 
+/// Which callback URLs are accepted; shared by `router`, `worker` and `dev`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CallbackPolicyArgs {
+    /// Accept http:// callback URLs (local development); https only otherwise.
+    #[arg(long, env = "ALLOW_HTTP_CALLBACKS")]
+    pub allow_http_callbacks: bool,
+    /// Let callbacks reach loopback and private-network addresses (local development); link-local and
+    /// instance-metadata addresses stay refused.
+    #[arg(long, env = "ALLOW_PRIVATE_CALLBACKS")]
+    pub allow_private_callbacks: bool,
+}
+
+impl CallbackPolicyArgs {
+    pub fn policy(&self) -> OutboundPolicy {
+        OutboundPolicy { allow_http: self.allow_http_callbacks, allow_private: self.allow_private_callbacks }
+    }
+}
+
 fn running_on_lambda() -> bool {
     std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some()
 }
@@ -115,9 +135,15 @@ pub struct Args {
     /// SQS queue URL of the small tier [default: the embedded queue in --data-dir].
     #[arg(long, env = "SMALL_QUEUE_URL")]
     pub small_queue_url: Option<String>,
+    /// SQS queue URL of the small tier's high-priority lane (required with SMALL_QUEUE_URL).
+    #[arg(long, env = "SMALL_HIGH_QUEUE_URL")]
+    pub small_high_queue_url: Option<String>,
     /// SQS queue URL of the large tier [default: the embedded queue in --data-dir].
     #[arg(long, env = "LARGE_QUEUE_URL")]
     pub large_queue_url: Option<String>,
+    /// SQS queue URL of the large tier's high-priority lane (required with LARGE_QUEUE_URL).
+    #[arg(long, env = "LARGE_HIGH_QUEUE_URL")]
+    pub large_high_queue_url: Option<String>,
     /// Where results are read from: s3://bucket/prefix/ or a folder [default: --data-dir].
     #[arg(long, env = "OUTPUT_DESTINATION")]
     pub output_destination: Option<String>,
@@ -126,23 +152,34 @@ pub struct Args {
     pub data_dir: PathBuf,
     #[command(flatten)]
     pub routing: RoutingArgs,
+    #[command(flatten)]
+    pub callbacks: CallbackPolicyArgs,
 }
 
 pub struct Config {
     listen: SocketAddr,
-    queues: PerTier<QueueSource>,
+    queues: PerTier<Lanes<QueueSource>>,
     destination: Destination,
     routing: RoutingArgs,
+    callbacks: OutboundPolicy,
     wiring: Wiring,
 }
 
 impl Args {
     pub fn into_config(self) -> anyhow::Result<Config> {
         let queues = PerTier {
-            small: QueueSource::from_url(self.small_queue_url, None),
-            large: QueueSource::from_url(self.large_queue_url, None),
+            small: QueueSource::lanes(
+                Lanes { high: self.small_high_queue_url, normal: self.small_queue_url },
+                None,
+                Lanes { high: "SMALL_HIGH_QUEUE_URL", normal: "SMALL_QUEUE_URL" },
+            )?,
+            large: QueueSource::lanes(
+                Lanes { high: self.large_high_queue_url, normal: self.large_queue_url },
+                None,
+                Lanes { high: "LARGE_HIGH_QUEUE_URL", normal: "LARGE_QUEUE_URL" },
+            )?,
         };
-        if (queues.small == QueueSource::Embedded) != (queues.large == QueueSource::Embedded) {
+        if queues.small.normal.is_embedded() != queues.large.normal.is_embedded() {
             bail!("set both SMALL_QUEUE_URL and LARGE_QUEUE_URL (SQS), or neither (embedded queues in --data-dir)");
         }
         Ok(Config {
@@ -150,6 +187,7 @@ impl Args {
             queues,
             destination: Destination::parse(self.output_destination.as_deref(), &self.data_dir)?,
             routing: self.routing,
+            callbacks: self.callbacks.policy(),
             wiring: Wiring::new(self.data_dir),
         })
     }
@@ -157,12 +195,13 @@ impl Args {
 
 pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     let wiring = &config.wiring;
-    let queue = |tier: Tier| wiring.queue(config.queues.get(tier), tier, Duration::from_secs(300), 3);
+    let lanes = |tier: Tier| wiring.lanes(config.queues.get(tier), tier, Duration::from_secs(300), 3);
     let state = Arc::new(AppState {
-        queues: PerTier { small: queue(Tier::Small).await?, large: queue(Tier::Large).await? },
+        queues: PerTier { small: lanes(Tier::Small).await?, large: lanes(Tier::Large).await? },
         store: wiring.store(&config.destination).await?,
         routing: config.routing.config(),
         classifier: config.routing.classifier(wiring, None).await?,
+        callbacks: config.callbacks,
         metrics: Emf::stdout(),
     });
     if running_on_lambda() {

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::TierSetting;
+use crate::lanes::Lanes;
 use crate::local::LocalBackends;
 use crate::local::fleet::FixedFleet;
 use crate::metrics::Emf;
@@ -72,24 +73,24 @@ impl ScalerArgs {
         Duration::from_secs(self.scaler_interval)
     }
 
-    /// A scaler over `queues`, reading task counts from `tasks` and GPU utilization from `gpu`.
+    /// A scaler over each tier's lanes, reading task counts from `tasks` and GPU utilization from `gpu`.
     pub fn scaler(
         &self,
-        queues: impl IntoIterator<Item = (Tier, Arc<dyn Queue>)>,
+        queues: impl IntoIterator<Item = (Tier, Lanes<Arc<dyn Queue>>)>,
         tasks: Arc<dyn ServiceTasks>,
         gpu: Arc<dyn GpuUtilization>,
         metrics: Emf,
     ) -> anyhow::Result<Scaler> {
         let tiers: Vec<ScaledTier> = queues
             .into_iter()
-            .map(|(tier, queue)| {
+            .map(|(tier, lanes)| {
                 Ok(ScaledTier {
                     tier,
                     service: Service {
                         cluster: self.cluster_name.clone(),
                         name: self.service_name.replace("{tier}", tier.as_str()),
                     },
-                    queue,
+                    lanes,
                     policy: self.policy.policy(tier)?,
                 })
             })
@@ -124,7 +125,7 @@ pub struct Config {
 impl Args {
     pub fn into_config(self) -> anyhow::Result<Config> {
         let backends = LocalBackends::open(&self.data_dir).context("opening the embedded backends")?;
-        let queues = self.tiers.iter().map(|&tier| -> (Tier, Arc<dyn Queue>) { (tier, backends.queue_handle(tier)) });
+        let queues = self.tiers.iter().map(|&tier| (tier, backends.lane_handles(tier).map(|q| q as Arc<dyn Queue>)));
         let fleet = Arc::new(FixedFleet { tasks_per_tier: self.local_running_tasks });
         Ok(Config {
             scaler: self.scaler.scaler(queues, fleet.clone(), fleet, Emf::stdout())?,

@@ -9,10 +9,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::aws::ecs_metadata;
 use crate::cmd::backends::{Destination, QueueSource, Wiring, require_dead_letter};
+use crate::cmd::router::CallbackPolicyArgs;
 use crate::engine::{EngineClient, EngineConfig};
+use crate::lanes::Lanes;
 use crate::metrics::Emf;
 use crate::ports::{Queue, ResultStore};
 use crate::routing::Tier;
+use crate::webhook::{WebhookConfig, WebhookSecret, Webhooks};
 use crate::worker::{Stopped, Worker, WorkerConfig};
 
 /// How a worker pool behaves; shared by `worker` and `dev`.
@@ -39,15 +42,47 @@ pub struct TuningArgs {
     /// Seconds the engine may fail its health probe before the worker releases its messages and exits non-zero.
     #[arg(long, env = "ENGINE_LOSS_WINDOW_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub engine_loss_window_seconds: u64,
+    /// Seconds between two looks for a cancel while a request runs (a cancel then aborts the engine call).
+    #[arg(long, env = "CANCEL_POLL_SECONDS", default_value_t = 5.0)]
+    pub cancel_poll_seconds: f64,
     /// Task identifier written into each result when the ECS metadata endpoint does not give one.
     #[arg(long, env = "ECS_TASK_ARN", default_value = "local")]
     pub task_arn: String,
+}
+
+/// How result callbacks are signed and sent; shared by `worker` and `dev`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WebhookArgs {
+    /// Key that signs result callbacks, Standard Webhooks style: base64, `whsec_` prefix accepted
+    /// [default: none, and callbacks are not sent].
+    #[arg(long, env = "WEBHOOK_SECRET", hide_env_values = true)]
+    pub webhook_secret: Option<WebhookSecret>,
+    /// Seconds a callback is retried (back-off from 1 s to 60 s) before it is given up.
+    #[arg(long, env = "WEBHOOK_RETRY_SECONDS", default_value_t = 300)]
+    pub webhook_retry_seconds: u64,
+    #[command(flatten)]
+    pub policy: CallbackPolicyArgs,
+}
+
+impl WebhookArgs {
+    pub fn webhooks(&self, metrics: Emf) -> anyhow::Result<Webhooks> {
+        let config = WebhookConfig {
+            secret: self.webhook_secret.clone(),
+            policy: self.policy.policy(),
+            retry_for: Duration::from_secs(self.webhook_retry_seconds),
+            attempt_timeout: Duration::from_secs(10),
+        };
+        Ok(Webhooks::new(config, metrics)?)
+    }
 }
 
 impl TuningArgs {
     pub fn worker_config(&self, tier: Tier) -> anyhow::Result<WorkerConfig> {
         if !(self.retry_base_seconds.is_finite() && self.retry_base_seconds >= 0.0) {
             bail!("--retry-base-seconds must be a non-negative number of seconds");
+        }
+        if !(self.cancel_poll_seconds.is_finite() && self.cancel_poll_seconds >= 0.05) {
+            bail!("--cancel-poll-seconds must be at least 0.05 seconds");
         }
         let default_visibility = match tier {
             Tier::Small => 300,
@@ -62,6 +97,7 @@ impl TuningArgs {
             retry_base: Duration::from_secs_f64(self.retry_base_seconds),
             health_interval: Duration::from_secs(1),
             engine_loss_window: Duration::from_secs(self.engine_loss_window_seconds),
+            cancel_poll: Duration::from_secs_f64(self.cancel_poll_seconds),
             task_arn: self.task_arn.clone(),
         })
     }
@@ -89,6 +125,9 @@ pub struct Args {
     /// SQS queue to consume [default: the tier's embedded queue in --data-dir].
     #[arg(long, env = "REQUEST_QUEUE_URL")]
     pub request_queue_url: Option<String>,
+    /// SQS queue of the tier's high-priority lane, served first (required with REQUEST_QUEUE_URL).
+    #[arg(long, env = "HIGH_QUEUE_URL")]
+    pub high_queue_url: Option<String>,
     /// SQS dead-letter queue for malformed messages (required with REQUEST_QUEUE_URL).
     #[arg(long, env = "DLQ_URL")]
     pub dlq_url: Option<String>,
@@ -103,26 +142,34 @@ pub struct Args {
     pub metadata_uri: Option<String>,
     #[command(flatten)]
     pub tuning: TuningArgs,
+    #[command(flatten)]
+    pub webhooks: WebhookArgs,
 }
 
 pub struct Config {
-    source: QueueSource,
+    sources: Lanes<QueueSource>,
     destination: Destination,
     engine: EngineConfig,
     worker: WorkerConfig,
+    webhooks: WebhookArgs,
     metadata_uri: Option<String>,
     wiring: Wiring,
 }
 
 impl Args {
     pub fn into_config(self) -> anyhow::Result<Config> {
-        let source = QueueSource::from_url(self.request_queue_url, self.dlq_url);
-        require_dead_letter(&source)?;
+        let sources = QueueSource::lanes(
+            Lanes { high: self.high_queue_url, normal: self.request_queue_url },
+            self.dlq_url,
+            Lanes { high: "HIGH_QUEUE_URL", normal: "REQUEST_QUEUE_URL" },
+        )?;
+        require_dead_letter(&sources)?;
         Ok(Config {
-            source,
+            sources,
             destination: Destination::parse(self.output_destination.as_deref(), &self.data_dir)?,
             engine: self.tuning.engine_config(&self.engine_url, self.model),
             worker: self.tuning.worker_config(self.tier)?,
+            webhooks: self.webhooks,
             metadata_uri: self.metadata_uri,
             wiring: Wiring::new(self.data_dir),
         })
@@ -132,9 +179,12 @@ impl Args {
 pub async fn run(mut config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     config.worker.task_arn = ecs_metadata::task_arn(config.metadata_uri.as_deref(), &config.worker.task_arn).await;
     let w = &config.worker;
-    let queue = config.wiring.queue(&config.source, w.tier, w.visibility_timeout, w.max_receive_count).await?;
+    let lanes = config.wiring.lanes(&config.sources, w.tier, w.visibility_timeout, w.max_receive_count).await?;
     let store = config.wiring.store(&config.destination).await?;
-    match build(queue, store, &config.engine, config.worker.clone(), Emf::stdout())?.run(shutdown).await {
+    let metrics = Emf::stdout();
+    let webhooks = config.webhooks.webhooks(metrics.clone())?;
+    let worker = build(lanes, store, &config.engine, config.worker.clone(), metrics)?.with_webhooks(webhooks);
+    match worker.run(shutdown).await {
         Stopped::Drained => Ok(()),
         Stopped::EngineLost { released } => Err(engine_lost(&config.worker, &config.engine.base_url, released)),
     }
@@ -150,13 +200,13 @@ pub fn engine_lost(config: &WorkerConfig, engine_url: &str, released: usize) -> 
     )
 }
 
-/// A worker over the given queue and store, talking to one engine.
+/// A worker over the given lanes and store, talking to one engine.
 pub fn build(
-    queue: Arc<dyn Queue>,
+    lanes: Lanes<Arc<dyn Queue>>,
     store: Arc<dyn ResultStore>,
     engine: &EngineConfig,
     config: WorkerConfig,
     metrics: Emf,
 ) -> anyhow::Result<Worker<dyn Queue, dyn ResultStore, EngineClient>> {
-    Ok(Worker::new(queue, store, Arc::new(EngineClient::new(engine)?), config, metrics))
+    Ok(Worker::new(lanes, store, Arc::new(EngineClient::new(engine)?), config, metrics))
 }

@@ -9,12 +9,21 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::lanes::{Lanes, Priority};
 use crate::ports::{QueueError, StoreError};
 use crate::routing::Tier;
 use queue::{LocalQueue, QueueDb, QueueSettings};
 use store::FileStore;
 
 pub const DEAD_LETTER_QUEUE: &str = "dead-letter";
+
+/// The embedded queue of one lane of a tier: the tier's name, with `-high` for the high lane.
+pub fn queue_name(tier: Tier, lane: Priority) -> String {
+    match lane {
+        Priority::Normal => tier.as_str().to_owned(),
+        Priority::High => format!("{tier}-high"),
+    }
+}
 
 /// The queue database and result folder of one data directory.
 #[derive(Debug, Clone)]
@@ -40,17 +49,33 @@ impl LocalBackends {
         Ok(LocalBackends { db: QueueDb::open(&dir.join("queue.db"))?, store: Arc::new(FileStore::open(dir)?) })
     }
 
-    /// The request queue of a tier, redriving to the shared dead-letter queue.
-    pub fn tier_queue(&self, tier: Tier, visibility_timeout: Duration, max_receive_count: u32) -> Arc<LocalQueue> {
+    /// One lane's request queue of a tier (`small`, `small-high`, …), redriving to the shared dead-letter queue.
+    pub fn lane_queue(
+        &self,
+        tier: Tier,
+        lane: Priority,
+        visibility_timeout: Duration,
+        max_receive_count: u32,
+    ) -> Arc<LocalQueue> {
         Arc::new(self.db.queue(
-            tier.as_str(),
+            &queue_name(tier, lane),
             QueueSettings { visibility_timeout, max_receive_count, dead_letter_queue: DEAD_LETTER_QUEUE.into() },
         ))
     }
 
-    /// A tier's request queue for a process that sends to it or counts it but never receives.
-    pub fn queue_handle(&self, tier: Tier) -> Arc<LocalQueue> {
-        self.tier_queue(tier, Duration::from_secs(300), 3)
+    /// Both lanes' request queues of a tier.
+    pub fn tier_lanes(
+        &self,
+        tier: Tier,
+        visibility_timeout: Duration,
+        max_receive_count: u32,
+    ) -> Lanes<Arc<LocalQueue>> {
+        Lanes::from_fn(|lane| self.lane_queue(tier, lane, visibility_timeout, max_receive_count))
+    }
+
+    /// A tier's request queues for a process that sends to them or counts them but never receives.
+    pub fn lane_handles(&self, tier: Tier) -> Lanes<Arc<LocalQueue>> {
+        self.tier_lanes(tier, Duration::from_secs(300), 3)
     }
 
     pub fn dead_letter_queue(&self) -> LocalQueue {

@@ -138,19 +138,35 @@ impl LocalQueue {
     fn notify(&self) {
         self.db.changed.notify_waiters();
     }
+
+    /// Inserts every body in one transaction: all are queued, or none.
+    fn insert<'a>(&self, bodies: impl IntoIterator<Item = &'a str>) -> Result<(), QueueError> {
+        let now = now_ms();
+        let mut conn = self.db.lock()?;
+        let tx = conn.transaction().map_err(db_error)?;
+        {
+            let mut insert = tx
+                .prepare_cached("INSERT INTO messages (queue, body, sent_at_ms, visible_at_ms) VALUES (?1, ?2, ?3, ?3)")
+                .map_err(db_error)?;
+            for body in bodies {
+                insert.execute(params![self.name, body, now]).map_err(db_error)?;
+            }
+        }
+        tx.commit().map_err(db_error)?;
+        self.notify();
+        Ok(())
+    }
 }
 
 #[async_trait]
 impl Queue for LocalQueue {
     async fn send(&self, body: &str) -> Result<(), QueueError> {
-        let now = now_ms();
-        self.db
-            .lock()?
-            .prepare_cached("INSERT INTO messages (queue, body, sent_at_ms, visible_at_ms) VALUES (?1, ?2, ?3, ?3)")
-            .and_then(|mut insert| insert.execute(params![self.name, body, now]))
-            .map_err(db_error)?;
-        self.notify();
-        Ok(())
+        self.insert([body])
+    }
+
+    async fn send_batch(&self, bodies: &[String]) -> Vec<Result<(), QueueError>> {
+        let outcome = self.insert(bodies.iter().map(String::as_str));
+        bodies.iter().map(|_| outcome.clone()).collect()
     }
 
     async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Message>, QueueError> {

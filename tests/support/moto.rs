@@ -2,6 +2,7 @@
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_sqs::types::QueueAttributeName;
+use gpuinfer::lanes::Lanes;
 
 /// moto's URL; a test that needs it fails (never skips) when it is not running.
 pub fn url() -> String {
@@ -52,9 +53,23 @@ pub async fn queue_with_dlq(name: &str, visibility_seconds: u32, max_receive_cou
     let sqs = sqs().await;
     let dlq = sqs.create_queue().queue_name(format!("{name}-dlq")).send().await.expect("create dlq");
     let dlq_url = dlq.queue_url.expect("dlq url");
+    let queue = redriving_queue(name, &dlq_url, visibility_seconds, max_receive_count).await;
+    (queue, dlq_url)
+}
+
+/// A tier's two lanes, `{name}` and `{name}-high`, both redriving to one dead-letter queue; their URLs and the
+/// dead-letter queue's.
+pub async fn lanes_with_dlq(name: &str, visibility_seconds: u32, max_receive_count: u32) -> (Lanes<String>, String) {
+    let (normal, dlq_url) = queue_with_dlq(name, visibility_seconds, max_receive_count).await;
+    let high = redriving_queue(&format!("{name}-high"), &dlq_url, visibility_seconds, max_receive_count).await;
+    (Lanes { high, normal }, dlq_url)
+}
+
+async fn redriving_queue(name: &str, dlq_url: &str, visibility_seconds: u32, max_receive_count: u32) -> String {
+    let sqs = sqs().await;
     let dlq_arn = sqs
         .get_queue_attributes()
-        .queue_url(&dlq_url)
+        .queue_url(dlq_url)
         .attribute_names(QueueAttributeName::QueueArn)
         .send()
         .await
@@ -71,7 +86,7 @@ pub async fn queue_with_dlq(name: &str, visibility_seconds: u32, max_receive_cou
         .send()
         .await
         .expect("create queue");
-    (queue.queue_url.expect("queue url"), dlq_url)
+    queue.queue_url.expect("queue url")
 }
 
 pub async fn bucket(name: &str) -> String {

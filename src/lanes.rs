@@ -1,0 +1,242 @@
+//! Priority lanes: each tier's high and normal queue, the share that fills free slots from the high lane first
+//! without starving the normal one, and the receiver that polls both lanes for the worker.
+//!
+//! # How free slots are filled
+//!
+//! - **Quick round.** For `n` free slots the receiver asks the high lane for all of them but the normal lane's due
+//!   share, then the normal lane for whatever is left, then the high lane again for what the normal lane could not
+//!   fill. No call waits, so no slot stays free while either lane holds a visible message.
+//! - **The share.** While both lanes have work, at least one slot in [`NORMAL_SHARE`] goes to the normal lane: the
+//!   receiver counts the high starts since the last normal one, and the normal lane is due one slot for every
+//!   `NORMAL_SHARE` slots counted (with one slot free at a time: high, high, high, high, normal, …). A normal lane
+//!   without work owes nothing: the high lane then takes every slot.
+//! - **Long polls.** Only when both lanes looked empty does the receiver long-poll, and then every lane at once,
+//!   each in its own task: a lane that answers is served at once and polled again while the other lane's poll
+//!   is still waiting, so neither lane waits behind the other's long poll.
+//! - **Slots.** A long poll asks for the lane's part of the free slots, at least one. When both lanes answer
+//!   together while only one slot was free, the worker holds the extra message (its visibility renewed) until
+//!   the next slot frees: at most one message per lane beyond the free slots, and never more requests in the
+//!   engine than slots.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::task::{JoinError, JoinHandle};
+
+use crate::ports::{Message, Queue, QueueError};
+
+/// Of every this many slots filled while both lanes have work, at least one goes to the normal lane.
+pub const NORMAL_SHARE: usize = 5;
+/// Most messages one receive asks for (SQS's limit).
+pub const MAX_BATCH: usize = 10;
+
+/// A request's lane within its tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    High,
+    #[default]
+    Normal,
+}
+
+impl Priority {
+    pub const ALL: [Priority; 2] = [Priority::High, Priority::Normal];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::High => "high",
+            Priority::Normal => "normal",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<Priority> {
+        match value {
+            "high" => Some(Priority::High),
+            "normal" => Some(Priority::Normal),
+            _ => None,
+        }
+    }
+
+    pub fn is_normal(&self) -> bool {
+        *self == Priority::Normal
+    }
+}
+
+impl fmt::Display for Priority {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A value kept once per lane (a tier's two queues).
+#[derive(Debug, Clone, Default)]
+pub struct Lanes<T> {
+    pub high: T,
+    pub normal: T,
+}
+
+impl<T> Lanes<T> {
+    pub fn get(&self, lane: Priority) -> &T {
+        match lane {
+            Priority::High => &self.high,
+            Priority::Normal => &self.normal,
+        }
+    }
+
+    pub fn get_mut(&mut self, lane: Priority) -> &mut T {
+        match lane {
+            Priority::High => &mut self.high,
+            Priority::Normal => &mut self.normal,
+        }
+    }
+
+    /// Builds both lanes from one function of the lane.
+    pub fn from_fn(mut make: impl FnMut(Priority) -> T) -> Self {
+        Lanes { high: make(Priority::High), normal: make(Priority::Normal) }
+    }
+
+    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> Lanes<U> {
+        Lanes { high: f(self.high), normal: f(self.normal) }
+    }
+}
+
+/// A message received from one lane; its receipt is valid on that lane's queue only.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    pub lane: Priority,
+    pub message: Message,
+}
+
+/// Counts high-lane starts since the last normal one, to give the normal lane its share.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Share {
+    high_streak: usize,
+}
+
+impl Share {
+    /// How many of `free` slots the high lane may take; the rest are the normal lane's due.
+    pub fn high_allowance(&self, free: usize) -> usize {
+        let normal_due = ((self.high_streak + free) / NORMAL_SHARE).min(free);
+        free - normal_due
+    }
+
+    /// Records one round: `high` started first, then `normal`, then `high_after` when the normal lane ran short.
+    pub fn record(&mut self, high: usize, normal: usize, high_after: usize) {
+        self.high_streak = if normal > 0 {
+            high_after
+        } else {
+            // A normal lane without work is owed nothing beyond its next slot.
+            (self.high_streak + high + high_after).min(NORMAL_SHARE - 1)
+        };
+    }
+}
+
+/// A lane's pending long poll and how many messages it asked for.
+struct Poll {
+    ask: usize,
+    task: JoinHandle<Result<Vec<Message>, QueueError>>,
+}
+
+/// Receives from both lanes of a tier: quick rounds by the share, long polls when both look empty.
+pub struct LaneReceiver<Q: ?Sized> {
+    lanes: Lanes<Arc<Q>>,
+    wait: Duration,
+    share: Share,
+    polls: Lanes<Option<Poll>>,
+}
+
+impl<Q: ?Sized> Drop for LaneReceiver<Q> {
+    /// A long poll left running would receive messages nobody starts.
+    fn drop(&mut self) {
+        for poll in [&self.polls.high, &self.polls.normal].into_iter().flatten() {
+            poll.task.abort();
+        }
+    }
+}
+
+impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
+    pub fn new(lanes: Lanes<Arc<Q>>, wait: Duration) -> Self {
+        LaneReceiver { lanes, wait, share: Share::default(), polls: Lanes { high: None, normal: None } }
+    }
+
+    /// Free slots not promised to a pending long poll.
+    pub fn unpromised(&self, available: usize) -> usize {
+        let promised: usize = [&self.polls.high, &self.polls.normal].into_iter().flatten().map(|p| p.ask).sum();
+        available.saturating_sub(promised)
+    }
+
+    /// The quick round for `free` slots (see the module documentation); waits for nothing.
+    pub async fn take_ready(&mut self, free: usize) -> Result<Vec<Lease>, QueueError> {
+        let high_ask = self.share.high_allowance(free);
+        let high = self.receive_now(Priority::High, high_ask).await?;
+        let normal = self.receive_now(Priority::Normal, free - high.len()).await?;
+        let left = free - high.len() - normal.len();
+        let high_after =
+            if left > 0 && high.len() == high_ask { self.receive_now(Priority::High, left).await? } else { Vec::new() };
+        self.share.record(high.len(), normal.len(), high_after.len());
+        Ok(leases(Priority::High, high)
+            .chain(leases(Priority::Normal, normal))
+            .chain(leases(Priority::High, high_after))
+            .collect())
+    }
+
+    /// Starts a long poll on every lane that has none pending; `free` unpromised slots are split between them,
+    /// each asking for at least one message.
+    pub fn poll_idle_lanes(&mut self, free: usize) {
+        let idle: Vec<Priority> = Priority::ALL.into_iter().filter(|&lane| self.polls.get(lane).is_none()).collect();
+        let mut remaining = free;
+        for (i, &lane) in idle.iter().enumerate() {
+            let part = remaining.div_ceil(idle.len() - i);
+            remaining -= part;
+            let ask = part.clamp(1, MAX_BATCH);
+            let queue = Arc::clone(self.lanes.get(lane));
+            let wait = self.wait;
+            let task = tokio::spawn(async move {
+                let received = queue.receive(ask, wait).await;
+                if received.is_err() {
+                    // A failing queue is asked again after a pause, not in a tight loop.
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                received
+            });
+            *self.polls.get_mut(lane) = Some(Poll { ask, task });
+        }
+    }
+
+    /// The next long poll to answer, with its lane; never resolves while none is pending. Cancel-safe: a poll
+    /// not yet answered keeps running.
+    pub async fn next_polled(&mut self) -> (Priority, Result<Vec<Lease>, QueueError>) {
+        let (lane, joined) = tokio::select! {
+            joined = join(&mut self.polls.high) => (Priority::High, joined),
+            joined = join(&mut self.polls.normal) => (Priority::Normal, joined),
+        };
+        *self.polls.get_mut(lane) = None;
+        let received = joined.unwrap_or_else(|e| Err(QueueError::Unavailable(format!("long-poll task failed: {e}"))));
+        if let Ok(messages) = &received {
+            let (high, normal) = if lane == Priority::High { (messages.len(), 0) } else { (0, messages.len()) };
+            self.share.record(high, normal, 0);
+        }
+        (lane, received.map(|messages| leases(lane, messages).collect()))
+    }
+
+    async fn receive_now(&self, lane: Priority, max: usize) -> Result<Vec<Message>, QueueError> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        self.lanes.get(lane).receive(max.min(MAX_BATCH), Duration::ZERO).await
+    }
+}
+
+fn leases(lane: Priority, messages: Vec<Message>) -> impl Iterator<Item = Lease> {
+    messages.into_iter().map(move |message| Lease { lane, message })
+}
+
+/// Waits for a lane's pending poll; never resolves when there is none.
+async fn join(poll: &mut Option<Poll>) -> Result<Result<Vec<Message>, QueueError>, JoinError> {
+    match poll {
+        Some(poll) => (&mut poll.task).await,
+        None => std::future::pending().await,
+    }
+}
