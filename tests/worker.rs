@@ -1,102 +1,20 @@
-//! The worker over the embedded queue and file store, driving the engine double through the real engine client.
+//! The worker over the embedded queues and file store, driving the engine double through the real engine client:
+//! delivery, retries, drain, engine loss, deadlines and cancels.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gpuinfer::engine::{EngineClient, EngineConfig};
-use gpuinfer::local::LocalBackends;
-use gpuinfer::local::queue::LocalQueue;
-use gpuinfer::metrics::Emf;
-use gpuinfer::outcome::{ErrorCode, ResultDocument, Status};
+use gpuinfer::lanes::Priority;
+use gpuinfer::outcome::{ErrorCode, Status};
 use gpuinfer::ports::{Queue, QueueCounts, ResultStore};
 use gpuinfer::routing::Tier;
-use gpuinfer::worker::{Stopped, Worker, WorkerConfig};
-use support::engine_double::{Behavior, EngineDouble, Reply};
-use support::{eventually, request_body};
-use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
-
-struct Rig {
-    _dir: tempfile::TempDir,
-    backends: LocalBackends,
-    queue: Arc<LocalQueue>,
-    engine: EngineDouble,
-    shutdown: CancellationToken,
-    worker: tokio::task::JoinHandle<Stopped>,
-}
-
-fn config() -> WorkerConfig {
-    WorkerConfig {
-        concurrency: 4,
-        wait_time: Duration::from_millis(200),
-        visibility_timeout: Duration::from_secs(30),
-        retry_base: Duration::from_millis(50),
-        health_interval: Duration::from_millis(50),
-        ..WorkerConfig::new(Tier::Small)
-    }
-}
-
-async fn rig(behavior: Behavior, config: WorkerConfig) -> Rig {
-    let dir = tempfile::tempdir().unwrap();
-    let backends = LocalBackends::open(dir.path()).unwrap();
-    let lanes = backends.tier_lanes(Tier::Small, config.visibility_timeout, config.max_receive_count);
-    let queue = Arc::clone(&lanes.normal);
-    let engine = EngineDouble::start(behavior).await;
-    let client = EngineClient::new(&EngineConfig {
-        base_url: format!("{}/v1/", engine.url),
-        model: None,
-        request_timeout: Duration::from_secs(30),
-    })
-    .unwrap();
-    let worker = Worker::new(lanes, backends.store.clone(), Arc::new(client), config, Emf::discard());
-    let shutdown = CancellationToken::new();
-    let worker = tokio::spawn(worker.run(shutdown.clone()));
-    Rig { _dir: dir, backends, queue, engine, shutdown, worker }
-}
-
-impl Rig {
-    async fn send(&self, prompt: &str) -> Uuid {
-        let (id, body) = request_body(prompt);
-        self.queue.send(&body).await.unwrap();
-        id
-    }
-
-    async fn result(&self, id: Uuid) -> ResultDocument {
-        let store = Arc::clone(&self.backends.store);
-        eventually(Duration::from_secs(10), "a result document", || {
-            let store = Arc::clone(&store);
-            async move { store.get(id).await.unwrap().map(|bytes| serde_json::from_slice(&bytes).unwrap()) }
-        })
-        .await
-    }
-
-    async fn drained(&self) {
-        let queue = Arc::clone(&self.queue);
-        eventually(Duration::from_secs(10), "an empty queue", || {
-            let queue = Arc::clone(&queue);
-            async move { (queue.counts().await.unwrap() == QueueCounts::default()).then_some(()) }
-        })
-        .await;
-    }
-
-    /// Waits until the engine has received `calls` requests.
-    async fn engine_called(&self, calls: u64) {
-        let engine = &self.engine;
-        eventually(Duration::from_secs(5), "requests in the engine", || async {
-            (engine.calls() == calls).then_some(())
-        })
-        .await;
-    }
-
-    async fn stop(self) {
-        self.shutdown.cancel();
-        let stopped = tokio::time::timeout(Duration::from_secs(10), self.worker).await.expect("worker stops").unwrap();
-        assert_eq!(stopped, Stopped::Drained);
-    }
-}
+use gpuinfer::worker::{Stopped, WorkerConfig};
+use serde_json::json;
+use support::engine_double::{Behavior, Reply};
+use support::request_body;
+use support::rig::{Rig, config, rig};
 
 #[tokio::test]
 async fn a_request_becomes_a_success_document_and_its_message_is_deleted() {
@@ -306,5 +224,69 @@ async fn a_request_failing_while_the_engine_is_down_is_held_and_retried_on_the_s
         "one receive: the 503 of a dead engine is not an attempt"
     );
     assert_eq!(rig.engine.calls(), 2);
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn a_request_whose_deadline_passed_never_reaches_the_engine_and_ends_expired() {
+    let rig = rig(Behavior::default(), config()).await;
+    let id = uuid::Uuid::new_v4();
+    let past = chrono::Utc::now() - chrono::Duration::seconds(1);
+    rig.send_to(Priority::Normal, &json!({"requestId": id, "prompt": "too late", "deadline": past.to_rfc3339()})).await;
+    let doc = rig.result(id).await;
+    assert_eq!((doc.status, doc.error.as_ref().unwrap().code), (Status::Error, ErrorCode::Expired));
+    assert!(doc.error.unwrap().message.contains("passed before inference started"));
+    rig.drained().await;
+    assert_eq!(rig.engine.calls(), 0, "never run");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn a_deadline_that_passes_while_the_request_waits_for_a_slot_expires_it() {
+    let behavior = Behavior { latency: Duration::from_millis(1500), ..Behavior::default() };
+    let rig = rig(behavior, WorkerConfig { concurrency: 1, ..config() }).await;
+    let busy = rig.send("keeps the only slot busy").await;
+    rig.engine_called(1).await;
+    let (late, on_time) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+    rig.send_to(Priority::Normal, &json!({"requestId": late, "prompt": "late", "deadlineSeconds": 1})).await;
+    rig.send_to(Priority::Normal, &json!({"requestId": on_time, "prompt": "fine", "deadlineSeconds": 60})).await;
+    assert_eq!(rig.result(busy).await.status, Status::Success);
+    assert_eq!(rig.result(late).await.error.unwrap().code, ErrorCode::Expired);
+    assert_eq!(rig.result(on_time).await.status, Status::Success);
+    assert_eq!(rig.engine.prompts(), ["keeps the only slot busy", "fine"], "the expired one never reached the engine");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn a_request_canceled_before_inference_is_never_run() {
+    let rig = rig(Behavior::default(), config()).await;
+    let (id, body) = request_body("never mind");
+    let canceled = gpuinfer::outcome::canceled(id);
+    rig.backends.store.put_if_absent(id, canceled.to_string().as_bytes()).await.unwrap();
+    rig.queue.send(&body).await.unwrap();
+    rig.drained().await;
+    assert_eq!(rig.engine.calls(), 0);
+    assert_eq!(rig.document(id).await, canceled, "the cancel stays the request's document");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn a_cancel_during_inference_aborts_the_engine_call_and_frees_the_slot() {
+    let behavior = Behavior { latency: Duration::from_secs(20), ..Behavior::default() };
+    let rig = rig(behavior, WorkerConfig { concurrency: 1, ..config() }).await;
+    let id = rig.send("a long generation").await;
+    rig.engine_called(1).await;
+    let started = Instant::now();
+    rig.backends.store.put_if_absent(id, gpuinfer::outcome::canceled(id).to_string().as_bytes()).await.unwrap();
+    rig.drained().await;
+    assert!(started.elapsed() < Duration::from_secs(2), "noticed within a few polls, not after the generation");
+    let engine = &rig.engine;
+    support::eventually(Duration::from_secs(2), "the engine to see its request dropped", || async {
+        (engine.aborted() == 1).then_some(())
+    })
+    .await;
+    assert_eq!(rig.document(id).await["error"]["code"], "canceled");
+    rig.engine.set_latency(Duration::from_millis(5));
+    assert_eq!(rig.result(rig.send("next").await).await.status, Status::Success, "the slot is free again");
     rig.stop().await;
 }

@@ -56,6 +56,8 @@ struct DoubleState {
     slots: Semaphore,
     healthy: AtomicBool,
     calls: AtomicU64,
+    /// Requests whose client went away before the answer (the HTTP request was dropped).
+    aborted: AtomicU64,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
     prompts: Mutex<Vec<String>>,
@@ -89,6 +91,7 @@ impl EngineDouble {
             behavior: Mutex::new(behavior),
             script: Mutex::new(VecDeque::new()),
             calls: AtomicU64::new(0),
+            aborted: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
             prompts: Mutex::new(Vec::new()),
@@ -124,6 +127,10 @@ impl EngineDouble {
         self.state.calls.load(Ordering::SeqCst)
     }
 
+    pub fn aborted(&self) -> u64 {
+        self.state.aborted.load(Ordering::SeqCst)
+    }
+
     pub fn max_in_flight(&self) -> usize {
         self.state.max_in_flight.load(Ordering::SeqCst)
     }
@@ -142,6 +149,7 @@ async fn health(State(state): State<Arc<DoubleState>>) -> StatusCode {
 async fn stats(State(state): State<Arc<DoubleState>>) -> Json<Value> {
     Json(json!({
         "calls": state.calls.load(Ordering::SeqCst),
+        "aborted": state.aborted.load(Ordering::SeqCst),
         "inFlight": state.in_flight.load(Ordering::SeqCst),
         "maxInFlight": state.max_in_flight.load(Ordering::SeqCst),
     }))
@@ -149,6 +157,22 @@ async fn stats(State(state): State<Arc<DoubleState>>) -> Json<Value> {
 
 async fn models() -> Json<Value> {
     Json(json!({ "object": "list", "data": [{ "id": "double-model", "object": "model" }] }))
+}
+
+/// Counts a request as aborted when its handler is dropped (the server drops it when the client disconnects)
+/// before `answered`.
+struct AbortWatch<'a> {
+    state: &'a DoubleState,
+    answered: bool,
+}
+
+impl Drop for AbortWatch<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.state.aborted.fetch_add(1, Ordering::SeqCst);
+            self.state.in_flight.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
 }
 
 async fn complete(State(state): State<Arc<DoubleState>>, Json(body): Json<Value>) -> Response {
@@ -164,8 +188,10 @@ async fn complete(State(state): State<Arc<DoubleState>>, Json(body): Json<Value>
     let Ok(_slot) = state.slots.acquire().await else { return StatusCode::SERVICE_UNAVAILABLE.into_response() };
     let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     state.max_in_flight.fetch_max(now, Ordering::SeqCst);
+    let mut watch = AbortWatch { state: &state, answered: false };
     let behavior = state.behavior.lock().expect("behavior").clone();
     tokio::time::sleep(behavior.latency).await;
+    watch.answered = true;
     state.in_flight.fetch_sub(1, Ordering::SeqCst);
     let scripted = state.script.lock().expect("script").pop_front();
     let reply = scripted.unwrap_or(if fastrand::f64() < behavior.fail_rate {

@@ -1,0 +1,143 @@
+//! A worker on both embedded lanes and the file store of a temporary data directory, driving the engine double
+//! through the real engine client; what the worker tests send, wait for and read back.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gpuinfer::engine::{EngineClient, EngineConfig};
+use gpuinfer::lanes::{Lanes, Priority};
+use gpuinfer::local::LocalBackends;
+use gpuinfer::local::queue::LocalQueue;
+use gpuinfer::metrics::Emf;
+use gpuinfer::outcome::ResultDocument;
+use gpuinfer::ports::{Queue, QueueCounts, ResultStore};
+use gpuinfer::routing::Tier;
+use gpuinfer::webhook::{WebhookConfig, Webhooks};
+use gpuinfer::worker::{Stopped, Worker, WorkerConfig};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::engine_double::{Behavior, EngineDouble};
+use super::{SharedBuf, eventually, request_body};
+
+pub struct Rig {
+    pub dir: tempfile::TempDir,
+    pub backends: LocalBackends,
+    pub lanes: Lanes<Arc<LocalQueue>>,
+    /// The normal lane.
+    pub queue: Arc<LocalQueue>,
+    pub engine: EngineDouble,
+    pub shutdown: CancellationToken,
+    pub worker: tokio::task::JoinHandle<Stopped>,
+    /// The worker's EMF lines.
+    pub emf: SharedBuf,
+}
+
+/// The tests' worker: 4 slots, short waits and back-offs.
+pub fn config() -> WorkerConfig {
+    WorkerConfig {
+        concurrency: 4,
+        wait_time: Duration::from_millis(200),
+        visibility_timeout: Duration::from_secs(30),
+        retry_base: Duration::from_millis(50),
+        health_interval: Duration::from_millis(50),
+        cancel_poll: Duration::from_millis(100),
+        ..WorkerConfig::new(Tier::Small)
+    }
+}
+
+pub async fn rig(behavior: Behavior, config: WorkerConfig) -> Rig {
+    Rig::start(behavior, config, None, |_| async {}).await
+}
+
+impl Rig {
+    /// A rig whose worker sends callbacks with `webhooks`; `before` runs on the lanes before the worker starts.
+    pub async fn start<F, Fut>(
+        behavior: Behavior,
+        config: WorkerConfig,
+        webhooks: Option<WebhookConfig>,
+        before: F,
+    ) -> Rig
+    where
+        F: FnOnce(Lanes<Arc<LocalQueue>>) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let backends = LocalBackends::open(dir.path()).unwrap();
+        let lanes = backends.tier_lanes(Tier::Small, config.visibility_timeout, config.max_receive_count);
+        before(lanes.clone()).await;
+        let engine = EngineDouble::start(behavior).await;
+        let client = EngineClient::new(&EngineConfig {
+            base_url: format!("{}/v1/", engine.url),
+            model: None,
+            request_timeout: Duration::from_secs(30),
+        })
+        .unwrap();
+        let emf = SharedBuf::default();
+        let metrics = Emf::to_writer(emf.clone());
+        let mut worker = Worker::new(lanes.clone(), backends.store.clone(), Arc::new(client), config, metrics.clone());
+        if let Some(webhooks) = webhooks {
+            worker = worker.with_webhooks(Webhooks::new(webhooks, metrics).unwrap());
+        }
+        let shutdown = CancellationToken::new();
+        let worker = tokio::spawn(worker.run(shutdown.clone()));
+        let queue = Arc::clone(&lanes.normal);
+        Rig { dir, backends, lanes, queue, engine, shutdown, worker, emf }
+    }
+
+    /// Sends a fresh request for `prompt` to the normal lane.
+    pub async fn send(&self, prompt: &str) -> Uuid {
+        let (id, body) = request_body(prompt);
+        self.queue.send(&body).await.unwrap();
+        id
+    }
+
+    /// Sends a request body to one lane.
+    pub async fn send_to(&self, lane: Priority, body: &Value) {
+        self.lanes.get(lane).send(&body.to_string()).await.unwrap();
+    }
+
+    /// The document stored for `id`, once there is one.
+    pub async fn document(&self, id: Uuid) -> Value {
+        let store = Arc::clone(&self.backends.store);
+        eventually(Duration::from_secs(10), "a result document", || {
+            let store = Arc::clone(&store);
+            async move { store.get(id).await.unwrap().map(|bytes| serde_json::from_slice(&bytes).unwrap()) }
+        })
+        .await
+    }
+
+    /// The worker's document for `id`, once there is one.
+    pub async fn result(&self, id: Uuid) -> ResultDocument {
+        serde_json::from_value(self.document(id).await).unwrap()
+    }
+
+    /// Waits until both lanes are empty.
+    pub async fn drained(&self) {
+        let lanes = self.lanes.clone();
+        eventually(Duration::from_secs(10), "empty lanes", || {
+            let lanes = lanes.clone();
+            async move {
+                let counts = lanes.high.counts().await.unwrap() + lanes.normal.counts().await.unwrap();
+                (counts == QueueCounts::default()).then_some(())
+            }
+        })
+        .await;
+    }
+
+    /// Waits until the engine has received `calls` requests.
+    pub async fn engine_called(&self, calls: u64) {
+        let engine = &self.engine;
+        eventually(Duration::from_secs(5), "requests in the engine", || async {
+            (engine.calls() == calls).then_some(())
+        })
+        .await;
+    }
+
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        let stopped = tokio::time::timeout(Duration::from_secs(15), self.worker).await.expect("worker stops").unwrap();
+        assert_eq!(stopped, Stopped::Drained);
+    }
+}
