@@ -29,7 +29,7 @@ pub struct OutboundPolicy {
 pub enum Refusal {
     #[error("must be an https:// URL (http callbacks are not allowed here)")]
     Http,
-    #[error("{host} is {address}, a {kind} address, where callbacks may not go")]
+    #[error("{host}{}: a {kind} address, where callbacks may not go", resolved(.host, .address))]
     Address { host: String, address: IpAddr, kind: &'static str },
     #[error("{0} has no address")]
     NoAddress(String),
@@ -93,6 +93,15 @@ impl Resolve for GuardedResolver {
             }
             Ok(Box::new(addresses.into_iter()) as Addrs)
         })
+    }
+}
+
+/// What a host name resolved to, when it is not an address itself.
+fn resolved(host: &str, address: &IpAddr) -> String {
+    if host.trim_start_matches('[').trim_end_matches(']') == address.to_string() {
+        String::new()
+    } else {
+        format!(" (resolves to {address})")
     }
 }
 

@@ -1,6 +1,8 @@
 //! Table tests of the request contract: every validation rule, its error text, and the queue body.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use chrono::{DateTime, Utc};
+use gpuinfer::lanes::Priority;
 use gpuinfer::request::{InferenceRequest, Input, Intake, MAX_REQUEST_BYTES, RequestError};
 use gpuinfer::routing::Tier;
 use serde_json::json;
@@ -124,4 +126,70 @@ fn the_queue_body_uses_the_wire_field_names() {
     let request = parse(json!({"requestId": ID, "prompt": "hi"})).unwrap();
     let body: serde_json::Value = serde_json::from_str(&request.to_queue_body()).unwrap();
     assert_eq!(body, json!({"requestId": ID, "prompt": "hi", "maxTokens": 256, "temperature": 0.7, "topP": 1.0}));
+}
+
+/// Parses `fields` added to a minimal client request accepted at `at`.
+fn at_api(fields: serde_json::Value, at: DateTime<Utc>) -> Result<InferenceRequest, RequestError> {
+    let mut body = json!({"requestId": ID, "prompt": "hi"});
+    body.as_object_mut().unwrap().extend(fields.as_object().unwrap().clone());
+    InferenceRequest::parse(body.to_string().as_bytes(), Intake::Api(at))
+}
+
+#[test]
+fn priority_deadline_and_callback_are_optional_and_checked() {
+    let now = Utc::now();
+    let plain = at_api(json!({}), now).unwrap();
+    assert_eq!((plain.priority, plain.deadline, plain.callback_url), (Priority::Normal, None, None));
+    let full = at_api(
+        json!({"priority": "high", "deadlineSeconds": 90, "callbackUrl": "https://hooks.example.com/done?x=1"}),
+        now,
+    )
+    .unwrap();
+    assert_eq!(full.priority, Priority::High);
+    assert_eq!(full.deadline, Some(now + chrono::Duration::seconds(90)), "relative to acceptance");
+    assert_eq!(full.callback_url.as_deref(), Some("https://hooks.example.com/done?x=1"));
+    let absolute = (now + chrono::Duration::hours(2)).to_rfc3339();
+    assert_eq!(at_api(json!({"deadline": absolute}), now).unwrap().deadline, Some(now + chrono::Duration::hours(2)));
+    assert_eq!(
+        at_api(json!({"deadlineSeconds": 0.5e1}), now).unwrap().deadline,
+        Some(now + chrono::Duration::seconds(5))
+    );
+
+    let past = (now - chrono::Duration::seconds(1)).to_rfc3339();
+    let tomorrow = (now + chrono::Duration::hours(25)).to_rfc3339();
+    for (fields, expected) in [
+        (json!({"priority": "urgent"}), "priority: must be \"high\" or \"normal\""),
+        (json!({"priority": 1}), "priority: must be \"high\" or \"normal\""),
+        (json!({"deadlineSeconds": 0}), "deadlineSeconds: must be a number of seconds from 1 to 86400"),
+        (json!({"deadlineSeconds": 86401}), "deadlineSeconds: must be a number of seconds from 1 to 86400"),
+        (json!({"deadlineSeconds": "60"}), "deadlineSeconds: must be a number"),
+        (json!({"deadline": "tomorrow"}), "deadline: must be an RFC 3339 date-time"),
+        (json!({"deadline": past}), "deadline: already passed"),
+        (json!({"deadline": tomorrow}), "deadline: must be at most 24 hours after acceptance"),
+        (json!({"deadline": absolute, "deadlineSeconds": 60}), "deadline: give either deadline or deadlineSeconds"),
+        (json!({"callbackUrl": 7}), "callbackUrl: must be a string"),
+        (json!({"callbackUrl": "not a url"}), "callbackUrl: not a valid URL"),
+        (json!({"callbackUrl": "ftp://example.com/x"}), "callbackUrl: must be an https:// URL"),
+        (json!({"callbackUrl": "https://user:pw@example.com/"}), "callbackUrl: must not carry credentials"),
+        (json!({"callbackUrl": format!("https://example.com/{}", "x".repeat(2048))}), "callbackUrl: longer than"),
+    ] {
+        let error = at_api(fields.clone(), now).expect_err(&format!("{fields} should be rejected"));
+        assert!(error.to_string().starts_with(expected), "{fields}: got {error}");
+    }
+}
+
+#[test]
+fn the_queue_carries_an_absolute_deadline_and_takes_any_one_back() {
+    let accepted = Utc::now();
+    let request = at_api(json!({"deadlineSeconds": 30, "priority": "high"}), accepted).unwrap();
+    let body: serde_json::Value = serde_json::from_str(&request.to_queue_body()).unwrap();
+    assert_eq!(body["priority"], "high");
+    assert!(body.get("deadlineSeconds").is_none(), "only the absolute form travels");
+    let later = accepted + chrono::Duration::minutes(5);
+    let received = InferenceRequest::parse(request.to_queue_body().as_bytes(), Intake::Queue(later)).unwrap();
+    assert_eq!(received, request, "a passed deadline is still a valid message: the worker expires it");
+    assert!(received.expired_at(later) && !received.expired_at(accepted));
+    let relative = json!({"requestId": ID, "prompt": "hi", "deadlineSeconds": 10}).to_string();
+    let sent = InferenceRequest::parse(relative.as_bytes(), Intake::Queue(accepted)).unwrap();
+    assert_eq!(sent.deadline, Some(accepted + chrono::Duration::seconds(10)), "on the queue: from the send");
 }

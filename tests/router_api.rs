@@ -202,3 +202,148 @@ async fn healthz_answers_ok() {
     let f = fixture();
     assert_eq!(call(&f.state, get("/healthz")).await, (StatusCode::OK, json!({"status": "ok"})));
 }
+
+fn post_to(path: &str, body: impl Into<Body>) -> Request<Body> {
+    Request::post(path).header("content-type", "application/json").body(body.into()).unwrap()
+}
+
+/// The bodies waiting in one lane.
+async fn queued(f: &Fixture, tier: Tier, lane: Priority) -> Vec<Value> {
+    let messages = f.lane(tier, lane).receive(10, Duration::ZERO).await.unwrap();
+    messages.iter().map(|m| serde_json::from_str(&m.body).unwrap()).collect()
+}
+
+#[tokio::test]
+async fn priority_picks_the_lane_and_a_relative_deadline_travels_absolute() {
+    let f = fixture();
+    let before = chrono::Utc::now();
+    let (status, body) =
+        call(&f.state, post(json!({"prompt": "now", "priority": "high", "deadlineSeconds": 60}).to_string())).await;
+    assert_eq!((status, &body["tier"]), (StatusCode::ACCEPTED, &json!("small")));
+    let (status, _) = call(&f.state, post(json!({"prompt": "whenever", "route": "large"}).to_string())).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let high = queued(&f, Tier::Small, Priority::High).await;
+    assert_eq!(high.len(), 1);
+    assert_eq!((&high[0]["requestId"], &high[0]["priority"]), (&body["requestId"], &json!("high")));
+    let deadline = chrono::DateTime::parse_from_rfc3339(high[0]["deadline"].as_str().unwrap()).unwrap();
+    let after = chrono::Utc::now();
+    assert!(deadline >= before + chrono::Duration::seconds(60) && deadline <= after + chrono::Duration::seconds(60));
+    assert!(queued(&f, Tier::Small, Priority::Normal).await.is_empty());
+    assert_eq!(queued(&f, Tier::Large, Priority::Normal).await.len(), 1);
+}
+
+#[tokio::test]
+async fn callback_urls_follow_the_operators_policy() {
+    let f = fixture();
+    for (url, expected) in [
+        ("http://hooks.example.com/done", "callbackUrl: must be an https:// URL"),
+        (
+            "https://169.254.169.254/latest/meta-data/",
+            "callbackUrl: 169.254.169.254: a link-local (instance metadata) address",
+        ),
+        ("https://127.0.0.1:9000/hook", "callbackUrl: 127.0.0.1: a loopback address"),
+        ("https://10.1.2.3/hook", "callbackUrl: 10.1.2.3: a private-network address"),
+    ] {
+        let (status, body) = call(&f.state, post(json!({"prompt": "hi", "callbackUrl": url}).to_string())).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{url}");
+        assert!(body["error"].as_str().unwrap().starts_with(expected), "{url}: {body}");
+    }
+    let hook = "https://hooks.example.com/done";
+    let (status, _) = call(&f.state, post(json!({"prompt": "hi", "callbackUrl": hook}).to_string())).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    assert_eq!(queued(&f, Tier::Small, Priority::Normal).await[0]["callbackUrl"], hook);
+}
+
+#[tokio::test]
+async fn a_batch_answers_every_entry_and_queues_the_valid_ones_on_their_lanes() {
+    let f = fixture();
+    let repeated = uuid::Uuid::new_v4();
+    let batch = json!([
+        {"prompt": "first"},
+        {"prompt": ""},
+        {"requestId": repeated, "prompt": "urgent", "priority": "high"},
+        {"prompt": "big one", "route": "large"},
+        {"requestId": repeated, "prompt": "again"},
+        {"prompt": "hi", "deadline": "yesterday"},
+        "not an object",
+    ]);
+    let (status, body) = call(&f.state, post_to("/infer/batch", batch.to_string())).await;
+    assert_eq!(status, StatusCode::MULTI_STATUS);
+    let results = body["results"].as_array().unwrap();
+    assert_eq!(results.len(), 7);
+    let statuses: Vec<u64> = results.iter().map(|r| r["status"].as_u64().unwrap()).collect();
+    assert_eq!(statuses, [202, 400, 202, 202, 400, 400, 400]);
+    for (i, result) in results.iter().enumerate() {
+        assert_eq!(result["index"], i);
+    }
+    assert_eq!((&results[0]["tier"], &results[3]["tier"]), (&json!("small"), &json!("large")));
+    assert_eq!(results[2]["requestId"], json!(repeated));
+    for (i, expected) in [
+        (1, "prompt: must not be empty"),
+        (4, "requestId: repeats an earlier entry"),
+        (5, "deadline: must be an RFC 3339"),
+        (6, "body: must be a JSON object"),
+    ] {
+        assert!(results[i]["error"].as_str().unwrap().starts_with(expected), "{i}: {}", results[i]);
+    }
+    assert_eq!(queued(&f, Tier::Small, Priority::Normal).await[0]["requestId"], results[0]["requestId"]);
+    assert_eq!(queued(&f, Tier::Small, Priority::High).await[0]["prompt"], "urgent");
+    assert_eq!(queued(&f, Tier::Large, Priority::Normal).await.len(), 1);
+    assert_eq!(f.emf.json_lines().len(), 3, "one RoutedRequests line per queued entry");
+
+    let all_good = json!([{"prompt": "a"}, {"prompt": "b", "priority": "high"}]).to_string();
+    assert_eq!(call(&f.state, post_to("/infer/batch", all_good)).await.0, StatusCode::ACCEPTED);
+}
+
+#[tokio::test]
+async fn a_batch_itself_must_be_an_array_of_one_to_a_hundred_requests() {
+    let f = fixture();
+    let hundred_and_one = Value::Array(vec![json!({"prompt": "x"}); 101]).to_string();
+    for (body, expected) in [
+        (json!({"prompt": "x"}).to_string(), "body: must be a JSON array of requests"),
+        ("[]".to_string(), "body: give 1 to 100 requests, got 0"),
+        (hundred_and_one, "body: give 1 to 100 requests, got 101"),
+        ("[{".to_string(), "body: not valid JSON"),
+    ] {
+        let (status, answer) = call(&f.state, post_to("/infer/batch", body)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(answer["error"].as_str().unwrap().starts_with(expected), "{answer}");
+    }
+    let hundred = Value::Array(vec![json!({"prompt": "x"}); 100]).to_string();
+    let (status, answer) = call(&f.state, post_to("/infer/batch", hundred)).await;
+    assert_eq!((status, answer["results"].as_array().unwrap().len()), (StatusCode::ACCEPTED, 100));
+    let state = Arc::new(AppState {
+        queues: PerTier { small: refusing(), large: refusing() },
+        store: f.state.store.clone(),
+        routing: RoutingConfig::default(),
+        classifier: None,
+        callbacks: OutboundPolicy::default(),
+        metrics: Emf::discard(),
+    });
+    let (status, answer) = call(&state, post_to("/infer/batch", json!([{"prompt": "x"}]).to_string())).await;
+    assert_eq!((status, &answer["results"][0]["status"]), (StatusCode::MULTI_STATUS, &json!(503)));
+}
+
+fn delete(path: &str) -> Request<Body> {
+    Request::delete(path).body(Body::empty()).unwrap()
+}
+
+#[tokio::test]
+async fn cancel_stores_a_canceled_document_once_and_refuses_finished_requests() {
+    let f = fixture();
+    let id = uuid::Uuid::new_v4();
+    let (status, canceled) = call(&f.state, delete(&format!("/results/{id}"))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!((&canceled["status"], &canceled["error"]["code"]), (&json!("error"), &json!("canceled")));
+    assert_eq!(call(&f.state, get(&format!("/results/{id}"))).await, (StatusCode::OK, canceled.clone()));
+    assert_eq!(call(&f.state, delete(&format!("/results/{id}"))).await, (StatusCode::OK, canceled), "idempotent");
+
+    let done = uuid::Uuid::new_v4();
+    let document = json!({"requestId": done, "status": "success", "result": {"text": "ok"}});
+    f.backends.store.put_if_absent(done, document.to_string().as_bytes()).await.unwrap();
+    let (status, body) = call(&f.state, delete(&format!("/results/{done}"))).await;
+    assert_eq!((status, &body["status"]), (StatusCode::CONFLICT, &json!("success")));
+    assert!(body["error"].as_str().unwrap().contains("already finished"), "{body}");
+    assert_eq!(call(&f.state, get(&format!("/results/{done}"))).await.1, document, "left as it was");
+    assert_eq!(call(&f.state, delete("/results/nope")).await.0, StatusCode::BAD_REQUEST);
+}

@@ -5,6 +5,7 @@ pub mod engine_double;
 pub mod engine_process;
 pub mod lambda_runtime;
 pub mod moto;
+pub mod receiver;
 pub mod rig;
 
 use std::future::Future;
