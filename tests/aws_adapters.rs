@@ -17,7 +17,7 @@ use gpuinfer::routing::Tier;
 use gpuinfer::worker::WorkerConfig;
 use serde_json::{Value, json};
 use support::engine_double::{Behavior, EngineDouble};
-use support::{eventually, moto, request_body};
+use support::{eventually, free_port, moto, request_body};
 use tokio_util::sync::CancellationToken;
 
 #[tokio::test]
@@ -91,10 +91,6 @@ fn gpuinfer(args: &[&str], env: &[(&str, String)]) -> Process {
         command.env(name, value);
     }
     Process(command.spawn().expect("start gpuinfer"))
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// Fifty requests, half of them sent one by one and half in one POST /infer/batch, one in three on the high
@@ -284,4 +280,58 @@ async fn two_workers_racing_on_one_request_store_exactly_one_result() {
     shutdown.cancel();
     first.await.unwrap();
     second.await.unwrap();
+}
+
+#[tokio::test]
+async fn send_batch_goes_out_ten_at_a_time_and_answers_for_each_body() {
+    let (url, _) = moto::queue_with_dlq(&moto::unique("batch"), 30, 3).await;
+    let queue = SqsQueue::new(moto::sqs().await, url.clone(), None);
+    let mut bodies: Vec<String> = (0..23).map(|i| format!("body {i:02}")).collect();
+    let outcomes = queue.send_batch(&bodies).await;
+    assert_eq!(outcomes.len(), 23);
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    let mut received: Vec<String> = moto::drain(&url).await.into_iter().filter_map(|m| m.body).collect();
+    received.sort();
+    bodies.sort();
+    assert_eq!(received, bodies);
+
+    let too_big = "x".repeat(1024 * 1024 + 1);
+    let outcomes = queue.send_batch(&["before".into(), too_big, "after".into()]).await;
+    assert!(
+        outcomes[0].is_ok() && outcomes[1].is_err() && outcomes[2].is_ok(),
+        "only the oversized one fails: {outcomes:?}"
+    );
+    assert_eq!(moto::drain(&url).await.len(), 2);
+}
+
+#[tokio::test]
+async fn on_sqs_one_slot_fills_from_the_high_lane_first_and_normal_gets_every_fifth() {
+    let name = moto::unique("lanes");
+    let (lanes, dlq) = moto::lanes_with_dlq(&name, 30, 3).await;
+    let sqs = moto::sqs().await;
+    for (lane, url, count) in [("high", &lanes.high, 6), ("normal", &lanes.normal, 4)] {
+        let bodies: Vec<String> = (0..count)
+            .map(|i| {
+                json!({"requestId": uuid::Uuid::new_v4(), "prompt": format!("{lane} {i}"), "maxTokens": 4}).to_string()
+            })
+            .collect();
+        let sent = SqsQueue::new(sqs.clone(), url.clone(), None).send_batch(&bodies).await;
+        assert!(sent.iter().all(Result::is_ok));
+    }
+    let bucket = moto::bucket(&name).await;
+    let store: Arc<dyn ResultStore> =
+        Arc::new(S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}")).unwrap()));
+    let engine = EngineDouble::start(Behavior { latency: Duration::from_millis(20), ..Behavior::default() }).await;
+    let shutdown = CancellationToken::new();
+    let config = WorkerConfig { concurrency: 1, ..worker_config() };
+    let worker = in_process_worker(&lanes, &dlq, store, &engine, config, &shutdown).await;
+    eventually(Duration::from_secs(30), "ten results", || async {
+        (moto::keys(&bucket, "results/").await.len() == 10).then_some(())
+    })
+    .await;
+    let order: String = engine.prompts().iter().map(|p| if p.starts_with("high") { 'H' } else { 'N' }).collect();
+    assert_eq!(order, "HHHHNHHNNN");
+    assert_eq!(engine.max_in_flight(), 1);
+    shutdown.cancel();
+    worker.await.unwrap();
 }

@@ -4,11 +4,11 @@
 
 mod support;
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::eventually;
+use support::dev::Dev;
+use support::{eventually, free_port};
 
 fn engine_url() -> String {
     std::env::var("GPUINFER_TEST_ENGINE_URL").unwrap_or_else(|_| {
@@ -19,45 +19,8 @@ fn engine_url() -> String {
     })
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-struct Dev {
-    child: Child,
-    url: String,
-}
-
-impl Dev {
-    fn start(data_dir: &std::path::Path, port: u16, engine: &str) -> Dev {
-        let child = Command::new(env!("CARGO_BIN_EXE_gpuinfer"))
-            .args(["dev", "--listen", &format!("127.0.0.1:{port}"), "--small-engine-url", engine])
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(["--visibility-timeout", "4", "--classifier", "none", "--concurrency", "4"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start gpuinfer dev");
-        Dev { child, url: format!("http://127.0.0.1:{port}") }
-    }
-
-    async fn ready(&self, http: &reqwest::Client) {
-        let url = format!("{}/healthz", self.url);
-        eventually(Duration::from_secs(20), "gpuinfer dev to listen", || {
-            let request = http.get(&url).send();
-            async move { request.await.ok().filter(|r| r.status().is_success()).map(|_| ()) }
-        })
-        .await;
-    }
-}
-
-impl Drop for Dev {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+/// Short visibility so a request held by the killed pipeline comes back quickly.
+const DEV_FLAGS: &[&str] = &["--visibility-timeout", "4", "--classifier", "none", "--concurrency", "4"];
 
 async fn post(http: &reqwest::Client, dev: &Dev, body: &Value) -> (u16, Value) {
     let response = http.post(format!("{}/infer", dev.url)).json(body).send().await.unwrap();
@@ -71,7 +34,7 @@ async fn requests_reach_the_real_model_and_survive_a_killed_pipeline() {
     let port = free_port();
     let http = reqwest::Client::new();
     let started = Instant::now();
-    let mut dev = Dev::start(data.path(), port, &engine);
+    let mut dev = Dev::start(data.path(), port, &engine, DEV_FLAGS);
     dev.ready(&http).await;
 
     let small = json!({"requestId": uuid::Uuid::new_v4(), "prompt": "The capital of France is", "maxTokens": 12});
@@ -90,7 +53,7 @@ async fn requests_reach_the_real_model_and_survive_a_killed_pipeline() {
     // Kill the whole pipeline while those requests may be queued or in flight, then start it again.
     dev.child.kill().unwrap();
     dev.child.wait().unwrap();
-    let dev = Dev::start(data.path(), port, &engine);
+    let dev = Dev::start(data.path(), port, &engine, DEV_FLAGS);
     dev.ready(&http).await;
     for prompt in ["The largest planet is", "Water boils at"] {
         let (status, answer) = post(&http, &dev, &json!({"prompt": prompt, "maxTokens": 12})).await;

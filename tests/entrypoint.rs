@@ -10,11 +10,7 @@ use gpuinfer::lanes::Priority;
 use gpuinfer::local::LocalBackends;
 use gpuinfer::ports::{Queue, ResultStore};
 use gpuinfer::routing::Tier;
-use support::{eventually, request_body};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use support::{eventually, free_port, request_body};
 
 fn start(data_dir: &std::path::Path, port: u16) -> Child {
     Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/entrypoint.sh"))

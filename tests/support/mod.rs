@@ -1,6 +1,7 @@
 //! Shared harness for the black-box tests: the engine double (in-process or as a child process) and small helpers.
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
 
+pub mod dev;
 pub mod engine_double;
 pub mod engine_process;
 pub mod lambda_runtime;
@@ -26,6 +27,11 @@ where
         assert!(started.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A valid request body with a fresh requestId.
