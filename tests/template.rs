@@ -85,7 +85,8 @@ fn every_environment_name_the_template_passes_is_read() {
     let container_reads: BTreeSet<String> = env_names("worker").union(&entrypoint_names()).cloned().collect();
     for (name, task) in of_type(&t, "AWS::ECS::TaskDefinition") {
         for container in task["Properties"]["ContainerDefinitions"].as_array().unwrap() {
-            for variable in container["Environment"].as_array().unwrap() {
+            let secrets = container["Secrets"].as_array().into_iter().flatten();
+            for variable in container["Environment"].as_array().unwrap().iter().chain(secrets) {
                 let variable = variable["Name"].as_str().unwrap();
                 assert!(
                     container_reads.contains(variable),
@@ -99,9 +100,11 @@ fn every_environment_name_the_template_passes_is_read() {
 }
 
 #[test]
-fn each_task_role_touches_only_its_queue_the_dead_letter_queue_and_results() {
+fn each_task_role_touches_only_its_lanes_the_dead_letter_queue_and_results() {
     let t = template();
-    for (role, own) in [("SmallTaskRole", "SmallQueue"), ("LargeTaskRole", "LargeQueue")] {
+    for (role, own, high) in
+        [("SmallTaskRole", "SmallQueue", "SmallHighQueue"), ("LargeTaskRole", "LargeQueue", "LargeHighQueue")]
+    {
         let statements =
             t["Resources"][role]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"].as_array().unwrap();
         for statement in statements {
@@ -119,8 +122,8 @@ fn each_task_role_touches_only_its_queue_the_dead_letter_queue_and_results() {
                     a if a.starts_with("sqs:") => {
                         assert_eq!(
                             statement["Resource"],
-                            json!({"Fn::GetAtt": [own, "Arn"]}),
-                            "{role} {a} must be on {own} only"
+                            json!([{"Fn::GetAtt": [own, "Arn"]}, {"Fn::GetAtt": [high, "Arn"]}]),
+                            "{role} {a} must be on {own} and {high} only"
                         )
                     }
                     "s3:PutObject" => assert!(
@@ -145,8 +148,12 @@ fn queues_match_the_seed_and_redrive_to_the_dead_letter_queue() {
     let t = template();
     assert_eq!(t["Mappings"]["Tiers"]["Small"]["VisibilityTimeout"], 300);
     assert_eq!(t["Mappings"]["Tiers"]["Large"]["VisibilityTimeout"], 600);
-    for queue in ["SmallQueue", "LargeQueue"] {
+    for (queue, tier) in
+        [("SmallQueue", "Small"), ("SmallHighQueue", "Small"), ("LargeQueue", "Large"), ("LargeHighQueue", "Large")]
+    {
         let p = &t["Resources"][queue]["Properties"];
+        assert_eq!(p["VisibilityTimeout"], json!({"Fn::FindInMap": ["Tiers", tier, "VisibilityTimeout"]}), "{queue}");
+        assert_eq!(p["MessageRetentionPeriod"], 345_600, "{queue}");
         assert_eq!(p["MaximumMessageSize"], 1_048_576, "{queue}");
         assert_eq!(p["RedrivePolicy"]["deadLetterTargetArn"], json!({"Fn::GetAtt": ["DeadLetterQueue", "Arn"]}));
         assert_eq!(p["RedrivePolicy"]["maxReceiveCount"], 3);
@@ -278,4 +285,56 @@ fn stateful_resources_say_what_happens_on_delete_and_every_taggable_one_carries_
 fn arns_are_partition_aware() {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/template.yaml")).unwrap();
     assert!(!text.contains("arn:aws:"), "write arn:${{AWS::Partition}}:… so the stack deploys in every partition");
+}
+
+/// A container's `Environment` (and `Secrets`) entry for `name`.
+fn container_variable<'a>(task: &'a Value, name: &str) -> &'a Value {
+    let container = &task["Properties"]["ContainerDefinitions"][0];
+    let entries = container["Environment"].as_array().unwrap().iter().chain(container["Secrets"].as_array().unwrap());
+    entries.into_iter().find(|v| v["Name"] == name).unwrap_or_else(|| panic!("no {name}"))
+}
+
+#[test]
+fn priority_lanes_cancel_and_callbacks_are_wired_end_to_end() {
+    let t = template();
+    let router = t["Resources"]["RouterRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"].clone();
+    let enqueue = router.as_array().unwrap().iter().find(|s| s["Sid"] == "Enqueue").unwrap();
+    let lanes = ["SmallQueue", "SmallHighQueue", "LargeQueue", "LargeHighQueue"];
+    assert_eq!(
+        enqueue["Resource"],
+        json!(lanes.map(|q| json!({"Fn::GetAtt": [q, "Arn"]}))),
+        "the router sends to every lane"
+    );
+    let results = router.as_array().unwrap().iter().find(|s| s["Sid"] == "ReadAndCancelResults").unwrap();
+    assert_eq!(results["Action"], json!(["s3:GetObject", "s3:PutObject"]), "a cancel is a document the router writes");
+    assert!(results["Resource"].to_string().contains("/results/*"));
+    let variables = &t["Resources"]["RouterFunction"]["Properties"]["Environment"]["Variables"];
+    for (name, queue) in [("SMALL_HIGH_QUEUE_URL", "SmallHighQueue"), ("LARGE_HIGH_QUEUE_URL", "LargeHighQueue")] {
+        assert_eq!(variables[name], json!({"Ref": queue}), "{name}");
+    }
+    for (task, high) in [("SmallTaskDefinition", "SmallHighQueue"), ("LargeTaskDefinition", "LargeHighQueue")] {
+        let task = &t["Resources"][task];
+        assert_eq!(container_variable(task, "HIGH_QUEUE_URL")["Value"], json!({"Ref": high}));
+        assert_eq!(container_variable(task, "WEBHOOK_SECRET")["ValueFrom"], json!({"Ref": "WebhookSecret"}));
+        let names: Vec<&Value> = task["Properties"]["ContainerDefinitions"][0]["Environment"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| &v["Name"])
+            .collect();
+        for local_only in ["ALLOW_HTTP_CALLBACKS", "ALLOW_PRIVATE_CALLBACKS"] {
+            assert!(!names.contains(&&json!(local_only)), "{local_only} is for local development only");
+        }
+    }
+    let execution =
+        t["Resources"]["TaskExecutionRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"].to_string();
+    assert!(execution.contains("secretsmanager:GetSecretValue") && execution.contains("WebhookSecret"), "{execution}");
+    let secret = &t["Resources"]["WebhookSecret"]["Properties"];
+    assert_eq!(secret["GenerateSecretString"]["ExcludePunctuation"], true, "letters and digits: valid base64");
+    assert_eq!(secret["GenerateSecretString"]["PasswordLength"].as_u64().unwrap() % 4, 0, "no padding needed");
+    let routes: Vec<&str> =
+        of_type(&t, "AWS::ApiGatewayV2::Route").map(|(_, r)| r["Properties"]["RouteKey"].as_str().unwrap()).collect();
+    for route in ["POST /infer", "POST /infer/batch", "GET /results/{requestId}", "DELETE /results/{requestId}"] {
+        assert!(routes.contains(&route), "{route} is routed");
+    }
 }
