@@ -265,3 +265,40 @@ async fn two_workers_racing_on_one_request_store_exactly_one_result() {
     first.await.unwrap();
     second.await.unwrap();
 }
+
+#[tokio::test]
+async fn ecs_task_counts_come_from_describe_services() {
+    use gpuinfer::aws::ecs::EcsServices;
+    use gpuinfer::ports::{Service, ServiceTasks};
+    let ecs = aws_sdk_ecs::Client::new(&moto::sdk().await);
+    let cluster = moto::unique("cluster");
+    ecs.create_cluster().cluster_name(&cluster).send().await.unwrap();
+    let container =
+        aws_sdk_ecs::types::ContainerDefinition::builder().name("inference").image("gpuinfer:v1").memory(512).build();
+    let family = moto::unique("family");
+    ecs.register_task_definition().family(&family).container_definitions(container).send().await.unwrap();
+    ecs.create_service()
+        .cluster(&cluster)
+        .service_name("small")
+        .task_definition(&family)
+        .desired_count(2)
+        .send()
+        .await
+        .unwrap();
+
+    let services = EcsServices::new(ecs);
+    let counts = services.task_counts(&Service { cluster: cluster.clone(), name: "small".into() }).await.unwrap();
+    assert_eq!(counts.desired, 2);
+    assert!(counts.running <= 2);
+    let missing = services.task_counts(&Service { cluster, name: "absent".into() }).await.unwrap_err();
+    assert!(missing.to_string().contains("service absent not found"), "{missing}");
+}
+
+#[test]
+fn the_newest_cloudwatch_datapoint_is_the_reading() {
+    use aws_sdk_cloudwatch::primitives::DateTime;
+    use gpuinfer::aws::cloudwatch::newest;
+    let at = |secs| DateTime::from_secs(secs);
+    assert_eq!(newest(&[at(120), at(180), at(60)], &[40.0, 75.5, 10.0]), Some(75.5));
+    assert_eq!(newest(&[], &[]), None);
+}
