@@ -16,10 +16,10 @@ pub const COMMAND_ENV: &str = "GPUINFER_COMMAND";
 /// The command line to parse: the process arguments, or `gpuinfer $GPUINFER_COMMAND` when there are none.
 pub fn arguments() -> Vec<std::ffi::OsString> {
     let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args.len() == 1 {
-        if let Some(command) = std::env::var_os(COMMAND_ENV) {
-            args.push(command);
-        }
+    if args.len() == 1
+        && let Some(command) = std::env::var_os(COMMAND_ENV)
+    {
+        args.push(command);
     }
     args
 }
