@@ -16,7 +16,7 @@ use gpuinfer::routing::Tier;
 use gpuinfer::worker::WorkerConfig;
 use serde_json::{Value, json};
 use support::engine_double::{Behavior, EngineDouble};
-use support::{eventually, moto, request_body};
+use support::{eventually, moto, request_body, result_document};
 use tokio_util::sync::CancellationToken;
 
 #[tokio::test]
@@ -148,16 +148,7 @@ async fn router_sqs_worker_s3_carry_fifty_requests_end_to_end() {
         ids.push(answer["requestId"].as_str().unwrap().to_owned());
     }
     for id in &ids {
-        let url = format!("{base}/results/{id}");
-        let document: Value = eventually(Duration::from_secs(60), "a result in S3", || {
-            let request = http.get(&url).send();
-            async move {
-                let response = request.await.ok()?;
-                (response.status() == 200).then_some(())?;
-                response.json().await.ok()
-            }
-        })
-        .await;
+        let document = result_document(&http, &base, id, Duration::from_secs(60)).await;
         assert_eq!(document["status"], "success", "{document}");
     }
     let keys = moto::keys(&bucket, "out/results/").await;
