@@ -10,11 +10,25 @@ use crate::cmd;
 use crate::routing::Tier;
 use crate::telemetry::TelemetryArgs;
 
+/// Names the subcommand when the binary runs with no arguments, as a Lambda `bootstrap` does.
+pub const COMMAND_ENV: &str = "GPUINFER_COMMAND";
+
+/// The command line to parse: the process arguments, or `gpuinfer $GPUINFER_COMMAND` when there are none.
+pub fn arguments() -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.len() == 1
+        && let Some(command) = std::env::var_os(COMMAND_ENV)
+    {
+        args.push(command);
+    }
+    args
+}
+
 /// Asynchronous two-tier GPU inference pipeline: router, queue worker, scaler and tools in one binary.
 #[derive(Debug, Parser)]
 #[command(name = "gpuinfer", version, propagate_version = true)]
 #[command(
-    after_help = "Run the whole pipeline on this machine: gpuinfer dev (see README.md).\nEvery flag can also be set by the environment variable shown in its help."
+    after_help = "Run the whole pipeline on this machine: gpuinfer dev (see README.md).\nEvery flag can also be set by the environment variable shown in its help.\nWith no arguments (a Lambda bootstrap), GPUINFER_COMMAND names the subcommand."
 )]
 pub struct Cli {
     #[command(flatten)]

@@ -13,7 +13,7 @@
 //! - `scaler`: the per-tier scaling decision and the tick that reads the ports and publishes it
 //! - `simulate`: the discrete-event simulation of the seed's scaling policy against ours
 //! - `local`: embedded backends (SQLite queues, result files, a fixed fleet); `engine`: OpenAI-compatible client
-//! - `aws`: SQS, S3, Bedrock adapters; `fetch`: parallel model download from S3
+//! - `aws`: SQS, S3, Bedrock, ECS, CloudWatch adapters; `fetch`: parallel model download from S3
 //! - `xid`: synthetic XIDs through the host's DCGM (dcgmi command lines, checks, the shell-out)
 //! - `metrics`: metric names and EMF lines; `telemetry`: logging; `shutdown`: signals
 

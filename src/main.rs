@@ -3,14 +3,14 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use gpuinfer::cli::{Cli, Command};
+use gpuinfer::cli::{self, Cli, Command};
 use gpuinfer::client::ClientError;
 use gpuinfer::xid::XidError;
 use gpuinfer::{cmd, shutdown, telemetry};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(cli::arguments());
     telemetry::init(&cli.telemetry);
     let shutdown = shutdown::on_signals();
     let outcome = match cli.command {

@@ -17,7 +17,7 @@ use gpuinfer::routing::Tier;
 use gpuinfer::worker::WorkerConfig;
 use serde_json::{Value, json};
 use support::engine_double::{Behavior, EngineDouble};
-use support::{eventually, free_port, moto, request_body};
+use support::{eventually, free_port, moto, request_body, result_document};
 use tokio_util::sync::CancellationToken;
 
 #[tokio::test]
@@ -155,16 +155,7 @@ async fn router_sqs_worker_s3_carry_fifty_requests_end_to_end() {
         ids.push(entry["requestId"].as_str().unwrap().to_owned());
     }
     for id in &ids {
-        let url = format!("{base}/results/{id}");
-        let document: Value = eventually(Duration::from_secs(60), "a result in S3", || {
-            let request = http.get(&url).send();
-            async move {
-                let response = request.await.ok()?;
-                (response.status() == 200).then_some(())?;
-                response.json().await.ok()
-            }
-        })
-        .await;
+        let document = result_document(&http, &base, id, Duration::from_secs(60)).await;
         assert_eq!(document["status"], "success", "{document}");
     }
     let keys = moto::keys(&bucket, "out/results/").await;
@@ -334,4 +325,41 @@ async fn on_sqs_one_slot_fills_from_the_high_lane_first_and_normal_gets_every_fi
     assert_eq!(engine.max_in_flight(), 1);
     shutdown.cancel();
     worker.await.unwrap();
+}
+
+#[tokio::test]
+async fn ecs_task_counts_come_from_describe_services() {
+    use gpuinfer::aws::ecs::EcsServices;
+    use gpuinfer::ports::{Service, ServiceTasks};
+    let ecs = aws_sdk_ecs::Client::new(&moto::sdk().await);
+    let cluster = moto::unique("cluster");
+    ecs.create_cluster().cluster_name(&cluster).send().await.unwrap();
+    let container =
+        aws_sdk_ecs::types::ContainerDefinition::builder().name("inference").image("gpuinfer:v1").memory(512).build();
+    let family = moto::unique("family");
+    ecs.register_task_definition().family(&family).container_definitions(container).send().await.unwrap();
+    ecs.create_service()
+        .cluster(&cluster)
+        .service_name("small")
+        .task_definition(&family)
+        .desired_count(2)
+        .send()
+        .await
+        .unwrap();
+
+    let services = EcsServices::new(ecs);
+    let counts = services.task_counts(&Service { cluster: cluster.clone(), name: "small".into() }).await.unwrap();
+    assert_eq!(counts.desired, 2);
+    assert!(counts.running <= 2);
+    let missing = services.task_counts(&Service { cluster, name: "absent".into() }).await.unwrap_err();
+    assert!(missing.to_string().contains("service absent not found"), "{missing}");
+}
+
+#[test]
+fn the_newest_cloudwatch_datapoint_is_the_reading() {
+    use aws_sdk_cloudwatch::primitives::DateTime;
+    use gpuinfer::aws::cloudwatch::newest;
+    let at = |secs| DateTime::from_secs(secs);
+    assert_eq!(newest(&[at(120), at(180), at(60)], &[40.0, 75.5, 10.0]), Some(75.5));
+    assert_eq!(newest(&[], &[]), None);
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::dev::Dev;
-use support::{eventually, free_port};
+use support::{free_port, result_document};
 
 fn engine_url() -> String {
     std::env::var("GPUINFER_TEST_ENGINE_URL").unwrap_or_else(|_| {
@@ -62,16 +62,7 @@ async fn requests_reach_the_real_model_and_survive_a_killed_pipeline() {
     }
 
     for id in &accepted {
-        let url = format!("{}/results/{id}", dev.url);
-        let document: Value = eventually(Duration::from_secs(120), "a result document", || {
-            let request = http.get(&url).send();
-            async move {
-                let response = request.await.ok()?;
-                (response.status() == 200).then_some(())?;
-                response.json().await.ok()
-            }
-        })
-        .await;
+        let document = result_document(&http, &dev.url, id, Duration::from_secs(120)).await;
         assert_eq!(document["status"], "success", "{document}");
         assert_eq!(document["requestId"].as_str(), Some(id.as_str()));
         assert!(!document["result"]["text"].as_str().unwrap().is_empty(), "{document}");

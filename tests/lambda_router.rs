@@ -22,8 +22,9 @@ async fn api_gateway_events_get_the_same_answers_as_http() {
     let (large, _) = moto::lanes_with_dlq(&format!("{name}-large"), 30, 3).await;
     let bucket = moto::bucket(&name).await;
     let runtime = RuntimeApi::start().await;
+    // As Lambda runs a bootstrap: no arguments, the subcommand named by GPUINFER_COMMAND.
     let mut function = Command::new(env!("CARGO_BIN_EXE_gpuinfer"))
-        .arg("router")
+        .env("GPUINFER_COMMAND", "router")
         .envs(moto::child_env())
         .envs(runtime.function_env("gpuinfer-router"))
         .envs([

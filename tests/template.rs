@@ -55,6 +55,7 @@ fn env_names(subcommand: &str) -> BTreeSet<String> {
     let cli = Cli::command();
     let mut names: BTreeSet<String> =
         cli.get_arguments().filter_map(|a| a.get_env()).map(|e| e.to_string_lossy().into_owned()).collect();
+    names.insert(gpuinfer::cli::COMMAND_ENV.to_owned());
     let sub = cli.find_subcommand(subcommand).unwrap_or_else(|| panic!("no subcommand {subcommand}"));
     names.extend(sub.get_arguments().filter_map(|a| a.get_env()).map(|e| e.to_string_lossy().into_owned()));
     names
@@ -253,6 +254,7 @@ fn stateful_resources_say_what_happens_on_delete_and_every_taggable_one_carries_
         "AWS::SNS::Subscription",
         "AWS::Logs::ResourcePolicy",
         "AWS::Lambda::Permission",
+        "AWS::Lambda::EventInvokeConfig",
         "AWS::ApiGatewayV2::Integration",
         "AWS::ApiGatewayV2::Route",
         "AWS::CloudWatch::Alarm",
@@ -287,6 +289,71 @@ fn arns_are_partition_aware() {
     assert!(!text.contains("arn:aws:"), "write arn:${{AWS::Partition}}:… so the stack deploys in every partition");
 }
 
+/// Metric names a template resource uses in the gpuinfer namespace (alarm MetricName, dashboard widget rows).
+fn custom_metrics_used(t: &Value) -> BTreeSet<String> {
+    let mut used = BTreeSet::new();
+    for (_, alarm) in of_type(t, "AWS::CloudWatch::Alarm") {
+        if alarm["Properties"]["Namespace"] == gpuinfer::metrics::NAMESPACE {
+            used.insert(alarm["Properties"]["MetricName"].as_str().unwrap().to_owned());
+        }
+    }
+    let body = t["Resources"]["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"][0].as_str().unwrap();
+    let needle = format!("[\"{}\", \"", gpuinfer::metrics::NAMESPACE);
+    for rest in body.split(&needle).skip(1) {
+        used.insert(rest.split('"').next().unwrap().to_owned());
+    }
+    used
+}
+
+#[test]
+fn alarms_and_dashboard_use_only_metrics_the_binary_emits() {
+    let t = template();
+    let used = custom_metrics_used(&t);
+    for name in &used {
+        assert!(
+            gpuinfer::metrics::ALL.contains(&name.as_str()),
+            "the template uses {name}, which gpuinfer never emits"
+        );
+    }
+    for expected in ["InferenceScalingMetric", "HasBacklogWithoutCapacity", "RoutedRequests", "InferenceLatency"] {
+        assert!(used.contains(expected), "{expected} is neither alarmed on nor shown");
+    }
+    let body = t["Resources"]["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"][0].as_str().unwrap();
+    for section in ["## Routing", "## Small tier", "## Large tier", "## GPU hardware"] {
+        assert!(body.contains(section), "dashboard section {section}");
+    }
+}
+
+#[test]
+fn scaling_alarms_follow_the_scaler_design() {
+    let t = template();
+    for (tier, idle_periods) in [("Small", 5), ("Large", 10)] {
+        let out = &t["Resources"][format!("{tier}ScaleOutAlarm")]["Properties"];
+        assert_eq!(
+            (out["Threshold"].as_f64(), out["ComparisonOperator"].as_str()),
+            (Some(1.0), Some("GreaterThanThreshold"))
+        );
+        assert_eq!(out["EvaluationPeriods"], 1, "{tier}: one request on zero tasks scales out within a minute");
+        let idle = &t["Resources"][format!("{tier}ScaleInAlarm")]["Properties"];
+        assert_eq!(idle["ComparisonOperator"], "LessThanThreshold");
+        assert_eq!(t["Mappings"]["Tiers"][tier]["ScaleInPeriods"], idle_periods);
+        let steps = |policy: &str| {
+            t["Resources"][format!("{tier}{policy}")]["Properties"]["StepScalingPolicyConfiguration"]["StepAdjustments"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["ScalingAdjustment"].as_i64().unwrap())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(steps("ScaleOutPolicy"), (1..=10).collect::<Vec<_>>(), "{tier}: proportional scale-out");
+        assert_eq!(steps("ScaleInPolicy"), (1..=10).map(|k| -k).collect::<Vec<_>>());
+    }
+    let scaler = &t["Resources"]["ScalerFunction"]["Properties"];
+    assert_eq!(scaler["Environment"]["Variables"]["GPUINFER_COMMAND"], "scaler");
+    let schedule = &t["Resources"]["ScalerSchedule"]["Properties"]["ScheduleExpression"];
+    assert_eq!(schedule, "rate(1 minute)");
+}
+
 /// A container's `Environment` (and `Secrets`) entry for `name`.
 fn container_variable<'a>(task: &'a Value, name: &str) -> &'a Value {
     let container = &task["Properties"]["ContainerDefinitions"][0];
@@ -308,10 +375,15 @@ fn priority_lanes_cancel_and_callbacks_are_wired_end_to_end() {
     let results = router.as_array().unwrap().iter().find(|s| s["Sid"] == "ReadAndCancelResults").unwrap();
     assert_eq!(results["Action"], json!(["s3:GetObject", "s3:PutObject"]), "a cancel is a document the router writes");
     assert!(results["Resource"].to_string().contains("/results/*"));
-    let variables = &t["Resources"]["RouterFunction"]["Properties"]["Environment"]["Variables"];
-    for (name, queue) in [("SMALL_HIGH_QUEUE_URL", "SmallHighQueue"), ("LARGE_HIGH_QUEUE_URL", "LargeHighQueue")] {
-        assert_eq!(variables[name], json!({"Ref": queue}), "{name}");
+    for function in ["RouterFunction", "ScalerFunction"] {
+        let variables = &t["Resources"][function]["Properties"]["Environment"]["Variables"];
+        for (name, queue) in [("SMALL_HIGH_QUEUE_URL", "SmallHighQueue"), ("LARGE_HIGH_QUEUE_URL", "LargeHighQueue")] {
+            assert_eq!(variables[name], json!({"Ref": queue}), "{function} {name}");
+        }
     }
+    let scaler = t["Resources"]["ScalerRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"].clone();
+    let depth = scaler.as_array().unwrap().iter().find(|s| s["Sid"] == "QueueDepth").unwrap();
+    assert_eq!(depth["Resource"], enqueue["Resource"], "the scaler counts every lane the router fills");
     for (task, high) in [("SmallTaskDefinition", "SmallHighQueue"), ("LargeTaskDefinition", "LargeHighQueue")] {
         let task = &t["Resources"][task];
         assert_eq!(container_variable(task, "HIGH_QUEUE_URL")["Value"], json!({"Ref": high}));

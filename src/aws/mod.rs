@@ -1,6 +1,8 @@
-//! AWS adapters (SQS, S3, Bedrock, ECS metadata) and the one place SDK configuration is loaded.
+//! AWS adapters (SQS, S3, Bedrock, ECS, CloudWatch, ECS metadata) and the one place SDK configuration is loaded.
 
 pub mod bedrock;
+pub mod cloudwatch;
+pub mod ecs;
 pub mod ecs_metadata;
 pub mod s3;
 pub mod sqs;

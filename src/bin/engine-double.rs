@@ -1,5 +1,6 @@
-//! The engine double as its own process: an OpenAI-compatible server with configurable latency, slots and
-//! failures, for tests that kill the engine and for load tests. Prints its base URL on the first stdout line.
+//! The engine double as its own process: an OpenAI-compatible GPU-like engine simulator (slots with continuous
+//! batching, per-token decode time rising with the batch, prefill per prompt token, queueing beyond the slots,
+//! failures), for tests that kill the engine and for benchmarks. Prints its base URL on the first stdout line.
 //!
 //! `cargo run --bin engine-double -- --listen 127.0.0.1:8000 --latency-ms 200 --slots 8`
 
@@ -35,6 +36,15 @@ struct Args {
     /// Completion tokens reported per request (at most its max_tokens).
     #[arg(long, env = "ENGINE_DOUBLE_COMPLETION_TOKENS", default_value_t = 8)]
     completion_tokens: u64,
+    /// Decode time per generated token, in milliseconds, with one request running (0: fixed latency only).
+    #[arg(long, env = "ENGINE_DOUBLE_TOKEN_MS", default_value_t = 0.0)]
+    token_ms: f64,
+    /// How much slower tokens get with every slot busy (0.3 = 30 % slower at full batch).
+    #[arg(long, env = "ENGINE_DOUBLE_BATCH_SLOWDOWN", default_value_t = 0.0)]
+    batch_slowdown: f64,
+    /// Prefill time per prompt token, in microseconds.
+    #[arg(long, env = "ENGINE_DOUBLE_PREFILL_US", default_value_t = 0)]
+    prefill_us_per_token: u64,
 }
 
 #[tokio::main]
@@ -47,6 +57,9 @@ async fn main() -> std::io::Result<()> {
         fail_status: args.fail_status,
         completion_tokens: args.completion_tokens,
         healthy: true,
+        token_time: Duration::from_secs_f64(args.token_ms.max(0.0) / 1000.0),
+        batch_slowdown: args.batch_slowdown,
+        prefill_per_token: Duration::from_micros(args.prefill_us_per_token),
     };
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     let double = EngineDouble::serve(listener, behavior);

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::aws::bedrock::{BedrockClassifier, DEFAULT_MODEL_ID};
 use crate::classifier::OpenAiClassifier;
-use crate::cmd::backends::{Destination, QueueSource, Wiring};
+use crate::cmd::backends::{Destination, QueueSource, TierQueueArgs, Wiring};
 use crate::engine::{EngineClient, EngineConfig};
 use crate::lanes::Lanes;
 use crate::metrics::Emf;
@@ -132,18 +132,8 @@ pub struct Args {
     /// Address of the local HTTP server (unused on Lambda).
     #[arg(long, env = "LISTEN_ADDR", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// SQS queue URL of the small tier [default: the embedded queue in --data-dir].
-    #[arg(long, env = "SMALL_QUEUE_URL")]
-    pub small_queue_url: Option<String>,
-    /// SQS queue URL of the small tier's high-priority lane (required with SMALL_QUEUE_URL).
-    #[arg(long, env = "SMALL_HIGH_QUEUE_URL")]
-    pub small_high_queue_url: Option<String>,
-    /// SQS queue URL of the large tier [default: the embedded queue in --data-dir].
-    #[arg(long, env = "LARGE_QUEUE_URL")]
-    pub large_queue_url: Option<String>,
-    /// SQS queue URL of the large tier's high-priority lane (required with LARGE_QUEUE_URL).
-    #[arg(long, env = "LARGE_HIGH_QUEUE_URL")]
-    pub large_high_queue_url: Option<String>,
+    #[command(flatten)]
+    pub queues: TierQueueArgs,
     /// Where results are read from: s3://bucket/prefix/ or a folder [default: --data-dir].
     #[arg(long, env = "OUTPUT_DESTINATION")]
     pub output_destination: Option<String>,
@@ -167,21 +157,7 @@ pub struct Config {
 
 impl Args {
     pub fn into_config(self) -> anyhow::Result<Config> {
-        let queues = PerTier {
-            small: QueueSource::lanes(
-                Lanes { high: self.small_high_queue_url, normal: self.small_queue_url },
-                None,
-                Lanes { high: "SMALL_HIGH_QUEUE_URL", normal: "SMALL_QUEUE_URL" },
-            )?,
-            large: QueueSource::lanes(
-                Lanes { high: self.large_high_queue_url, normal: self.large_queue_url },
-                None,
-                Lanes { high: "LARGE_HIGH_QUEUE_URL", normal: "LARGE_QUEUE_URL" },
-            )?,
-        };
-        if queues.small.normal.is_embedded() != queues.large.normal.is_embedded() {
-            bail!("set both SMALL_QUEUE_URL and LARGE_QUEUE_URL (SQS), or neither (embedded queues in --data-dir)");
-        }
+        let queues = self.queues.sources(&Tier::ALL)?;
         Ok(Config {
             listen: self.listen,
             queues,

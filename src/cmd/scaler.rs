@@ -10,9 +10,11 @@ use lambda_runtime::LambdaEvent;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::aws::cloudwatch::ContainerInsightsGpu;
+use crate::aws::ecs::EcsServices;
 use crate::cli::TierSetting;
+use crate::cmd::backends::{QueueSource, TierQueueArgs, Wiring};
 use crate::lanes::Lanes;
-use crate::local::LocalBackends;
 use crate::local::fleet::FixedFleet;
 use crate::metrics::Emf;
 use crate::ports::{GpuUtilization, Queue, Service, ServiceTasks};
@@ -107,10 +109,13 @@ pub struct Args {
     /// Tiers to scale, repeated or comma-separated.
     #[arg(long = "tier", env = "SCALER_TIERS", value_enum, value_delimiter = ',', default_values_t = Tier::ALL)]
     pub tiers: Vec<Tier>,
-    /// Data directory of the embedded queues.
+    /// With every tier's queue URLs, the scaler reads SQS (both lanes), ECS and CloudWatch.
+    #[command(flatten)]
+    pub queues: TierQueueArgs,
+    /// Data directory of the embedded queues (when no queue URL is set).
     #[arg(long, env = "GPUINFER_DATA_DIR", default_value = ".gpuinfer")]
     pub data_dir: PathBuf,
-    /// Worker pools taken as running in each tier (the embedded backends cannot count them).
+    /// Worker pools taken as running in each tier on the embedded backends (they cannot count them).
     #[arg(long, env = "LOCAL_RUNNING_TASKS", default_value_t = 1)]
     pub local_running_tasks: u32,
     #[command(flatten)]
@@ -118,28 +123,59 @@ pub struct Args {
 }
 
 pub struct Config {
-    scaler: Scaler,
-    interval: Duration,
+    tiers: Vec<Tier>,
+    queues: PerTier<Lanes<QueueSource>>,
+    local_running_tasks: u32,
+    scaler: ScalerArgs,
+    wiring: Wiring,
 }
 
 impl Args {
     pub fn into_config(self) -> anyhow::Result<Config> {
-        let backends = LocalBackends::open(&self.data_dir).context("opening the embedded backends")?;
-        let queues = self.tiers.iter().map(|&tier| (tier, backends.lane_handles(tier).map(|q| q as Arc<dyn Queue>)));
-        let fleet = Arc::new(FixedFleet { tasks_per_tier: self.local_running_tasks });
+        let queues = self.queues.sources(&self.tiers)?;
+        self.scaler.policy.policy(Tier::Small)?;
+        self.scaler.policy.policy(Tier::Large)?;
         Ok(Config {
-            scaler: self.scaler.scaler(queues, fleet.clone(), fleet, Emf::stdout())?,
-            interval: self.scaler.interval(),
+            tiers: self.tiers,
+            queues,
+            local_running_tasks: self.local_running_tasks,
+            scaler: self.scaler,
+            wiring: Wiring::new(self.data_dir),
         })
     }
 }
 
-pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
-    if std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some() {
-        return serve_lambda(config.scaler, shutdown).await;
+impl Config {
+    /// On SQS: ECS task counts and Container Insights GPU readings; else the embedded queues and a fixed fleet.
+    async fn scaler(&self) -> anyhow::Result<Scaler> {
+        let mut queues: Vec<(Tier, Lanes<Arc<dyn Queue>>)> = Vec::new();
+        for &tier in &self.tiers {
+            let visibility = Duration::from_secs(300);
+            queues.push((tier, self.wiring.lanes(self.queues.get(tier), tier, visibility, u32::MAX).await?));
+        }
+        let on_sqs = self.tiers.iter().any(|&tier| !self.queues.get(tier).normal.is_embedded());
+        let (tasks, gpu): (Arc<dyn ServiceTasks>, Arc<dyn GpuUtilization>) = if on_sqs {
+            let sdk = self.wiring.sdk().await;
+            (
+                Arc::new(EcsServices::new(aws_sdk_ecs::Client::new(sdk))),
+                Arc::new(ContainerInsightsGpu::new(aws_sdk_cloudwatch::Client::new(sdk))),
+            )
+        } else {
+            let fleet = Arc::new(FixedFleet { tasks_per_tier: self.local_running_tasks });
+            (fleet.clone(), fleet)
+        };
+        self.scaler.scaler(queues, tasks, gpu, Emf::stdout())
     }
-    tracing::info!(interval_s = config.interval.as_secs(), "scaler running");
-    config.scaler.run(config.interval, shutdown).await;
+}
+
+pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let scaler = config.scaler().await?;
+    if std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some() {
+        return serve_lambda(scaler, shutdown).await;
+    }
+    let interval = config.scaler.interval();
+    tracing::info!(interval_s = interval.as_secs(), "scaler running");
+    scaler.run(interval, shutdown).await;
     Ok(())
 }
 

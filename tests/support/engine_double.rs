@@ -34,6 +34,21 @@ pub struct Behavior {
     pub completion_tokens: u64,
     /// What /health answers at start (see `set_healthy`).
     pub healthy: bool,
+    /// Decode time per generated token with one request running (zero: only `latency` counts).
+    pub token_time: Duration,
+    /// How much slower each token gets with every slot busy (0.3 = 30 % slower at full batch).
+    pub batch_slowdown: f64,
+    /// Prefill time per prompt token.
+    pub prefill_per_token: Duration,
+}
+
+impl Behavior {
+    /// Time a request takes in a slot, with `running` requests (itself included) sharing the batch.
+    fn service_time(&self, prompt_tokens: u64, completion_tokens: u64, running: usize) -> Duration {
+        let crowding = 1.0 + self.batch_slowdown * (running.saturating_sub(1) as f64 / self.slots.max(1) as f64);
+        let decode = self.token_time.mul_f64(completion_tokens as f64 * crowding);
+        self.latency + self.prefill_per_token * u32::try_from(prompt_tokens).unwrap_or(u32::MAX) + decode
+    }
 }
 
 impl Default for Behavior {
@@ -45,6 +60,9 @@ impl Default for Behavior {
             fail_status: 503,
             completion_tokens: 8,
             healthy: true,
+            token_time: Duration::ZERO,
+            batch_slowdown: 0.0,
+            prefill_per_token: Duration::ZERO,
         }
     }
 }
@@ -59,6 +77,7 @@ struct DoubleState {
     /// Requests whose client went away before the answer (the HTTP request was dropped).
     aborted: AtomicU64,
     in_flight: AtomicUsize,
+    waiting: AtomicUsize,
     max_in_flight: AtomicUsize,
     prompts: Mutex<Vec<String>>,
 }
@@ -93,6 +112,7 @@ impl EngineDouble {
             calls: AtomicU64::new(0),
             aborted: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
             prompts: Mutex::new(Vec::new()),
         });
@@ -102,6 +122,7 @@ impl EngineDouble {
             .route("/v1/completions", post(complete))
             .route("/v1/chat/completions", post(complete))
             .route("/double/stats", get(stats))
+            .route("/metrics", get(metrics))
             .with_state(Arc::clone(&state));
         let url = format!("http://{}", listener.local_addr().expect("local addr"));
         let server = tokio::spawn(async move {
@@ -145,6 +166,16 @@ async fn health(State(state): State<Arc<DoubleState>>) -> StatusCode {
     if state.healthy.load(Ordering::SeqCst) { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }
 }
 
+/// Prometheus-style gauges, as engines expose them: requests running in a slot and waiting for one.
+async fn metrics(State(state): State<Arc<DoubleState>>) -> String {
+    format!(
+        "engine_requests_running {}\nengine_requests_waiting {}\nengine_requests_total {}\n",
+        state.in_flight.load(Ordering::SeqCst),
+        state.waiting.load(Ordering::SeqCst),
+        state.calls.load(Ordering::SeqCst)
+    )
+}
+
 /// What the double has seen, for tests that run it as a separate process.
 async fn stats(State(state): State<Arc<DoubleState>>) -> Json<Value> {
     Json(json!({
@@ -185,12 +216,18 @@ async fn complete(State(state): State<Arc<DoubleState>>, Json(body): Json<Value>
         })
         .unwrap_or_default();
     state.prompts.lock().expect("prompts").push(prompt.clone());
-    let Ok(_slot) = state.slots.acquire().await else { return StatusCode::SERVICE_UNAVAILABLE.into_response() };
+    state.waiting.fetch_add(1, Ordering::SeqCst);
+    let slot = state.slots.acquire().await;
+    state.waiting.fetch_sub(1, Ordering::SeqCst);
+    let Ok(_slot) = slot else { return StatusCode::SERVICE_UNAVAILABLE.into_response() };
     let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     state.max_in_flight.fetch_max(now, Ordering::SeqCst);
     let mut watch = AbortWatch { state: &state, answered: false };
     let behavior = state.behavior.lock().expect("behavior").clone();
-    tokio::time::sleep(behavior.latency).await;
+    let max_tokens = body["max_tokens"].as_u64().unwrap_or(16);
+    let completion_tokens = behavior.completion_tokens.min(max_tokens);
+    let prompt_tokens = prompt.split_whitespace().count() as u64;
+    tokio::time::sleep(behavior.service_time(prompt_tokens, completion_tokens, now)).await;
     watch.answered = true;
     state.in_flight.fetch_sub(1, Ordering::SeqCst);
     let scripted = state.script.lock().expect("script").pop_front();
@@ -207,9 +244,6 @@ async fn complete(State(state): State<Arc<DoubleState>>, Json(body): Json<Value>
         }
         Reply::Garbage => (StatusCode::OK, "{not json").into_response(),
         Reply::Ok => {
-            let max_tokens = body["max_tokens"].as_u64().unwrap_or(16);
-            let completion_tokens = behavior.completion_tokens.min(max_tokens);
-            let prompt_tokens = prompt.split_whitespace().count() as u64;
             let text = format!("echo: {}", prompt.chars().take(24).collect::<String>());
             let choice = if body.get("messages").is_some() {
                 json!({ "index": 0, "message": { "role": "assistant", "content": text }, "finish_reason": "length" })

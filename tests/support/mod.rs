@@ -34,6 +34,20 @@ pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// Polls `GET {base}/results/{id}` until it answers 200, and returns the document.
+pub async fn result_document(http: &reqwest::Client, base: &str, id: &str, limit: Duration) -> serde_json::Value {
+    let url = format!("{base}/results/{id}");
+    eventually(limit, "a result document", || {
+        let request = http.get(&url).send();
+        async move {
+            let response = request.await.ok()?;
+            (response.status() == 200).then_some(())?;
+            response.json().await.ok()
+        }
+    })
+    .await
+}
+
 /// A valid request body with a fresh requestId.
 pub fn request_body(prompt: &str) -> (uuid::Uuid, String) {
     let id = uuid::Uuid::new_v4();

@@ -1,0 +1,511 @@
+//! Benchmarks measured side by side in one run: pipeline vs direct engine, our worker vs a seed-style
+//! sequential one, the worker's ceiling, router start and latency vs a Python + boto3 router, memory,
+//! and fetch-model vs `aws s3 cp`. Prints one markdown table and writes it to BENCHMARKS.md.
+//!
+//! Run through scripts/bench.sh, which builds in release and starts the services this needs.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gpuinfer::local::LocalBackends;
+use gpuinfer::ports::Queue;
+use gpuinfer::routing::Tier;
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+
+const TOKENS: u32 = 48;
+
+/// One row of the table: ours against its reference, measured in the same run.
+struct Row {
+    id: &'static str,
+    what: String,
+    ours: String,
+    reference: String,
+    ratio: f64,
+    target: &'static str,
+    met: bool,
+}
+
+/// A child process killed when dropped.
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Process {
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn gpuinfer(args: &[&str], env: &[(&str, String)]) -> Process {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gpuinfer"));
+    command.args(args).envs(env.iter().cloned()).env("RUST_LOG", "warn").stdout(Stdio::null()).stderr(Stdio::null());
+    Process(command.spawn().expect("start gpuinfer"))
+}
+
+/// The engine simulator: `slots` parallel slots, 10 ms per token at batch 1, 30 % slower at a full batch.
+fn simulator(slots: usize, extra: &[&str]) -> (Process, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_engine-double"))
+        .args(["--listen", "127.0.0.1:0", "--slots", &slots.to_string(), "--completion-tokens", "100000"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the engine simulator");
+    let mut url = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut url).unwrap();
+    (Process(child), url.trim().to_owned())
+}
+
+/// Total completion tokens per second when `concurrency` clients drive the engine directly.
+async fn drive_engine(url: &str, concurrency: usize, requests: usize) -> f64 {
+    let requests = requests.min(concurrency * 20);
+    let http = reqwest::Client::new();
+    let slots = Arc::new(Semaphore::new(concurrency));
+    let started = Instant::now();
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..requests {
+        let (http, slots, url) = (http.clone(), Arc::clone(&slots), url.to_owned());
+        calls.spawn(async move {
+            let _slot = slots.acquire_owned().await.unwrap();
+            let body = json!({"model": "m", "prompt": format!("Benchmark request {i}: tell a story."), "max_tokens": TOKENS, "temperature": 0.7});
+            let answer: Value = http.post(format!("{url}/v1/completions")).json(&body).send().await.unwrap().json().await.unwrap();
+            answer["usage"]["completion_tokens"].as_u64().unwrap()
+        });
+    }
+    let mut tokens = 0;
+    while let Some(done) = calls.join_next().await {
+        tokens += done.unwrap();
+    }
+    tokens as f64 / started.elapsed().as_secs_f64()
+}
+
+/// The best direct throughput over a few concurrencies, and the concurrency that gave it.
+async fn best_direct(url: &str, concurrencies: &[usize], requests: usize) -> (f64, usize) {
+    let mut best = (0.0, 0);
+    for &c in concurrencies {
+        let rate = drive_engine(url, c, requests).await;
+        eprintln!("  direct at concurrency {c}: {rate:.1} tok/s");
+        if rate > best.0 {
+            best = (rate, c);
+        }
+    }
+    best
+}
+
+fn request(i: usize) -> String {
+    json!({"requestId": uuid::Uuid::new_v4(), "prompt": format!("Benchmark request {i}: tell a story."), "maxTokens": TOKENS})
+        .to_string()
+}
+
+fn count_results(dir: &Path) -> usize {
+    std::fs::read_dir(dir.join("results"))
+        .map(|d| d.filter(|e| e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "json"))).count())
+        .unwrap_or(0)
+}
+
+async fn wait_for_results(dir: &Path, expected: usize, limit: Duration) {
+    let started = Instant::now();
+    while count_results(dir) < expected {
+        assert!(started.elapsed() < limit, "only {} of {expected} results after {limit:?}", count_results(dir));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Tokens per second of `gpuinfer worker` draining `requests` queued requests of `TOKENS` tokens.
+async fn drain_with_worker(engine: &str, concurrency: usize, requests: usize) -> (f64, Duration) {
+    let dir = tempfile::tempdir().unwrap();
+    let queue = LocalBackends::open(dir.path()).unwrap().lane_handles(Tier::Small).normal;
+    for i in 0..requests {
+        queue.send(&request(i)).await.unwrap();
+    }
+    let started = Instant::now();
+    let _worker = gpuinfer(
+        &["worker", "--tier", "small", "--engine-url", engine, "--concurrency", &concurrency.to_string()],
+        &[("GPUINFER_DATA_DIR", dir.path().display().to_string())],
+    );
+    wait_for_results(dir.path(), requests, Duration::from_secs(900)).await;
+    let elapsed = started.elapsed();
+    ((requests * TOKENS as usize) as f64 / elapsed.as_secs_f64(), elapsed)
+}
+
+/// Tokens per second through `gpuinfer dev`: HTTP POSTs → embedded queue → worker → engine → result files.
+async fn through_dev(engine: &str, concurrency: usize, requests: usize) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let _dev = gpuinfer(
+        &["dev", "--listen", &format!("127.0.0.1:{port}"), "--small-engine-url", engine, "--classifier", "none"],
+        &[("GPUINFER_DATA_DIR", dir.path().display().to_string()), ("WORKER_CONCURRENCY", concurrency.to_string())],
+    );
+    let http = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    while http.get(format!("{base}/healthz")).send().await.is_err() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let started = Instant::now();
+    for i in 0..requests {
+        let body = json!({"prompt": format!("Benchmark request {i}: tell a story."), "maxTokens": TOKENS});
+        let status = http.post(format!("{base}/infer")).json(&body).send().await.unwrap().status();
+        assert_eq!(status, 202);
+    }
+    wait_for_results(dir.path(), requests, Duration::from_secs(900)).await;
+    (requests * TOKENS as usize) as f64 / started.elapsed().as_secs_f64()
+}
+
+/// CPU time (user + system) a process has used, from /proc.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    Duration::from_millis(ticks * 10)
+}
+
+/// Resident and peak memory of a process, in MiB.
+fn memory_mib(pid: u32) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .unwrap()
+            .parse::<f64>()
+            .unwrap()
+            / 1024.0
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// The worker alone with an instant engine: requests per second, CPU µs per request, and its memory.
+async fn worker_ceiling(requests: usize) -> (f64, f64, (f64, f64), f64) {
+    let (_engine, url) = simulator(4096, &["--latency-ms", "0", "--completion-tokens", "1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let queue = LocalBackends::open(dir.path()).unwrap().lane_handles(Tier::Small).normal;
+    for i in 0..requests {
+        queue.send(&request(i)).await.unwrap();
+    }
+    let worker = gpuinfer(
+        &["worker", "--tier", "small", "--engine-url", &url, "--concurrency", "64"],
+        &[("GPUINFER_DATA_DIR", dir.path().display().to_string())],
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let idle = memory_mib(worker.pid()).0;
+    let (cpu_before, started) = (cpu_time(worker.pid()), Instant::now());
+    let mut under_load = 0.0_f64;
+    while count_results(dir.path()) < requests {
+        under_load = under_load.max(memory_mib(worker.pid()).0);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let cpu = (cpu_time(worker.pid()) - cpu_before).as_secs_f64();
+    (
+        requests as f64 / elapsed,
+        cpu * 1e6 / requests as f64,
+        (idle, under_load.max(memory_mib(worker.pid()).1)),
+        elapsed,
+    )
+}
+
+/// Process start → first 202 and per-request latency under load for one router command.
+async fn router_profile(
+    mut start: impl FnMut(u16) -> Process,
+    requests: usize,
+) -> (Duration, Duration, Duration, (f64, f64)) {
+    let http = reqwest::Client::new();
+    let mut starts = Vec::new();
+    for _ in 0..5 {
+        let port = free_port();
+        let started = Instant::now();
+        let _router = start(port);
+        loop {
+            let sent = http.post(format!("http://127.0.0.1:{port}/infer")).json(&json!({"prompt": "hi"})).send().await;
+            if sent.is_ok_and(|r| r.status() == 202) {
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(30), "router never answered 202");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        starts.push(started.elapsed());
+    }
+    starts.sort();
+    let port = free_port();
+    let router = start(port);
+    while http.post(format!("http://127.0.0.1:{port}/infer")).json(&json!({"prompt": "warm"})).send().await.is_err() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let idle = memory_mib(router.pid()).0;
+    let slots = Arc::new(Semaphore::new(8));
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..requests {
+        let (http, slots) = (http.clone(), Arc::clone(&slots));
+        calls.spawn(async move {
+            let _slot = slots.acquire_owned().await.unwrap();
+            let body = json!({"prompt": format!("request {i}"), "maxTokens": 32});
+            let sent = Instant::now();
+            let response = http.post(format!("http://127.0.0.1:{port}/infer")).json(&body).send().await.unwrap();
+            assert_eq!(response.status(), 202);
+            sent.elapsed()
+        });
+    }
+    let mut latencies = Vec::new();
+    while let Some(done) = calls.join_next().await {
+        latencies.push(done.unwrap());
+    }
+    latencies.sort();
+    let pick = |q: f64| latencies[((latencies.len() as f64 - 1.0) * q) as usize];
+    (starts[2], pick(0.5), pick(0.99), (idle, memory_mib(router.pid()).1))
+}
+
+fn python_router(port: u16, env: &[(&str, String)]) -> Process {
+    let python =
+        std::env::var("BENCH_PYTHON").expect("BENCH_PYTHON: a Python 3.11 with boto3 (scripts/bench.sh sets it)");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/bench/baseline_router.py");
+    let child = Command::new(python)
+        .arg(script)
+        .env("PORT", port.to_string())
+        .envs(env.iter().cloned())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the Python baseline router");
+    Process(child)
+}
+
+/// Creates fresh moto queues for a router and returns its environment.
+async fn router_env(moto: &str) -> Vec<(&'static str, String)> {
+    let sdk = gpuinfer::aws::sdk_config(Some(moto)).await;
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let mut env = vec![("AWS_ENDPOINT_URL", moto.to_owned())];
+    for (variable, name) in [("SMALL_QUEUE_URL", "small"), ("LARGE_QUEUE_URL", "large")] {
+        let name = format!("bench-{name}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+        let url = sqs.create_queue().queue_name(name).send().await.unwrap().queue_url.unwrap();
+        env.push((variable, url));
+    }
+    env
+}
+
+/// Uploads ~1 GiB of mixed file sizes to moto, then times `gpuinfer fetch-model` and `aws s3 cp --recursive`.
+async fn fetch_versus_cli(moto: &str) -> (f64, f64) {
+    let sdk = gpuinfer::aws::sdk_config(Some(moto)).await;
+    let s3 = gpuinfer::aws::s3::client(&sdk);
+    let bucket = format!("bench-models-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    s3.create_bucket().bucket(&bucket).send().await.unwrap();
+    let mut sizes = vec![256 << 20; 3];
+    sizes.extend(std::iter::repeat_n(4 << 20, 60));
+    sizes.extend(std::iter::repeat_n(64 << 10, 40));
+    let total: usize = sizes.iter().sum();
+    let mut uploads = tokio::task::JoinSet::new();
+    let gate = Arc::new(Semaphore::new(8));
+    for (i, size) in sizes.into_iter().enumerate() {
+        let (s3, bucket, gate) = (s3.clone(), bucket.clone(), Arc::clone(&gate));
+        uploads.spawn(async move {
+            let _gate = gate.acquire_owned().await.unwrap();
+            let body: Vec<u8> =
+                (0..size).map(|b| (b as u32).wrapping_mul(2_654_435_761).to_le_bytes()[b % 4] ^ i as u8).collect();
+            s3.put_object()
+                .bucket(bucket)
+                .key(format!("model/part-{i:03}.bin"))
+                .body(body.into())
+                .send()
+                .await
+                .unwrap();
+        });
+    }
+    while let Some(done) = uploads.join_next().await {
+        done.unwrap();
+    }
+    let source = format!("s3://{bucket}/model/");
+    let ours = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let status = Command::new(env!("CARGO_BIN_EXE_gpuinfer"))
+        .args(["fetch-model", &source, ours.path().to_str().unwrap()])
+        .env("AWS_ENDPOINT_URL", moto)
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let ours_mib_s = total as f64 / 1_048_576.0 / started.elapsed().as_secs_f64();
+    let theirs = tempfile::tempdir().unwrap();
+    let aws = std::env::var("BENCH_AWS_CLI").expect("BENCH_AWS_CLI: the aws CLI (scripts/bench.sh sets it)");
+    let started = Instant::now();
+    let status = Command::new(aws)
+        .args(["s3", "cp", "--recursive", "--quiet", &source, theirs.path().to_str().unwrap(), "--endpoint-url", moto])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let cli_mib_s = total as f64 / 1_048_576.0 / started.elapsed().as_secs_f64();
+    (ours_mib_s, cli_mib_s)
+}
+
+async fn pipeline_rows(
+    rows: &mut Vec<Row>,
+    label: &str,
+    engine: &str,
+    slots: usize,
+    requests: usize,
+    sequential: usize,
+) {
+    eprintln!("{label}: direct load, best concurrency");
+    let concurrencies: Vec<usize> = [1, slots / 2, slots, slots * 2].into_iter().filter(|&c| c > 0).collect();
+    let (direct, best) = best_direct(engine, &concurrencies, requests).await;
+    eprintln!("{label}: through gpuinfer dev");
+    let pipeline = through_dev(engine, slots, requests).await;
+    eprintln!("{label}: seed-style worker (concurrency 1, one message per receive)");
+    let (seed, _) = drain_with_worker(engine, 1, sequential).await;
+    eprintln!("{label}: our worker (concurrency {slots})");
+    let (ours, _) = drain_with_worker(engine, slots, requests).await;
+    rows.push(Row {
+        id: "P1",
+        what: format!("pipeline vs direct, {label} ({requests} × {TOKENS} tokens)"),
+        ours: format!("{pipeline:.1} tok/s through `gpuinfer dev`"),
+        reference: format!("{direct:.1} tok/s direct at concurrency {best}"),
+        ratio: pipeline / direct,
+        target: "≥ 0.95",
+        met: pipeline / direct >= 0.95,
+    });
+    let p2_target = if slots >= 32 { ("≥ 10", 10.0) } else { ("≥ 3.4", 3.4) };
+    rows.push(Row {
+        id: "P2",
+        what: format!("our worker vs seed-style sequential worker, {label}"),
+        ours: format!("{ours:.1} tok/s (concurrency {slots})"),
+        reference: format!("{seed:.1} tok/s (concurrency 1, one message per receive)"),
+        ratio: ours / seed,
+        target: p2_target.0,
+        met: ours / seed >= p2_target.1,
+    });
+}
+
+fn table(rows: &[Row]) -> String {
+    let mut out =
+        String::from("| | what | ours | reference | ratio | target | met |\n|---|---|---|---|---:|---|---|\n");
+    for r in rows {
+        out += &format!(
+            "| {} | {} | {} | {} | {:.2} | {} | {} |\n",
+            r.id,
+            r.what,
+            r.ours,
+            r.reference,
+            r.ratio,
+            r.target,
+            if r.met { "yes" } else { "**no**" }
+        );
+    }
+    out
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let memory = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| m.lines().next().and_then(|l| l.split_whitespace().nth(1)).and_then(|kb| kb.parse::<f64>().ok()))
+        .map_or(0.0, |kb| kb / 1_048_576.0);
+    format!("{cores} cores ({cpu}), {memory:.0} GiB memory")
+}
+
+#[tokio::main]
+async fn main() {
+    let local_engine =
+        std::env::var("BENCH_LOCAL_ENGINE_URL").expect("BENCH_LOCAL_ENGINE_URL (scripts/bench.sh starts the engine)");
+    let moto = std::env::var("BENCH_MOTO_URL").expect("BENCH_MOTO_URL (scripts/bench.sh starts moto)");
+    let output = std::env::args().skip_while(|a| a != "--write").nth(1).map(PathBuf::from);
+    let started = Instant::now();
+    let mut rows = Vec::new();
+
+    let (_sim, sim_url) = simulator(32, &["--token-ms", "10", "--batch-slowdown", "0.3"]);
+    pipeline_rows(&mut rows, "simulator, 32 slots", &sim_url, 32, 640, 24).await;
+    pipeline_rows(&mut rows, "local llama.cpp gemma-3-270m, 8 slots", &local_engine, 8, 48, 8).await;
+
+    eprintln!("P3: worker ceiling with an instant engine");
+    let (rate, cpu_us, (worker_idle, worker_load), _) = worker_ceiling(20_000).await;
+    rows.push(Row {
+        id: "P3",
+        what: "worker ceiling: 20,000 requests, instant engine, embedded queue".into(),
+        ours: format!("{rate:.0} requests/s, {cpu_us:.0} CPU-µs per request"),
+        reference: "2,000 requests/s".into(),
+        ratio: rate / 2000.0,
+        target: "≥ 1.0",
+        met: rate >= 2000.0,
+    });
+
+    eprintln!("P4: router start and latency, ours vs Python + boto3");
+    let ours_env = router_env(&moto).await;
+    let (ours_start, ours_p50, ours_p99, (router_idle, router_load)) = router_profile(
+        |port| gpuinfer(&["router", "--listen", &format!("127.0.0.1:{port}"), "--classifier", "none"], &ours_env),
+        400,
+    )
+    .await;
+    let python_env = router_env(&moto).await;
+    let (py_start, py_p50, py_p99, _) = router_profile(|port| python_router(port, &python_env), 400).await;
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    rows.push(Row {
+        id: "P4",
+        what: "router: process start → first 202 (median of 5), moto SQS".into(),
+        ours: format!("{:.1} ms", ms(ours_start)),
+        reference: format!("{:.1} ms Python 3.11 + boto3 baseline", ms(py_start)),
+        ratio: ms(py_start) / ms(ours_start),
+        target: "ours ≤ 20 ms",
+        met: ms(ours_start) <= 20.0,
+    });
+    rows.push(Row {
+        id: "P4",
+        what: "router: latency under load, 400 requests at concurrency 8, moto SQS".into(),
+        ours: format!("p50 {:.1} ms, p99 {:.1} ms", ms(ours_p50), ms(ours_p99)),
+        reference: format!("p50 {:.1} ms, p99 {:.1} ms (Python baseline)", ms(py_p50), ms(py_p99)),
+        ratio: ms(py_p99) / ms(ours_p99),
+        target: "ours faster (ratio > 1)",
+        met: ours_p99 < py_p99,
+    });
+    rows.push(Row {
+        id: "P6",
+        what: "memory (RSS): worker idle / under load; router idle / peak".into(),
+        ours: format!("worker {worker_idle:.1} / {worker_load:.1} MiB; router {router_idle:.1} / {router_load:.1} MiB"),
+        reference: "20 MiB worker budget".into(),
+        ratio: 20.0 / worker_load,
+        target: "worker ≤ 20 MiB",
+        met: worker_load <= 20.0,
+    });
+
+    eprintln!("fetch-model vs aws s3 cp --recursive");
+    let (ours_mib_s, cli_mib_s) = fetch_versus_cli(&moto).await;
+    rows.push(Row {
+        id: "F1",
+        what: "model download, 1 GiB in 103 files of mixed sizes, local moto S3".into(),
+        ours: format!("{ours_mib_s:.0} MiB/s `gpuinfer fetch-model`"),
+        reference: format!("{cli_mib_s:.0} MiB/s `aws s3 cp --recursive`"),
+        ratio: ours_mib_s / cli_mib_s,
+        target: "> 1",
+        met: ours_mib_s > cli_mib_s,
+    });
+
+    let table = table(&rows);
+    println!("{table}");
+    if let Some(path) = output {
+        let report = format!(
+            "# Benchmarks\n\nOne run of `scripts/bench.sh` (release build), every row measured side by side in that run.\n\
+             Machine: {}. Took {:.0} s.\n\n{table}\n",
+            machine(),
+            started.elapsed().as_secs_f64()
+        );
+        std::fs::write(&path, report).unwrap();
+        eprintln!("wrote {}", path.display());
+    }
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Benchmarks, side by side in one run (release build): prints one markdown table and writes it to
+# BENCHMARKS.md. Starts what it measures against: the local llama.cpp engine (8 slots), the moto
+# SQS/S3 emulator, the engine simulator (32 slots) and, for the baselines, the AWS CLI (PyPI awscli)
+# and a Python + boto3 router. Run it on an otherwise idle machine: it takes about 10 minutes.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+CACHE="${GPUINFER_CACHE:-$HOME/.cache/gpuinfer}"
+ENGINE_PORT="${BENCH_ENGINE_PORT:-18100}"
+MOTO_PORT="${BENCH_MOTO_PORT:-15100}"
+AWSCLI_PIN="awscli==1.46.3"
+
+stop_services() {
+    scripts/local-engine.sh stop --port "$ENGINE_PORT" || true
+    scripts/aws-emulator.sh stop --port "$MOTO_PORT" || true
+}
+trap stop_services EXIT
+scripts/aws-emulator.sh start --port "$MOTO_PORT"
+scripts/local-engine.sh start --port "$ENGINE_PORT" --slots 8
+if ! "$CACHE/awscli-venv/bin/python" -m pip freeze 2>/dev/null | grep -qx "$AWSCLI_PIN"; then
+    echo "bench: installing $AWSCLI_PIN into $CACHE/awscli-venv (once)"
+    python3 -m venv "$CACHE/awscli-venv"
+    "$CACHE/awscli-venv/bin/python" -m pip install -q --disable-pip-version-check "$AWSCLI_PIN"
+fi
+
+export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1
+export AWS_EC2_METADATA_DISABLED=true
+export BENCH_LOCAL_ENGINE_URL="http://127.0.0.1:$ENGINE_PORT"
+export BENCH_MOTO_URL="http://127.0.0.1:$MOTO_PORT"
+export BENCH_PYTHON="$CACHE/moto-venv/bin/python"   # Python 3.11 with boto3 (moto depends on it)
+export BENCH_AWS_CLI="$CACHE/awscli-venv/bin/aws"
+cargo bench --locked --bench pipeline -- --write BENCHMARKS.md

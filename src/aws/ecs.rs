@@ -1,0 +1,35 @@
+//! ECS service task counts for the scaler (DescribeServices: running and desired).
+
+use async_trait::async_trait;
+use aws_sdk_ecs::Client;
+
+use super::describe;
+use crate::ports::{FleetError, Service, ServiceTasks, TaskCounts};
+
+#[derive(Debug, Clone)]
+pub struct EcsServices {
+    client: Client,
+}
+
+impl EcsServices {
+    pub fn new(client: Client) -> Self {
+        EcsServices { client }
+    }
+}
+
+#[async_trait]
+impl ServiceTasks for EcsServices {
+    async fn task_counts(&self, service: &Service) -> Result<TaskCounts, FleetError> {
+        let output =
+            self.client.describe_services().cluster(&service.cluster).services(&service.name).send().await.map_err(
+                |e| FleetError(format!("DescribeServices {}/{}: {}", service.cluster, service.name, describe(&e))),
+            )?;
+        let found =
+            output.services.unwrap_or_default().into_iter().find(|s| s.service_name() == Some(service.name.as_str()));
+        let Some(found) = found else {
+            return Err(FleetError(format!("service {} not found in cluster {}", service.name, service.cluster)));
+        };
+        let count = |n: i32| u32::try_from(n).unwrap_or(0);
+        Ok(TaskCounts { running: count(found.running_count), desired: count(found.desired_count) })
+    }
+}
