@@ -158,21 +158,23 @@ impl Queue for RefusingQueue {
     }
 }
 
-fn refusing() -> Lanes<Arc<dyn Queue>> {
-    Lanes::from_fn(|_| Arc::new(RefusingQueue) as Arc<dyn Queue>)
-}
-
-#[tokio::test]
-async fn a_refusing_queue_gives_503_never_2xx() {
-    let f = fixture();
-    let state = Arc::new(AppState {
-        queues: PerTier { small: refusing(), large: refusing() },
+/// The fixture's router with every queue refusing.
+fn refusing(f: &Fixture) -> Arc<AppState> {
+    let lanes = || Lanes::from_fn(|_| Arc::new(RefusingQueue) as Arc<dyn Queue>);
+    Arc::new(AppState {
+        queues: PerTier { small: lanes(), large: lanes() },
         store: f.state.store.clone(),
         routing: RoutingConfig::default(),
         classifier: None,
         callbacks: OutboundPolicy::default(),
         metrics: Emf::discard(),
-    });
+    })
+}
+
+#[tokio::test]
+async fn a_refusing_queue_gives_503_never_2xx() {
+    let f = fixture();
+    let state = refusing(&f);
     let (status, body) = call(&state, post(json!({"prompt": "hi"}).to_string())).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(body["error"], "queue: unavailable, retry later");
@@ -312,14 +314,7 @@ async fn a_batch_itself_must_be_an_array_of_one_to_a_hundred_requests() {
     let hundred = Value::Array(vec![json!({"prompt": "x"}); 100]).to_string();
     let (status, answer) = call(&f.state, post_to("/infer/batch", hundred)).await;
     assert_eq!((status, answer["results"].as_array().unwrap().len()), (StatusCode::ACCEPTED, 100));
-    let state = Arc::new(AppState {
-        queues: PerTier { small: refusing(), large: refusing() },
-        store: f.state.store.clone(),
-        routing: RoutingConfig::default(),
-        classifier: None,
-        callbacks: OutboundPolicy::default(),
-        metrics: Emf::discard(),
-    });
+    let state = refusing(&f);
     let (status, answer) = call(&state, post_to("/infer/batch", json!([{"prompt": "x"}]).to_string())).await;
     assert_eq!((status, &answer["results"][0]["status"]), (StatusCode::MULTI_STATUS, &json!(503)));
 }

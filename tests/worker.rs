@@ -261,8 +261,7 @@ async fn a_deadline_that_passes_while_the_request_waits_for_a_slot_expires_it() 
 async fn a_request_canceled_before_inference_is_never_run() {
     let rig = rig(Behavior::default(), config()).await;
     let (id, body) = request_body("never mind");
-    let canceled = gpuinfer::outcome::canceled(id);
-    rig.backends.store.put_if_absent(id, canceled.to_string().as_bytes()).await.unwrap();
+    let canceled = rig.cancel(id).await;
     rig.queue.send(&body).await.unwrap();
     rig.drained().await;
     assert_eq!(rig.engine.calls(), 0);
@@ -277,7 +276,7 @@ async fn a_cancel_during_inference_aborts_the_engine_call_and_frees_the_slot() {
     let id = rig.send("a long generation").await;
     rig.engine_called(1).await;
     let started = Instant::now();
-    rig.backends.store.put_if_absent(id, gpuinfer::outcome::canceled(id).to_string().as_bytes()).await.unwrap();
+    rig.cancel(id).await;
     rig.drained().await;
     assert!(started.elapsed() < Duration::from_secs(2), "noticed within a few polls, not after the generation");
     let engine = &rig.engine;

@@ -98,6 +98,13 @@ impl Rig {
         self.lanes.get(lane).send(&body.to_string()).await.unwrap();
     }
 
+    /// Cancels `id` the way DELETE /results/{id} does (a canceled document); returns the document.
+    pub async fn cancel(&self, id: Uuid) -> Value {
+        let canceled = gpuinfer::outcome::canceled(id);
+        self.backends.store.put_if_absent(id, canceled.to_string().as_bytes()).await.unwrap();
+        canceled
+    }
+
     /// The document stored for `id`, once there is one.
     pub async fn document(&self, id: Uuid) -> Value {
         let store = Arc::clone(&self.backends.store);
