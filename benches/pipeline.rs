@@ -59,7 +59,7 @@ fn gpuinfer(args: &[&str], env: &[(&str, String)]) -> Process {
 /// The engine simulator: `slots` parallel slots, 10 ms per token at batch 1, 30 % slower at a full batch.
 fn simulator(slots: usize, extra: &[&str]) -> (Process, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_engine-double"))
-        .args(["--listen", "127.0.0.1:0", "--slots", &slots.to_string(), "--completion-tokens", "100000"])
+        .args(["--listen", "127.0.0.1:0", "--slots", &slots.to_string()])
         .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -67,6 +67,7 @@ fn simulator(slots: usize, extra: &[&str]) -> (Process, String) {
         .expect("start the engine simulator");
     let mut url = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut url).unwrap();
+    assert!(url.starts_with("http://"), "the engine simulator did not start with {extra:?}");
     (Process(child), url.trim().to_owned())
 }
 
@@ -367,25 +368,40 @@ async fn pipeline_rows(
     let (seed, _) = drain_with_worker(engine, 1, sequential).await;
     eprintln!("{label}: our worker (concurrency {slots})");
     let (ours, _) = drain_with_worker(engine, slots, requests).await;
-    rows.push(Row {
-        id: "P1",
-        what: format!("pipeline vs direct, {label} ({requests} × {TOKENS} tokens)"),
-        ours: format!("{pipeline:.1} tok/s through `gpuinfer dev`"),
-        reference: format!("{direct:.1} tok/s direct at concurrency {best}"),
-        ratio: pipeline / direct,
-        target: "≥ 0.95",
-        met: pipeline / direct >= 0.95,
-    });
+    report(
+        rows,
+        Row {
+            id: "P1",
+            what: format!("pipeline vs direct, {label} ({requests} × {TOKENS} tokens)"),
+            ours: format!("{pipeline:.1} tok/s through `gpuinfer dev`"),
+            reference: format!("{direct:.1} tok/s direct at concurrency {best}"),
+            ratio: pipeline / direct,
+            target: "≥ 0.95",
+            met: pipeline / direct >= 0.95,
+        },
+    );
     let p2_target = if slots >= 32 { ("≥ 10", 10.0) } else { ("≥ 3.4", 3.4) };
-    rows.push(Row {
-        id: "P2",
-        what: format!("our worker vs seed-style sequential worker, {label}"),
-        ours: format!("{ours:.1} tok/s (concurrency {slots})"),
-        reference: format!("{seed:.1} tok/s (concurrency 1, one message per receive)"),
-        ratio: ours / seed,
-        target: p2_target.0,
-        met: ours / seed >= p2_target.1,
-    });
+    report(
+        rows,
+        Row {
+            id: "P2",
+            what: format!("our worker vs seed-style sequential worker, {label}"),
+            ours: format!("{ours:.1} tok/s (concurrency {slots})"),
+            reference: format!("{seed:.1} tok/s (concurrency 1, one message per receive)"),
+            ratio: ours / seed,
+            target: p2_target.0,
+            met: ours / seed >= p2_target.1,
+        },
+    );
+}
+
+/// Adds a row and shows it at once, so a long run reports as it goes.
+fn report(rows: &mut Vec<Row>, row: Row) {
+    eprintln!(
+        "  {} {}: {} vs {} → {:.2} (target {})",
+        row.id, row.what, row.ours, row.reference, row.ratio, row.target
+    );
+    rows.push(row);
 }
 
 fn table(rows: &[Row]) -> String {
@@ -430,21 +446,25 @@ async fn main() {
     let started = Instant::now();
     let mut rows = Vec::new();
 
-    let (_sim, sim_url) = simulator(32, &["--token-ms", "10", "--batch-slowdown", "0.3"]);
+    let (_sim, sim_url) =
+        simulator(32, &["--completion-tokens", "100000", "--token-ms", "10", "--batch-slowdown", "0.3"]);
     pipeline_rows(&mut rows, "simulator, 32 slots", &sim_url, 32, 640, 24).await;
     pipeline_rows(&mut rows, "local llama.cpp gemma-3-270m, 8 slots", &local_engine, 8, 48, 8).await;
 
     eprintln!("P3: worker ceiling with an instant engine");
     let (rate, cpu_us, (worker_idle, worker_load), _) = worker_ceiling(20_000).await;
-    rows.push(Row {
-        id: "P3",
-        what: "worker ceiling: 20,000 requests, instant engine, embedded queue".into(),
-        ours: format!("{rate:.0} requests/s, {cpu_us:.0} CPU-µs per request"),
-        reference: "2,000 requests/s".into(),
-        ratio: rate / 2000.0,
-        target: "≥ 1.0",
-        met: rate >= 2000.0,
-    });
+    report(
+        &mut rows,
+        Row {
+            id: "P3",
+            what: "worker ceiling: 20,000 requests, instant engine, embedded queue".into(),
+            ours: format!("{rate:.0} requests/s, {cpu_us:.0} CPU-µs per request"),
+            reference: "2,000 requests/s".into(),
+            ratio: rate / 2000.0,
+            target: "≥ 1.0",
+            met: rate >= 2000.0,
+        },
+    );
 
     eprintln!("P4: router start and latency, ours vs Python + boto3");
     let ours_env = router_env(&moto).await;
@@ -456,45 +476,59 @@ async fn main() {
     let python_env = router_env(&moto).await;
     let (py_start, py_p50, py_p99, _) = router_profile(|port| python_router(port, &python_env), 400).await;
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    rows.push(Row {
-        id: "P4",
-        what: "router: process start → first 202 (median of 5), moto SQS".into(),
-        ours: format!("{:.1} ms", ms(ours_start)),
-        reference: format!("{:.1} ms Python 3.11 + boto3 baseline", ms(py_start)),
-        ratio: ms(py_start) / ms(ours_start),
-        target: "ours ≤ 20 ms",
-        met: ms(ours_start) <= 20.0,
-    });
-    rows.push(Row {
-        id: "P4",
-        what: "router: latency under load, 400 requests at concurrency 8, moto SQS".into(),
-        ours: format!("p50 {:.1} ms, p99 {:.1} ms", ms(ours_p50), ms(ours_p99)),
-        reference: format!("p50 {:.1} ms, p99 {:.1} ms (Python baseline)", ms(py_p50), ms(py_p99)),
-        ratio: ms(py_p99) / ms(ours_p99),
-        target: "ours faster (ratio > 1)",
-        met: ours_p99 < py_p99,
-    });
-    rows.push(Row {
-        id: "P6",
-        what: "memory (RSS): worker idle / under load; router idle / peak".into(),
-        ours: format!("worker {worker_idle:.1} / {worker_load:.1} MiB; router {router_idle:.1} / {router_load:.1} MiB"),
-        reference: "20 MiB worker budget".into(),
-        ratio: 20.0 / worker_load,
-        target: "worker ≤ 20 MiB",
-        met: worker_load <= 20.0,
-    });
+    report(
+        &mut rows,
+        Row {
+            id: "P4",
+            what: "router: process start → first 202 (median of 5), moto SQS".into(),
+            ours: format!("{:.1} ms", ms(ours_start)),
+            reference: format!("{:.1} ms Python 3.11 + boto3 baseline", ms(py_start)),
+            ratio: ms(py_start) / ms(ours_start),
+            target: "ours ≤ 20 ms",
+            met: ms(ours_start) <= 20.0,
+        },
+    );
+    report(
+        &mut rows,
+        Row {
+            id: "P4",
+            what: "router: latency under load, 400 requests at concurrency 8, moto SQS".into(),
+            ours: format!("p50 {:.1} ms, p99 {:.1} ms", ms(ours_p50), ms(ours_p99)),
+            reference: format!("p50 {:.1} ms, p99 {:.1} ms (Python baseline)", ms(py_p50), ms(py_p99)),
+            ratio: ms(py_p99) / ms(ours_p99),
+            target: "ours faster (ratio > 1)",
+            met: ours_p99 < py_p99,
+        },
+    );
+    report(
+        &mut rows,
+        Row {
+            id: "P6",
+            what: "memory (RSS): worker idle / under load; router idle / peak".into(),
+            ours: format!(
+                "worker {worker_idle:.1} / {worker_load:.1} MiB; router {router_idle:.1} / {router_load:.1} MiB"
+            ),
+            reference: "20 MiB worker budget".into(),
+            ratio: 20.0 / worker_load,
+            target: "worker ≤ 20 MiB",
+            met: worker_load <= 20.0,
+        },
+    );
 
     eprintln!("fetch-model vs aws s3 cp --recursive");
     let (ours_mib_s, cli_mib_s) = fetch_versus_cli(&moto).await;
-    rows.push(Row {
-        id: "F1",
-        what: "model download, 1 GiB in 103 files of mixed sizes, local moto S3".into(),
-        ours: format!("{ours_mib_s:.0} MiB/s `gpuinfer fetch-model`"),
-        reference: format!("{cli_mib_s:.0} MiB/s `aws s3 cp --recursive`"),
-        ratio: ours_mib_s / cli_mib_s,
-        target: "> 1",
-        met: ours_mib_s > cli_mib_s,
-    });
+    report(
+        &mut rows,
+        Row {
+            id: "F1",
+            what: "model download, 1 GiB in 103 files of mixed sizes, local moto S3".into(),
+            ours: format!("{ours_mib_s:.0} MiB/s `gpuinfer fetch-model`"),
+            reference: format!("{cli_mib_s:.0} MiB/s `aws s3 cp --recursive`"),
+            ratio: ours_mib_s / cli_mib_s,
+            target: "> 1",
+            met: ours_mib_s > cli_mib_s,
+        },
+    );
 
     let table = table(&rows);
     println!("{table}");
