@@ -4,7 +4,7 @@
 
 mod support;
 
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +16,7 @@ use gpuinfer::routing::Tier;
 use gpuinfer::worker::WorkerConfig;
 use serde_json::{Value, json};
 use support::engine_double::{Behavior, EngineDouble};
+use support::process::{ChildProcess, free_port};
 use support::{eventually, moto, request_body};
 use tokio_util::sync::CancellationToken;
 
@@ -60,7 +61,7 @@ async fn s3_store_writes_once_under_the_prefix_and_reads_back() {
     assert_eq!(store.put_if_absent(id, br#"{"n":2}"#).await.unwrap(), PutOutcome::AlreadyExists, "412 means done");
     assert!(store.exists(id).await.unwrap());
     assert_eq!(store.get(id).await.unwrap().unwrap(), br#"{"n":1}"#, "the first writer wins");
-    assert_eq!(moto::keys(&bucket, "").await, [format!("team/a/results/{id}.json")]);
+    assert_eq!(moto::keys(&moto::s3().await, &bucket, "").await, [format!("team/a/results/{id}.json")]);
 }
 
 #[test]
@@ -73,27 +74,11 @@ fn s3_destinations_parse_into_bucket_and_prefix() {
     assert!(parse("https://b/p").is_err());
 }
 
-/// A `gpuinfer` child process with moto's environment; killed when dropped.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn gpuinfer(args: &[&str], env: &[(&str, String)]) -> Process {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_gpuinfer"));
-    command.args(args).envs(moto::child_env()).stdout(Stdio::null()).stderr(Stdio::inherit());
-    for (name, value) in env {
-        command.env(name, value);
-    }
-    Process(command.spawn().expect("start gpuinfer"))
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+/// A `gpuinfer` child process with moto's environment and `env`, logging into `logs`; killed when dropped.
+fn gpuinfer(args: &[&str], env: &[(&str, String)], logs: &Path) -> ChildProcess {
+    let mut all = moto::child_env();
+    all.extend(env.iter().cloned());
+    ChildProcess::gpuinfer(args, &all, &logs.join(format!("{}.log", args.join("-"))))
 }
 
 #[tokio::test]
@@ -103,6 +88,7 @@ async fn router_sqs_worker_s3_carry_fifty_requests_end_to_end() {
     let (large, _) = moto::queue_with_dlq(&format!("{name}-large"), 30, 3).await;
     let bucket = moto::bucket(&name).await;
     let engine = EngineDouble::start(Behavior::default()).await;
+    let logs = tempfile::tempdir().unwrap();
     let port = free_port();
     let destination = format!("s3://{bucket}/out/");
     let _router = gpuinfer(
@@ -112,6 +98,7 @@ async fn router_sqs_worker_s3_carry_fifty_requests_end_to_end() {
             ("LARGE_QUEUE_URL", large.clone()),
             ("OUTPUT_DESTINATION", destination.clone()),
         ],
+        logs.path(),
     );
     let worker_env = |queue: &str| {
         vec![
@@ -122,8 +109,8 @@ async fn router_sqs_worker_s3_carry_fifty_requests_end_to_end() {
             ("WAIT_TIME_SECONDS", "1".into()),
         ]
     };
-    let _small_worker = gpuinfer(&["worker", "--tier", "small"], &worker_env(&small));
-    let _large_worker = gpuinfer(&["worker", "--tier", "large"], &worker_env(&large));
+    let _small_worker = gpuinfer(&["worker", "--tier", "small"], &worker_env(&small), logs.path());
+    let _large_worker = gpuinfer(&["worker", "--tier", "large"], &worker_env(&large), logs.path());
 
     let http = reqwest::Client::new();
     let base = format!("http://127.0.0.1:{port}");
@@ -160,9 +147,9 @@ async fn router_sqs_worker_s3_carry_fifty_requests_end_to_end() {
         .await;
         assert_eq!(document["status"], "success", "{document}");
     }
-    let keys = moto::keys(&bucket, "out/results/").await;
+    let keys = moto::keys(&moto::s3().await, &bucket, "out/results/").await;
     assert_eq!(keys.len(), 50);
-    let sample = moto::object(&bucket, &keys[0]).await;
+    let sample = moto::object(&moto::s3().await, &bucket, &keys[0]).await;
     assert!(sample["result"]["text"].as_str().unwrap().starts_with("echo: request"));
     let counts = |url: String| async move { SqsQueue::new(moto::sqs().await, url, None).counts().await.unwrap() };
     eventually(Duration::from_secs(10), "empty queues", || {
@@ -259,7 +246,7 @@ async fn two_workers_racing_on_one_request_store_exactly_one_result() {
         async move { (queue.counts().await.unwrap() == QueueCounts::default()).then_some(()) }
     })
     .await;
-    assert_eq!(moto::keys(&bucket, "").await, [format!("results/{id}.json")]);
+    assert_eq!(moto::keys(&moto::s3().await, &bucket, "").await, [format!("results/{id}.json")]);
     assert_eq!(engine.calls(), 2, "both ran the request (neither result existed yet), one write won");
     shutdown.cancel();
     first.await.unwrap();

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::eventually;
+use support::process::free_port;
 
 fn engine_url() -> String {
     std::env::var("GPUINFER_TEST_ENGINE_URL").unwrap_or_else(|_| {
@@ -17,10 +18,6 @@ fn engine_url() -> String {
              `scripts/local-engine.sh start --port 18000` and set GPUINFER_TEST_ENGINE_URL=http://127.0.0.1:18000"
         )
     })
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 struct Dev {

@@ -9,16 +9,16 @@ use std::time::Duration;
 use gpuinfer::local::LocalBackends;
 use gpuinfer::ports::{Queue, ResultStore};
 use gpuinfer::routing::Tier;
+use support::process::free_port;
 use support::{eventually, request_body};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 fn start(data_dir: &std::path::Path, port: u16) -> Child {
     Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/entrypoint.sh"))
         .env("GPUINFER", env!("CARGO_BIN_EXE_gpuinfer"))
-        .env("ENGINE_CMD", format!("{} --listen 127.0.0.1:{port} --latency-ms 300", env!("CARGO_BIN_EXE_engine-double")))
+        .env(
+            "ENGINE_CMD",
+            format!("{} --listen 127.0.0.1:{port} --latency-ms 300", env!("CARGO_BIN_EXE_engine-double")),
+        )
         .env("ENGINE_PORT", port.to_string())
         .env("MODEL_NAME", "double-model")
         .env("MODEL_S3_PATH", "s3://none/none/")
@@ -93,7 +93,8 @@ async fn a_bad_model_path_is_refused_before_anything_starts() {
         .unwrap();
     assert_eq!(output.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&output.stderr).contains("MODEL_S3_PATH must be an s3:// URI"));
-    let output = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/entrypoint.sh")).env_remove("MODEL_NAME").output().unwrap();
+    let output =
+        Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/entrypoint.sh")).env_remove("MODEL_NAME").output().unwrap();
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("MODEL_NAME must name the model"));
 }

@@ -3,8 +3,10 @@
 
 pub mod engine_double;
 pub mod engine_process;
+pub mod faulty_store;
 pub mod lambda_runtime;
 pub mod moto;
+pub mod process;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -23,6 +25,17 @@ where
         }
         assert!(started.elapsed() < limit, "timed out after {limit:?} waiting for {what}");
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Prints a test's figure line (requests, lost, duplicates, time), and appends it to the file named by
+/// `GPUINFER_FIGURES` when set: scripts/test.sh prints that file after the tests, so CI logs show every figure.
+pub fn report_figure(line: &str) {
+    println!("{line}");
+    if let Some(path) = std::env::var_os("GPUINFER_FIGURES") {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path).expect("open the figures file");
+        writeln!(file, "{line}").expect("write a figure");
     }
 }
 
