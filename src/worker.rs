@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics::{self, Emf, Metric};
 use crate::outcome::{ErrorCode, Processing, ResultDocument};
-use crate::ports::{Completion, Engine, EngineError, Message, PutOutcome, Queue, ResultStore};
+use crate::ports::{Completion, Engine, EngineError, Message, PutOutcome, Queue, ResultStore, StoreError};
 use crate::request::{InferenceRequest, RequestId};
 use crate::routing::Tier;
 
@@ -89,6 +89,8 @@ pub struct Worker<Q: ?Sized, S: ?Sized, E: ?Sized> {
     metrics: Emf,
     /// Cancelled when the engine is declared lost: requests in flight then hand their messages back.
     engine_lost: CancellationToken,
+    /// Cancelled when shutdown is requested: a result the store refuses is then handed back, not held.
+    draining: CancellationToken,
 }
 
 impl<Q, S, E> Worker<Q, S, E>
@@ -98,17 +100,26 @@ where
     E: Engine + ?Sized + 'static,
 {
     pub fn new(queue: Arc<Q>, store: Arc<S>, engine: Arc<E>, config: WorkerConfig, metrics: Emf) -> Self {
-        Worker { queue, store, engine, config, metrics, engine_lost: CancellationToken::new() }
+        Worker {
+            queue,
+            store,
+            engine,
+            config,
+            metrics,
+            engine_lost: CancellationToken::new(),
+            draining: CancellationToken::new(),
+        }
     }
 
     /// Runs until `shutdown` (then stops receiving and finishes every request in flight) or until the
     /// engine is lost (then stops receiving and releases every message it holds).
-    pub async fn run(self, shutdown: CancellationToken) -> Stopped {
+    pub async fn run(mut self, shutdown: CancellationToken) -> Stopped {
         let tier = self.config.tier;
         if !self.wait_for_engine(&shutdown).await {
             return Stopped::Drained;
         }
         tracing::info!(%tier, concurrency = self.config.concurrency, "worker polling");
+        self.draining = shutdown.clone();
         let worker = Arc::new(self);
         let receiving = shutdown.child_token();
         let (answering_tx, mut answering) = watch::channel(true);
@@ -124,9 +135,10 @@ where
                 break;
             }
             let Some(permits) = acquire_free_slots(&slots, &receiving).await else { break };
+            // A receive that may lose messages when dropped (SQS) is let finish; what it brings is handed back below.
             let received = tokio::select! {
                 biased;
-                () = receiving.cancelled() => break,
+                () = receiving.cancelled(), if worker.queue.receive_is_cancel_safe() => break,
                 received = worker.queue.receive(permits.len(), worker.config.wait_time) => received,
             };
             let messages = match received {
@@ -140,6 +152,10 @@ where
                     }
                 }
             };
+            if receiving.is_cancelled() {
+                released += worker.hand_back_unstarted(&messages).await;
+                break;
+            }
             for (message, permit) in messages.into_iter().zip(permits) {
                 let worker = Arc::clone(&worker);
                 in_flight.spawn(async move {
@@ -196,6 +212,17 @@ where
         }
     }
 
+    /// Makes messages received as the worker stopped receiving visible again at once; how many.
+    async fn hand_back_unstarted(&self, messages: &[Message]) -> usize {
+        if !messages.is_empty() {
+            tracing::info!(tier = %self.config.tier, messages = messages.len(), "received while stopping: handing back unstarted");
+        }
+        for message in messages {
+            self.set_visibility(message, Duration::ZERO).await;
+        }
+        messages.len()
+    }
+
     /// Waits until the engine answers /health; false if `stop` is cancelled first.
     async fn wait_for_engine(&self, stop: &CancellationToken) -> bool {
         let started = Instant::now();
@@ -239,7 +266,10 @@ where
                 return Disposition::AlreadyDone;
             }
             Ok(false) => {}
-            Err(error) => return self.retry_later(&message, &error.to_string()).await,
+            // Only a shortcut: the conditional write below still keeps a first result from being replaced.
+            Err(error) => {
+                tracing::warn!(request_id = %id, %tier, %error, "cannot tell whether a result exists; running the request");
+            }
         }
         let Some(outcome) = self.infer(&message, &request).await else {
             tracing::warn!(request_id = %id, %tier, "engine lost: message released for a task with a healthy engine");
@@ -266,12 +296,8 @@ where
             ),
             Err(error) => return self.retry_later(&message, &error.to_string()).await,
         };
-        match self.store.put_if_absent(id, &document.to_json()).await {
-            Ok(PutOutcome::Created) => {}
-            Ok(PutOutcome::AlreadyExists) => {
-                tracing::info!(request_id = %id, %tier, "another worker stored this result first");
-            }
-            Err(error) => return self.retry_later(&message, &error.to_string()).await,
+        if let Err(error) = self.with_heartbeat(&message, self.store_result(&document)).await {
+            return self.retry_later(&message, &error.to_string()).await;
         }
         self.delete(&message).await;
         self.record(&document);
@@ -300,6 +326,36 @@ where
             biased;
             () = self.engine_lost.cancelled() => None,
             outcome = self.with_heartbeat(message, attempts) => Some(outcome),
+        }
+    }
+
+    /// Writes the document, first writer wins. A store that refuses is retried with back-off, keeping the
+    /// generation, until the visibility timeout is spent or the worker drains: a store outage then costs no
+    /// receive (and no attempt toward the dead-letter queue) per retry.
+    async fn store_result(&self, document: &ResultDocument) -> Result<(), StoreError> {
+        let (id, tier) = (document.request_id, self.config.tier);
+        let body = document.to_json();
+        let give_up = Instant::now() + self.config.visibility_timeout;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let error = match self.store.put_if_absent(id, &body).await {
+                Ok(PutOutcome::Created) => return Ok(()),
+                Ok(PutOutcome::AlreadyExists) => {
+                    tracing::info!(request_id = %id, %tier, "another worker stored this result first");
+                    return Ok(());
+                }
+                Err(error) => error,
+            };
+            let delay = self.config.retry_delay(attempt);
+            if Instant::now() + delay > give_up || self.draining.is_cancelled() {
+                return Err(error);
+            }
+            tracing::warn!(request_id = %id, %tier, attempt, retry_in_s = delay.as_secs_f64(), %error, "result store refused the write; retrying on the same lease");
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = self.draining.cancelled() => return Err(error),
+            }
         }
     }
 
