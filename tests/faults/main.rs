@@ -6,5 +6,8 @@
 mod support;
 
 mod harness;
+mod r1_crash;
+mod r2_engine_faults;
 mod r3_store_faults;
 mod r4_drain;
+mod r5_dev_restart;
