@@ -9,52 +9,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use gpuinfer::local::LocalBackends;
 use gpuinfer::metrics::Emf;
 use gpuinfer::ports::{Message, Queue, QueueCounts, QueueError, ResultStore};
-use gpuinfer::router::{AppState, app};
+use gpuinfer::router::AppState;
 use gpuinfer::routing::{PerTier, RoutingConfig, Tier};
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
-use support::SharedBuf;
-use tower::ServiceExt;
-
-struct Fixture {
-    _dir: tempfile::TempDir,
-    backends: LocalBackends,
-    state: Arc<AppState>,
-    emf: SharedBuf,
-}
-
-fn fixture() -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let backends = LocalBackends::open(dir.path()).unwrap();
-    let emf = SharedBuf::default();
-    let queue = |tier| -> Arc<dyn Queue> { backends.tier_queue(tier, Duration::from_secs(30), 3) };
-    let state = Arc::new(AppState {
-        queues: PerTier { small: queue(Tier::Small), large: queue(Tier::Large) },
-        store: backends.store.clone(),
-        routing: RoutingConfig::default(),
-        classifier: None,
-        metrics: Emf::to_writer(emf.clone()),
-    });
-    Fixture { _dir: dir, backends, state, emf }
-}
-
-async fn call(state: &Arc<AppState>, request: Request<Body>) -> (StatusCode, Value) {
-    let response = app(Arc::clone(state)).oneshot(request).await.unwrap();
-    let status = response.status();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
-}
-
-fn post(body: impl Into<Body>) -> Request<Body> {
-    Request::post("/infer").header("content-type", "application/json").body(body.into()).unwrap()
-}
-
-fn get(path: &str) -> Request<Body> {
-    Request::get(path).body(Body::empty()).unwrap()
-}
+use support::router::{call, fixture, get, post};
 
 #[tokio::test]
 async fn accepted_requests_are_enqueued_on_their_tier_and_counted() {
@@ -92,7 +52,7 @@ async fn invalid_requests_get_400_naming_the_field() {
         (json!({"prompt": "hi", "maxTokens": 5000}).to_string(), "maxTokens: must be an integer from 1 to 2048"),
         (json!({"prompt": "hi", "colour": "red"}).to_string(), "colour: unknown field"),
         ("{not json".to_string(), "body: not valid JSON"),
-        (String::new(), "body: not valid JSON"),
+        (String::new(), "body: empty; send a JSON request object"),
     ] {
         let (status, answer) = call(&f.state, post(body.clone())).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
