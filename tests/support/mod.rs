@@ -1,12 +1,15 @@
 //! Shared harness for the black-box tests: the engine double (in-process or as a child process) and small helpers.
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
 
+pub mod answers;
 pub mod engine_double;
 pub mod engine_process;
 pub mod faulty_store;
 pub mod lambda_runtime;
 pub mod moto;
 pub mod process;
+pub mod router;
+pub mod strategies;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
