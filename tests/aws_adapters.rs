@@ -17,7 +17,7 @@ use gpuinfer::worker::WorkerConfig;
 use serde_json::{Value, json};
 use support::engine_double::{Behavior, EngineDouble};
 use support::process::{ChildProcess, free_port};
-use support::{eventually, moto, request_body};
+use support::{eventually, moto, request_body, result_document, router_listening};
 use tokio_util::sync::CancellationToken;
 
 #[tokio::test]
@@ -114,11 +114,7 @@ async fn router_sqs_worker_s3_carry_fifty_requests_end_to_end() {
 
     let http = reqwest::Client::new();
     let base = format!("http://127.0.0.1:{port}");
-    eventually(Duration::from_secs(20), "the router to listen", || {
-        let request = http.get(format!("{base}/healthz")).send();
-        async move { request.await.ok().map(|_| ()) }
-    })
-    .await;
+    router_listening(&http, &base).await;
     let mut ids = Vec::new();
     for i in 0..50 {
         let route = if i % 5 == 0 { "large" } else { "small" };
@@ -135,16 +131,7 @@ async fn router_sqs_worker_s3_carry_fifty_requests_end_to_end() {
         ids.push(answer["requestId"].as_str().unwrap().to_owned());
     }
     for id in &ids {
-        let url = format!("{base}/results/{id}");
-        let document: Value = eventually(Duration::from_secs(60), "a result in S3", || {
-            let request = http.get(&url).send();
-            async move {
-                let response = request.await.ok()?;
-                (response.status() == 200).then_some(())?;
-                response.json().await.ok()
-            }
-        })
-        .await;
+        let document = result_document(&http, &base, id, Duration::from_secs(60)).await;
         assert_eq!(document["status"], "success", "{document}");
     }
     let keys = moto::keys(&moto::s3().await, &bucket, "out/results/").await;

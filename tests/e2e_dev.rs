@@ -8,8 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::eventually;
 use support::process::free_port;
+use support::{result_document, router_listening};
 
 fn engine_url() -> String {
     std::env::var("GPUINFER_TEST_ENGINE_URL").unwrap_or_else(|_| {
@@ -40,12 +40,7 @@ impl Dev {
     }
 
     async fn ready(&self, http: &reqwest::Client) {
-        let url = format!("{}/healthz", self.url);
-        eventually(Duration::from_secs(20), "gpuinfer dev to listen", || {
-            let request = http.get(&url).send();
-            async move { request.await.ok().filter(|r| r.status().is_success()).map(|_| ()) }
-        })
-        .await;
+        router_listening(http, &self.url).await;
     }
 }
 
@@ -96,16 +91,7 @@ async fn requests_reach_the_real_model_and_survive_a_killed_pipeline() {
     }
 
     for id in &accepted {
-        let url = format!("{}/results/{id}", dev.url);
-        let document: Value = eventually(Duration::from_secs(120), "a result document", || {
-            let request = http.get(&url).send();
-            async move {
-                let response = request.await.ok()?;
-                (response.status() == 200).then_some(())?;
-                response.json().await.ok()
-            }
-        })
-        .await;
+        let document = result_document(&http, &dev.url, id, Duration::from_secs(120)).await;
         assert_eq!(document["status"], "success", "{document}");
         assert_eq!(document["requestId"].as_str(), Some(id.as_str()));
         assert!(!document["result"]["text"].as_str().unwrap().is_empty(), "{document}");

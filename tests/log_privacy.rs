@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::engine_process::EngineProcess;
-use support::eventually;
 use support::process::{ChildProcess, free_port};
+use support::{result_document, router_listening};
 
 const PROMPT: &str = "Marmalade zeppelin 4417 describes the pelican";
 const SYSTEM: &str = "Obsidian walrus 9902 speaks softly";
@@ -39,11 +39,7 @@ async fn prompts_and_generated_text_never_reach_the_logs() {
     let mut dev = ChildProcess::gpuinfer(&args, &[], &dir.path().join("dev.log"));
     let http = reqwest::Client::new();
     let base = format!("http://{listen}");
-    eventually(Duration::from_secs(20), "gpuinfer dev to listen", || {
-        let request = http.get(format!("{base}/healthz")).send();
-        async move { request.await.ok().map(|_| ()) }
-    })
-    .await;
+    router_listening(&http, &base).await;
 
     let chat = json!({"messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USER}]});
     let mut ids = Vec::new();
@@ -55,12 +51,7 @@ async fn prompts_and_generated_text_never_reach_the_logs() {
     assert_eq!(refused.await.unwrap().status(), 400);
     let mut generated = Vec::new();
     for id in &ids {
-        let url = format!("{base}/results/{id}");
-        let document: Value = eventually(Duration::from_secs(20), "a result document", || {
-            let request = http.get(&url).send();
-            async move { request.await.ok().filter(|r| r.status() == 200)?.json().await.ok() }
-        })
-        .await;
+        let document = result_document(&http, &base, id, Duration::from_secs(20)).await;
         generated.push(document["result"]["text"].as_str().unwrap().to_owned());
     }
     dev.signal("TERM");

@@ -86,16 +86,20 @@ impl FirstSeen {
     }
 }
 
-/// Counts of a moto SQS queue.
-pub async fn sqs_counts(url: &str) -> QueueCounts {
-    SqsQueue::new(moto::sqs().await, url.to_owned(), None).counts().await.unwrap()
+/// A moto SQS queue, for its counts.
+pub async fn sqs_queue(url: &str) -> SqsQueue {
+    SqsQueue::new(moto::sqs().await, url.to_owned(), None)
 }
 
-/// Polls a moto queue until it holds nothing visible, in flight or delayed.
-pub async fn sqs_emptied(url: &str, limit: Duration) {
+pub async fn sqs_counts(url: &str) -> QueueCounts {
+    sqs_queue(url).await.counts().await.unwrap()
+}
+
+/// Polls a queue until it holds nothing visible, in flight or delayed.
+pub async fn emptied(queue: &dyn Queue, limit: Duration) {
     crate::support::eventually(limit, "an empty queue", || async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        (sqs_counts(url).await == QueueCounts::default()).then_some(())
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        (queue.counts().await.unwrap() == QueueCounts::default()).then_some(())
     })
     .await;
 }

@@ -9,7 +9,7 @@ use gpuinfer::ports::{Queue, QueueCounts};
 use gpuinfer::routing::Tier;
 use serde_json::Value;
 
-use crate::harness::{FirstSeen, kill_points, seconds, sqs_counts, sqs_emptied, worker_args};
+use crate::harness::{FirstSeen, emptied, kill_points, seconds, sqs_counts, sqs_queue, worker_args};
 use crate::support::engine_process::EngineProcess;
 use crate::support::process::ChildProcess;
 use crate::support::{eventually, moto, report_figure, request_body};
@@ -64,11 +64,7 @@ async fn r1_a_worker_sigkilled_five_times_on_the_embedded_queue_loses_and_overwr
         std::future::ready((results.scan() >= REQUESTS).then_some(()))
     })
     .await;
-    let queue = &queue;
-    eventually(Duration::from_secs(20), "an empty queue", || async {
-        (queue.counts().await.unwrap() == QueueCounts::default()).then_some(())
-    })
-    .await;
+    emptied(&*queue, Duration::from_secs(20)).await;
     let documents = results.documents();
     assert_one_success_each(&documents, &ids);
     let overwritten = results.overwritten();
@@ -128,7 +124,7 @@ async fn r1_a_worker_sigkilled_five_times_on_sqs_and_s3_loses_and_overwrites_not
         worker = start();
     }
     eventually(Duration::from_secs(90), "every result", || async { (stored().await >= REQUESTS).then_some(()) }).await;
-    sqs_emptied(&queue_url, Duration::from_secs(20)).await;
+    emptied(&sqs_queue(&queue_url).await, Duration::from_secs(20)).await;
     let mut documents = Vec::new();
     for key in moto::keys(&s3, &bucket, "results/").await {
         documents.push(moto::object(&s3, &bucket, &key).await);

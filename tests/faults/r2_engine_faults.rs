@@ -5,10 +5,10 @@
 use std::time::{Duration, Instant};
 
 use gpuinfer::local::LocalBackends;
-use gpuinfer::ports::{Queue, QueueCounts};
+use gpuinfer::ports::Queue;
 use gpuinfer::routing::Tier;
 
-use crate::harness::{FirstSeen, seconds, worker_args};
+use crate::harness::{FirstSeen, emptied, seconds, worker_args};
 use crate::support::engine_process::EngineProcess;
 use crate::support::process::ChildProcess;
 use crate::support::{eventually, report_figure, request_body};
@@ -56,11 +56,7 @@ async fn r2_a_failing_hanging_garbling_engine_leaves_a_document_for_every_reques
         std::future::ready((results.scan() >= REQUESTS).then_some(()))
     })
     .await;
-    let queue = &queue;
-    eventually(Duration::from_secs(20), "nothing left in flight", || async {
-        (queue.counts().await.unwrap() == QueueCounts::default()).then_some(())
-    })
-    .await;
+    emptied(&*queue, Duration::from_secs(20)).await;
     let documents = results.documents();
     assert_eq!(documents.len(), REQUESTS, "one document per request");
     let errors: Vec<_> = documents.iter().filter(|d| d["status"] != "success").collect();

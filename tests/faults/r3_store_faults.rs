@@ -15,7 +15,7 @@ use gpuinfer::worker::{Stopped, Worker, WorkerConfig};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::harness::{FirstSeen, seconds, sqs_counts, sqs_emptied, worker_args};
+use crate::harness::{FirstSeen, emptied, seconds, sqs_counts, sqs_queue, worker_args};
 use crate::support::engine_double::{Behavior, EngineDouble};
 use crate::support::engine_process::EngineProcess;
 use crate::support::faulty_store::FaultyStore;
@@ -78,11 +78,7 @@ async fn r3_a_result_store_refusing_for_a_window_delays_requests_on_the_embedded
         std::future::ready((results.scan() >= REQUESTS).then_some(()))
     })
     .await;
-    let queue = &queue;
-    eventually(Duration::from_secs(10), "an empty queue", || async {
-        (queue.counts().await.unwrap() == QueueCounts::default()).then_some(())
-    })
-    .await;
+    emptied(&*queue, Duration::from_secs(10)).await;
     let documents = results.documents();
     assert_all_succeeded(&documents, REQUESTS);
     assert_eq!(results.overwritten(), 0);
@@ -143,7 +139,7 @@ async fn r3_s3_stopped_and_restarted_under_a_worker_delays_requests_but_loses_no
     let (_, bodies) = batch(BEFORE);
     moto::send_all(&queue_url, &bodies).await;
     eventually(Duration::from_secs(30), "results before the outage", || stored(BEFORE)).await;
-    sqs_emptied(&queue_url, Duration::from_secs(10)).await;
+    emptied(&sqs_queue(&queue_url).await, Duration::from_secs(10)).await;
 
     // The results written so far go with the stopped server: the requests sent from here on are the ones counted.
     own_moto.kill();
@@ -153,7 +149,7 @@ async fn r3_s3_stopped_and_restarted_under_a_worker_delays_requests_but_loses_no
     let _own_moto = moto::start_own(port, &moto_log).await;
     moto::versioned_bucket(&s3, &bucket).await;
     eventually(Duration::from_secs(60), "every result after the outage", || stored(DURING)).await;
-    sqs_emptied(&queue_url, Duration::from_secs(20)).await;
+    emptied(&sqs_queue(&queue_url).await, Duration::from_secs(20)).await;
     let mut documents = Vec::new();
     for key in moto::keys(&s3, &bucket, "results/").await {
         documents.push(moto::object(&s3, &bucket, &key).await);

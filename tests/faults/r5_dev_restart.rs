@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 use crate::harness::seconds;
 use crate::support::engine_process::EngineProcess;
 use crate::support::process::{ChildProcess, free_port};
-use crate::support::{eventually, report_figure};
+use crate::support::{eventually, report_figure, result_document, router_listening};
 
 const PRODUCERS: usize = 4;
 const PER_PRODUCER: usize = 100;
@@ -45,14 +45,6 @@ fn start_dev(data_dir: &Path, port: u16, engine_url: &str) -> ChildProcess {
     ChildProcess::gpuinfer(&args, &[], &data_dir.join("dev.log"))
 }
 
-async fn ready(http: &reqwest::Client, base: &str) {
-    eventually(Duration::from_secs(20), "gpuinfer dev to listen", || {
-        let request = http.get(format!("{base}/healthz")).send();
-        async move { request.await.ok().filter(|r| r.status().is_success()).map(|_| ()) }
-    })
-    .await;
-}
-
 /// One producer: posts its requests 20 ms apart, recording each answer.
 async fn produce(http: reqwest::Client, base: String, producer: usize, answers: Arc<Mutex<Answers>>) {
     for i in 0..PER_PRODUCER {
@@ -82,7 +74,7 @@ async fn r5_restarting_gpuinfer_dev_under_load_loses_no_accepted_request() {
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().unwrap();
     let mut dev = start_dev(dir.path(), port, &engine.url);
-    ready(&http, &base).await;
+    router_listening(&http, &base).await;
 
     let answers = Arc::new(Mutex::new(Answers::default()));
     let mut producers = JoinSet::new();
@@ -102,7 +94,7 @@ async fn r5_restarting_gpuinfer_dev_under_load_loses_no_accepted_request() {
             assert!(status.success(), "SIGTERM drains and exits 0, got {status}");
         }
         dev = start_dev(dir.path(), port, &engine.url);
-        ready(&http, &base).await;
+        router_listening(&http, &base).await;
     }
     while let Some(done) = producers.join_next().await {
         done.unwrap();
@@ -112,16 +104,7 @@ async fn r5_restarting_gpuinfer_dev_under_load_loses_no_accepted_request() {
     assert_eq!(accepted.len() + refused, sent);
     assert!(accepted.len() > sent / 2, "most requests were accepted: {} of {sent}", accepted.len());
     for id in &accepted {
-        let url = format!("{base}/results/{id}");
-        let document: Value = eventually(Duration::from_secs(60), "the result of an accepted request", || {
-            let request = http.get(&url).send();
-            async move {
-                let response = request.await.ok()?;
-                (response.status() == 200).then_some(())?;
-                response.json().await.ok()
-            }
-        })
-        .await;
+        let document = result_document(&http, &base, id, Duration::from_secs(60)).await;
         assert_eq!(document["status"], "success", "{document}");
     }
     let documents = std::fs::read_dir(dir.path().join("results"))

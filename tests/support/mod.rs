@@ -42,6 +42,26 @@ pub fn report_figure(line: &str) {
     }
 }
 
+/// Waits until the router at `base` (http://host:port) answers GET /healthz.
+pub async fn router_listening(http: &reqwest::Client, base: &str) {
+    let url = format!("{base}/healthz");
+    eventually(Duration::from_secs(20), "the router to listen", || {
+        let request = http.get(&url).send();
+        async move { request.await.ok().filter(|r| r.status().is_success()).map(|_| ()) }
+    })
+    .await;
+}
+
+/// Polls GET /results/{id} on the router at `base` until it answers 200; the document.
+pub async fn result_document(http: &reqwest::Client, base: &str, id: &str, limit: Duration) -> serde_json::Value {
+    let url = format!("{base}/results/{id}");
+    eventually(limit, "a result document", || {
+        let request = http.get(&url).send();
+        async move { request.await.ok().filter(|r| r.status() == 200)?.json().await.ok() }
+    })
+    .await
+}
+
 /// A valid request body with a fresh requestId.
 pub fn request_body(prompt: &str) -> (uuid::Uuid, String) {
     let id = uuid::Uuid::new_v4();
