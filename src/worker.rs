@@ -164,10 +164,11 @@ where
                 });
             }
         }
-        if worker.engine_lost.is_cancelled() {
-            tracing::warn!(%tier, in_flight = in_flight.len(), "worker stopped receiving: releasing unfinished requests");
-        } else {
+        // Receiving stops for a shutdown, or else because the engine was lost.
+        if shutdown.is_cancelled() {
             tracing::info!(%tier, in_flight = in_flight.len(), "worker draining: finishing requests in flight");
+        } else {
+            tracing::warn!(%tier, in_flight = in_flight.len(), "worker stopped receiving: releasing unfinished requests");
         }
         while let Some(done) = in_flight.join_next().await {
             released += count_released(done);
@@ -204,9 +205,9 @@ where
             answering.send_replace(false);
             if since.elapsed() >= window {
                 tracing::error!(%tier, loss_window_s = window.as_secs_f64(), "engine lost: stopping and releasing every unfinished message");
-                // In this order: whoever sees receiving stopped also sees the engine lost.
-                self.engine_lost.cancel();
+                // In this order: requests hand their messages back only once nothing can receive them again.
                 receiving.cancel();
+                self.engine_lost.cancel();
                 return;
             }
         }
