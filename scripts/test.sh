@@ -19,11 +19,19 @@ step "deployment files: cfn-lint, checkov, hadolint, shellcheck"
 scripts/lint-deploy.sh
 
 step "services: local engine on 127.0.0.1:$ENGINE_PORT, moto on 127.0.0.1:$MOTO_PORT"
-stop_services() {
+# The fault suite (tests/faults) appends one figure line per test here; they are printed at the end.
+GPUINFER_FIGURES="$(mktemp)"
+export GPUINFER_FIGURES
+finish() {
     scripts/local-engine.sh stop --port "$ENGINE_PORT" || true
     scripts/aws-emulator.sh stop --port "$MOTO_PORT" || true
+    if [[ -s $GPUINFER_FIGURES ]]; then
+        step "reliability figures (README: Reliability)"
+        sort "$GPUINFER_FIGURES"
+    fi
+    rm -f "$GPUINFER_FIGURES"
 }
-trap stop_services EXIT
+trap finish EXIT
 scripts/aws-emulator.sh start --port "$MOTO_PORT"
 scripts/local-engine.sh start --port "$ENGINE_PORT" --slots 8
 
@@ -32,4 +40,6 @@ step "tests"
 export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 export GPUINFER_TEST_ENGINE_URL="http://127.0.0.1:$ENGINE_PORT"
 export GPUINFER_TEST_MOTO_URL="http://127.0.0.1:$MOTO_PORT"
+# R3 stops and restarts a moto server of its own, from the venv aws-emulator.sh installed.
+export GPUINFER_TEST_MOTO_SERVER="${GPUINFER_CACHE:-$HOME/.cache/gpuinfer}/moto-venv/bin/moto_server"
 cargo test --locked

@@ -66,6 +66,12 @@ pub trait Queue: Send + Sync {
     /// Moves the message to the dead-letter queue with `ErrorReason` and `OriginalQueue`, then deletes it.
     async fn dead_letter(&self, message: &Message, reason: &str) -> Result<(), QueueError>;
     async fn counts(&self) -> Result<QueueCounts, QueueError>;
+    /// Whether dropping a `receive` before it returns is harmless. Not for SQS: the response may already
+    /// hold messages, which would then stay invisible for their visibility timeout. The worker lets such a
+    /// receive finish when it stops, and hands back at once what it brought.
+    fn receive_is_cancel_safe(&self) -> bool {
+        false
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

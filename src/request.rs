@@ -1,7 +1,8 @@
 //! The inference request: wire format, validation rules and the queue body, shared by router and worker.
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
@@ -19,7 +20,8 @@ pub const MAX_DEADLINE_SECONDS: f64 = 24.0 * 3600.0;
 /// Longest callback URL.
 pub const MAX_CALLBACK_URL_CHARS: usize = 2048;
 
-const FIELDS: [&str; 11] = [
+/// The fields a request may have; any other is refused by name.
+pub const FIELDS: [&str; 11] = [
     "requestId",
     "prompt",
     "messages",
@@ -120,7 +122,7 @@ impl InferenceRequest {
         if body.len() > MAX_REQUEST_BYTES {
             return Err(RequestError::TooLarge { size: body.len(), limit: MAX_REQUEST_BYTES });
         }
-        let value: Value =
+        let Strict(value) =
             serde_json::from_slice(body).map_err(|e| RequestError::invalid("body", format!("not valid JSON ({e})")))?;
         let Value::Object(object) = value else {
             return Err(RequestError::invalid("body", "must be a JSON object"));
@@ -215,6 +217,74 @@ impl InferenceRequest {
     /// The JSON body put on the queue (always carries the requestId).
     pub fn to_queue_body(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|e| unreachable!("a validated request always serializes: {e}"))
+    }
+}
+
+/// A JSON value in which no object names a key twice: parsers disagree on which one counts, so a
+/// request that does is ambiguous and refused.
+struct Strict(Value);
+
+impl<'de> Deserialize<'de> for Strict {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Strict(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if object.contains_key(&key) {
+                return Err(de::Error::custom(format!("key {key:?} given twice")));
+            }
+            let Strict(value) = map.next_value()?;
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
     }
 }
 
@@ -356,10 +426,14 @@ fn parse_callback_url(value: Value) -> Result<String, RequestError> {
 
 /// A short rendering of a rejected value for error messages.
 fn clip(value: &Value) -> String {
-    let text = value.to_string();
-    match text.char_indices().nth(40) {
+    shorten(&value.to_string(), 40)
+}
+
+/// `text` cut to `max` characters, with an ellipsis when cut: error messages quote what they refuse.
+pub fn shorten(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
         Some((end, _)) => format!("{}…", &text[..end]),
-        None => text,
+        None => text.to_owned(),
     }
 }
 

@@ -4,14 +4,16 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::Utc;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use lambda_http::request::LambdaRequest;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 use uuid::Uuid;
@@ -21,7 +23,7 @@ use crate::metrics::{self, Emf, Metric};
 use crate::outbound::OutboundPolicy;
 use crate::outcome::{self, Ending};
 use crate::ports::{Classifier, PutOutcome, Queue, ResultStore, StoreError};
-use crate::request::{InferenceRequest, Intake, MAX_REQUEST_BYTES, RequestError};
+use crate::request::{InferenceRequest, Intake, MAX_REQUEST_BYTES, RequestError, shorten};
 use crate::routing::{self, PerTier, Reason, RoutingConfig, Tier};
 
 /// Most requests in one POST /infer/batch.
@@ -44,10 +46,11 @@ pub struct AppState {
 pub fn app(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/infer", post(infer))
-        .route("/infer/batch", post(infer_batch).layer(DefaultBodyLimit::max(MAX_BATCH_BYTES)))
+        .route("/infer/batch", post(infer_batch))
         .route("/results/{request_id}", get(result).delete(cancel))
         .route("/healthz", get(healthz))
-        .layer(DefaultBodyLimit::max(MAX_REQUEST_BYTES))
+        .fallback(no_such_endpoint)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
 }
 
@@ -127,9 +130,9 @@ fn lane(state: &AppState, tier: Tier, priority: Priority) -> &dyn Queue {
 async fn infer(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let body = read_body(&headers, body, MAX_REQUEST_BYTES)?;
+    let body = read_body(&headers, body, MAX_REQUEST_BYTES).await?;
     let request = InferenceRequest::parse(&body, Intake::Api(Utc::now()))?;
     let Admitted { request, body } = admit(&state, request)?;
     let (tier, reason) = routing::route(&request, &state.routing, state.classifier.as_deref()).await;
@@ -154,9 +157,9 @@ struct Routed {
 async fn infer_batch(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let entries = batch_entries(&read_body(&headers, body, MAX_BATCH_BYTES)?)?;
+    let entries = batch_entries(&read_body(&headers, body, MAX_BATCH_BYTES).await?)?;
     let now = Utc::now();
     let mut answers = vec![Value::Null; entries.len()];
     let mut seen = HashSet::new();
@@ -232,15 +235,25 @@ fn batch_entries(body: &[u8]) -> Result<Vec<Value>, ApiError> {
 }
 
 /// The body, once the content type and the size limit are checked.
-fn read_body(headers: &HeaderMap, body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Bytes, ApiError> {
+/// The whole body after a content-type check, refused with 413 as soon as it is known to exceed `limit`: at
+/// once when Content-Length says so, else when the bytes read pass it. An empty body gets its own message.
+async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ApiError> {
     check_content_type(headers)?;
-    body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("body: larger than the {limit} byte limit"))
-        } else {
-            ApiError::new(rejection.status(), format!("body: {}", rejection.body_text()))
-        }
-    })
+    let too_large =
+        || ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("body: larger than the {limit} byte limit"));
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit as u64) {
+        return Err(too_large());
+    }
+    let bytes = match Limited::new(body, limit).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) if error.is::<LengthLimitError>() => return Err(too_large()),
+        Err(error) => return Err(ApiError::new(StatusCode::BAD_REQUEST, format!("body: could not be read ({error})"))),
+    };
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "body: empty; send a JSON request object"));
+    }
+    Ok(bytes)
 }
 
 /// JSON bodies only. A missing Content-Type, or the form type `curl -d` sends without `-H`, is read as JSON.
@@ -257,12 +270,18 @@ fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
-fn parse_request_id(text: &str) -> Result<Uuid, ApiError> {
-    Uuid::parse_str(text).map_err(|_| ApiError::new(StatusCode::BAD_REQUEST, "requestId: must be a UUID"))
+/// The requestId of a /results path; a path that is not even text is refused the same way.
+fn parse_request_id(path: Result<Path<String>, PathRejection>) -> Result<Uuid, ApiError> {
+    let must_be_a_uuid = || ApiError::new(StatusCode::BAD_REQUEST, "requestId: must be a UUID");
+    let Path(text) = path.map_err(|_| must_be_a_uuid())?;
+    Uuid::parse_str(&text).map_err(|_| must_be_a_uuid())
 }
 
-async fn result(State(state): State<Arc<AppState>>, Path(request_id): Path<String>) -> Result<Response, ApiError> {
-    let request_id = parse_request_id(&request_id)?;
+async fn result(
+    State(state): State<Arc<AppState>>,
+    request_id: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let request_id = parse_request_id(request_id)?;
     match state.store.get(request_id).await {
         Ok(Some(document)) => Ok(document_response(StatusCode::OK, document)),
         Ok(None) => Ok((StatusCode::NOT_FOUND, Json(outcome::pending(request_id))).into_response()),
@@ -274,8 +293,11 @@ async fn result(State(state): State<Arc<AppState>>, Path(request_id): Path<Strin
 /// either finds it before it runs the request, or sees it appear while it runs and aborts the engine call.
 /// 200 with the canceled document (also when it was canceled before); 409 with the status of a request that
 /// already finished.
-async fn cancel(State(state): State<Arc<AppState>>, Path(request_id): Path<String>) -> Result<Response, ApiError> {
-    let request_id = parse_request_id(&request_id)?;
+async fn cancel(
+    State(state): State<Arc<AppState>>,
+    request_id: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let request_id = parse_request_id(request_id)?;
     let unavailable = |error: StoreError| ApiError::store_unavailable(request_id, &error);
     let mut existing = state.store.get(request_id).await.map_err(unavailable)?;
     if existing.is_none() {
@@ -308,4 +330,48 @@ fn document_response(status: StatusCode, document: Vec<u8>) -> Response {
 
 async fn healthz() -> Json<Value> {
     Json(json!({ "status": "ok" }))
+}
+
+const ENDPOINTS: &str =
+    "POST /infer, POST /infer/batch, GET /results/{requestId}, DELETE /results/{requestId}, GET /healthz";
+
+async fn no_such_endpoint(uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        format!("path: no endpoint at {} (there are {ENDPOINTS})", shorten(uri.path(), 80)),
+    )
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("method: {method} is not allowed on {} (there are {ENDPOINTS})", shorten(uri.path(), 80)),
+    )
+}
+
+/// An API Gateway event made safe for lambda_http's conversion to an HTTP request. API Gateway passes the
+/// query string as the client sent it, and a character a URI may not hold (`"`, `{`, `|`, non-ASCII…) makes
+/// that conversion panic, which the client sees as a 500. Such characters are percent-encoded instead, so
+/// the request reaches the handlers and gets their answer.
+pub fn lambda_event(mut event: LambdaRequest) -> LambdaRequest {
+    if let LambdaRequest::ApiGatewayV2(request) = &mut event
+        && let Some(query) = &mut request.raw_query_string
+    {
+        *query = uri_safe(query);
+    }
+    event
+}
+
+/// `text` with every byte a URI query may not hold percent-encoded.
+fn uri_safe(text: &str) -> String {
+    const KEPT: &[u8] = b"-._~!$&'()*+,;=:@/?%";
+    let mut safe = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || KEPT.contains(&byte) {
+            safe.push(char::from(byte));
+        } else {
+            safe.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    safe
 }

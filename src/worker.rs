@@ -14,7 +14,7 @@ use uuid::Uuid;
 use crate::lanes::{LaneReceiver, Lanes, Lease};
 use crate::metrics::{self, Emf, Metric};
 use crate::outcome::{ErrorCode, Processing, ResultDocument};
-use crate::ports::{Completion, Engine, EngineError, Message, PutOutcome, Queue, ResultStore};
+use crate::ports::{Completion, Engine, EngineError, Message, PutOutcome, Queue, ResultStore, StoreError};
 use crate::request::{InferenceRequest, Intake};
 use crate::routing::Tier;
 use crate::webhook::{Callback, DRAIN_GRACE, Webhooks};
@@ -99,6 +99,8 @@ pub struct Worker<Q: ?Sized, S: ?Sized, E: ?Sized> {
     webhooks: Option<Webhooks>,
     /// Cancelled when the engine is declared lost: requests in flight then hand their messages back.
     engine_lost: CancellationToken,
+    /// Cancelled when shutdown is requested: a result the store refuses is then handed back, not held.
+    draining: CancellationToken,
 }
 
 /// How a running request ended.
@@ -117,7 +119,16 @@ where
     E: Engine + ?Sized + 'static,
 {
     pub fn new(lanes: Lanes<Arc<Q>>, store: Arc<S>, engine: Arc<E>, config: WorkerConfig, metrics: Emf) -> Self {
-        Worker { lanes, store, engine, config, metrics, webhooks: None, engine_lost: CancellationToken::new() }
+        Worker {
+            lanes,
+            store,
+            engine,
+            config,
+            metrics,
+            webhooks: None,
+            engine_lost: CancellationToken::new(),
+            draining: CancellationToken::new(),
+        }
     }
 
     /// Sends a callback for every stored document whose request has a callbackUrl.
@@ -128,12 +139,13 @@ where
 
     /// Runs until `shutdown` (then stops receiving and finishes every request in flight) or until the
     /// engine is lost (then stops receiving and releases every message it holds).
-    pub async fn run(self, shutdown: CancellationToken) -> Stopped {
+    pub async fn run(mut self, shutdown: CancellationToken) -> Stopped {
         let tier = self.config.tier;
         if !self.wait_for_engine(&shutdown).await {
             return Stopped::Drained;
         }
         tracing::info!(%tier, concurrency = self.config.concurrency, "worker polling");
+        self.draining = shutdown.clone();
         let worker = Arc::new(self);
         let receiving = shutdown.child_token();
         let (answering_tx, mut answering) = watch::channel(true);
@@ -152,11 +164,12 @@ where
             let available = slots.available_permits();
             let free = lanes.unpromised(available);
             if free > 0 {
-                let ready = tokio::select! {
-                    biased;
-                    () = receiving.cancelled() => break,
-                    ready = lanes.take_ready(free) => ready,
-                };
+                // A zero-wait receive: let it finish, so a stop never drops messages it already took.
+                let ready = lanes.take_ready(free).await;
+                if receiving.is_cancelled() {
+                    released += worker.hand_back_unstarted(ready.unwrap_or_default()).await;
+                    break;
+                }
                 match ready {
                     Ok(leases) if !leases.is_empty() => {
                         worker.start(&mut in_flight, &slots, leases);
@@ -186,7 +199,7 @@ where
                 Some(done) = in_flight.join_next(), if !in_flight.is_empty() => released += count_released(done),
             }
         }
-        drop(lanes);
+        released += worker.hand_back_unstarted(lanes.close().await).await;
         if worker.engine_lost.is_cancelled() {
             tracing::warn!(%tier, in_flight = in_flight.len(), "worker stopped receiving: releasing unfinished requests");
         } else {
@@ -260,9 +273,9 @@ where
             answering.send_replace(false);
             if since.elapsed() >= window {
                 tracing::error!(%tier, loss_window_s = window.as_secs_f64(), "engine lost: stopping and releasing every unfinished message");
-                // In this order: whoever sees receiving stopped also sees the engine lost.
-                self.engine_lost.cancel();
+                // In this order: requests hand their messages back only once nothing can receive them again.
                 receiving.cancel();
+                self.engine_lost.cancel();
                 return;
             }
         }
@@ -313,7 +326,10 @@ where
                 return Disposition::AlreadyDone;
             }
             Ok(false) => {}
-            Err(error) => return self.retry_later(&lease, &error.to_string()).await,
+            // Only a shortcut: the conditional write below still keeps a first result from being replaced.
+            Err(error) => {
+                tracing::warn!(request_id = %id, %tier, %error, "cannot tell whether a result exists; running the request");
+            }
         }
         let processing = |started: Instant| Processing {
             request_id: id,
@@ -357,7 +373,7 @@ where
     async fn finish(&self, lease: &Lease, request: &InferenceRequest, document: ResultDocument) -> Disposition {
         let (id, tier) = (request.request_id, self.config.tier);
         let body = document.to_json();
-        match self.store.put_if_absent(id, &body).await {
+        match self.with_heartbeat(lease, self.store_result(id, &body)).await {
             Ok(PutOutcome::Created) => {
                 if let (Some(url), Some(webhooks)) = (&request.callback_url, &self.webhooks) {
                     webhooks.send(Callback { url: url.clone(), request_id: id, tier, body });
@@ -374,6 +390,42 @@ where
             None => Disposition::Succeeded,
             Some(error) => Disposition::Failed(error.code),
         }
+    }
+
+    /// Writes the document, first writer wins. A store that refuses is retried with back-off, keeping the
+    /// generation, until the visibility timeout is spent or the worker drains: a store outage then costs no
+    /// receive (and no attempt toward the dead-letter queue) per retry.
+    async fn store_result(&self, id: uuid::Uuid, body: &[u8]) -> Result<PutOutcome, StoreError> {
+        let tier = self.config.tier;
+        let give_up = Instant::now() + self.config.visibility_timeout;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let error = match self.store.put_if_absent(id, body).await {
+                Ok(outcome) => return Ok(outcome),
+                Err(error) => error,
+            };
+            let delay = self.config.retry_delay(attempt);
+            if Instant::now() + delay > give_up || self.draining.is_cancelled() {
+                return Err(error);
+            }
+            tracing::warn!(request_id = %id, %tier, attempt, retry_in_s = delay.as_secs_f64(), %error, "result store refused the write; retrying on the same lease");
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = self.draining.cancelled() => return Err(error),
+            }
+        }
+    }
+
+    /// Makes messages received as the worker stopped receiving visible again at once; how many.
+    async fn hand_back_unstarted(&self, messages: Vec<Lease>) -> usize {
+        if !messages.is_empty() {
+            tracing::info!(tier = %self.config.tier, messages = messages.len(), "received while stopping: handing back unstarted");
+        }
+        for lease in &messages {
+            self.set_visibility(lease, Duration::ZERO).await;
+        }
+        messages.len()
     }
 
     /// Hands the message back at once for a task with a healthy engine.

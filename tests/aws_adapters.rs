@@ -61,7 +61,7 @@ async fn s3_store_writes_once_under_the_prefix_and_reads_back() {
     assert_eq!(store.put_if_absent(id, br#"{"n":2}"#).await.unwrap(), PutOutcome::AlreadyExists, "412 means done");
     assert!(store.exists(id).await.unwrap());
     assert_eq!(store.get(id).await.unwrap().unwrap(), br#"{"n":1}"#, "the first writer wins");
-    assert_eq!(moto::keys(&bucket, "").await, [format!("team/a/results/{id}.json")]);
+    assert_eq!(moto::keys(&moto::s3().await, &bucket, "").await, [format!("team/a/results/{id}.json")]);
 }
 
 #[test]
@@ -158,9 +158,9 @@ async fn router_sqs_worker_s3_carry_fifty_requests_end_to_end() {
         let document = result_document(&http, &base, id, Duration::from_secs(60)).await;
         assert_eq!(document["status"], "success", "{document}");
     }
-    let keys = moto::keys(&bucket, "out/results/").await;
+    let keys = moto::keys(&moto::s3().await, &bucket, "out/results/").await;
     assert_eq!(keys.len(), 50);
-    let sample = moto::object(&bucket, &keys[0]).await;
+    let sample = moto::object(&moto::s3().await, &bucket, &keys[0]).await;
     assert!(sample["result"]["text"].as_str().unwrap().starts_with("echo: request"));
     let urls = [small.high, small.normal, large.high, large.normal];
     eventually(Duration::from_secs(10), "empty queues", || {
@@ -266,7 +266,7 @@ async fn two_workers_racing_on_one_request_store_exactly_one_result() {
         async move { (queue.counts().await.unwrap() == QueueCounts::default()).then_some(()) }
     })
     .await;
-    assert_eq!(moto::keys(&bucket, "").await, [format!("results/{id}.json")]);
+    assert_eq!(moto::keys(&moto::s3().await, &bucket, "").await, [format!("results/{id}.json")]);
     assert_eq!(engine.calls(), 2, "both ran the request (neither result existed yet), one write won");
     shutdown.cancel();
     first.await.unwrap();
@@ -317,7 +317,7 @@ async fn on_sqs_one_slot_fills_from_the_high_lane_first_and_normal_gets_every_fi
     let config = WorkerConfig { concurrency: 1, ..worker_config() };
     let worker = in_process_worker(&lanes, &dlq, store, &engine, config, &shutdown).await;
     eventually(Duration::from_secs(30), "ten results", || async {
-        (moto::keys(&bucket, "results/").await.len() == 10).then_some(())
+        (moto::keys(&moto::s3().await, &bucket, "results/").await.len() == 10).then_some(())
     })
     .await;
     let order: String = engine.prompts().iter().map(|p| if p.starts_with("high") { 'H' } else { 'N' }).collect();

@@ -5,7 +5,6 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,6 +15,7 @@ use gpuinfer::outcome::{ResultDocument, Status};
 use gpuinfer::ports::{Queue, QueueCounts, ResultStore};
 use gpuinfer::routing::Tier;
 use support::engine_process::EngineProcess;
+use support::process::ChildProcess;
 use support::{eventually, request_body};
 
 const REQUESTS: usize = 8;
@@ -24,39 +24,27 @@ const VISIBILITY_TIMEOUT: Duration = Duration::from_secs(300);
 const LOSS_WINDOW_SECONDS: u64 = 2;
 
 /// A `gpuinfer worker` child process on the small tier of `data_dir`; killed when dropped.
-struct WorkerProcess(Child);
-
-impl WorkerProcess {
-    fn start(data_dir: &Path, engine_url: &str) -> Self {
-        let child = Command::new(env!("CARGO_BIN_EXE_gpuinfer"))
-            .args(["worker", "--tier", "small", "--engine-url", engine_url, "--concurrency", "8"])
-            .args(["--visibility-timeout", &VISIBILITY_TIMEOUT.as_secs().to_string()])
-            .args(["--engine-loss-window-seconds", &LOSS_WINDOW_SECONDS.to_string(), "--wait-time-seconds", "1"])
-            .arg("--data-dir")
-            .arg(data_dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start gpuinfer worker");
-        WorkerProcess(child)
-    }
-
-    async fn exited_within(&mut self, limit: Duration) -> ExitStatus {
-        let child = &mut self.0;
-        eventually(limit, "the worker to exit", || std::future::ready(child.try_wait().unwrap())).await
-    }
-
-    fn terminate(&self) {
-        let status = Command::new("kill").args(["-TERM", &self.0.id().to_string()]).status().unwrap();
-        assert!(status.success());
-    }
-}
-
-impl Drop for WorkerProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+fn start_worker(data_dir: &Path, engine_url: &str) -> ChildProcess {
+    let visibility = VISIBILITY_TIMEOUT.as_secs().to_string();
+    let loss_window = LOSS_WINDOW_SECONDS.to_string();
+    let args = [
+        "worker",
+        "--tier",
+        "small",
+        "--engine-url",
+        engine_url,
+        "--concurrency",
+        "8",
+        "--visibility-timeout",
+        &visibility,
+        "--engine-loss-window-seconds",
+        &loss_window,
+        "--wait-time-seconds",
+        "1",
+        "--data-dir",
+        data_dir.to_str().unwrap(),
+    ];
+    ChildProcess::gpuinfer(&args, &[], &data_dir.join("worker.log"))
 }
 
 async fn counts(queue: &LocalQueue) -> QueueCounts {
@@ -76,7 +64,7 @@ async fn a_sigkilled_engine_gets_every_held_message_released_at_once_and_a_healt
     }
 
     let mut doomed = EngineProcess::start(&["--latency-ms", "600000", "--slots", "8"]);
-    let mut first = WorkerProcess::start(dir.path(), &doomed.url);
+    let mut first = start_worker(dir.path(), &doomed.url);
     let engine = &doomed;
     eventually(Duration::from_secs(20), "8 requests in the engine", || async {
         (engine.calls().await == REQUESTS as u64).then_some(())
@@ -99,7 +87,7 @@ async fn a_sigkilled_engine_gets_every_held_message_released_at_once_and_a_healt
     }
 
     let healthy = EngineProcess::start(&["--latency-ms", "20"]);
-    let second = WorkerProcess::start(dir.path(), &healthy.url);
+    let mut second = start_worker(dir.path(), &healthy.url);
     let store = Arc::clone(&backends.store);
     for &id in &ids {
         let store = Arc::clone(&store);
@@ -118,7 +106,6 @@ async fn a_sigkilled_engine_gets_every_held_message_released_at_once_and_a_healt
     })
     .await;
 
-    second.terminate();
-    let mut second = second;
+    second.signal("TERM");
     assert!(second.exited_within(Duration::from_secs(10)).await.success(), "a drained worker exits 0");
 }

@@ -65,6 +65,11 @@ async fn api_gateway_events_get_the_same_answers_as_http() {
         (answer["statusCode"].as_u64(), body(&answer)),
         (Some(404), json!({"requestId": id, "status": "pending"}))
     );
+    // A query string API Gateway passes on raw, with characters no URI may hold, still reaches the handlers.
+    let mut odd_query = http_event("GET", &format!("/results/{id}"), None);
+    odd_query["rawQueryString"] = json!(r#"q="{a|b}"&é"#);
+    let answer = runtime.invoke(odd_query).await;
+    assert_eq!(answer["statusCode"], 404, "{answer}");
     let store = S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}/")).unwrap());
     store.put_if_absent(id, br#"{"status":"success"}"#).await.unwrap();
     let answer = runtime.invoke(http_event("GET", &format!("/results/{id}"), None)).await;

@@ -10,61 +10,13 @@ use async_trait::async_trait;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use gpuinfer::lanes::{Lanes, Priority};
-use gpuinfer::local::LocalBackends;
-use gpuinfer::local::queue::LocalQueue;
 use gpuinfer::metrics::Emf;
 use gpuinfer::outbound::OutboundPolicy;
 use gpuinfer::ports::{Message, Queue, QueueCounts, QueueError, ResultStore};
-use gpuinfer::router::{AppState, app};
+use gpuinfer::router::AppState;
 use gpuinfer::routing::{PerTier, RoutingConfig, Tier};
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
-use support::SharedBuf;
-use tower::ServiceExt;
-
-struct Fixture {
-    _dir: tempfile::TempDir,
-    backends: LocalBackends,
-    state: Arc<AppState>,
-    emf: SharedBuf,
-}
-
-fn fixture() -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let backends = LocalBackends::open(dir.path()).unwrap();
-    let emf = SharedBuf::default();
-    let lanes = |tier| backends.tier_lanes(tier, Duration::from_secs(30), 3).map(|q| q as Arc<dyn Queue>);
-    let state = Arc::new(AppState {
-        queues: PerTier { small: lanes(Tier::Small), large: lanes(Tier::Large) },
-        store: backends.store.clone(),
-        routing: RoutingConfig::default(),
-        classifier: None,
-        callbacks: OutboundPolicy::default(),
-        metrics: Emf::to_writer(emf.clone()),
-    });
-    Fixture { _dir: dir, backends, state, emf }
-}
-
-impl Fixture {
-    fn lane(&self, tier: Tier, lane: Priority) -> Arc<LocalQueue> {
-        self.backends.lane_queue(tier, lane, Duration::from_secs(30), 3)
-    }
-}
-
-async fn call(state: &Arc<AppState>, request: Request<Body>) -> (StatusCode, Value) {
-    let response = app(Arc::clone(state)).oneshot(request).await.unwrap();
-    let status = response.status();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
-}
-
-fn post(body: impl Into<Body>) -> Request<Body> {
-    Request::post("/infer").header("content-type", "application/json").body(body.into()).unwrap()
-}
-
-fn get(path: &str) -> Request<Body> {
-    Request::get(path).body(Body::empty()).unwrap()
-}
+use support::router::{Fixture, call, fixture, get, post};
 
 #[tokio::test]
 async fn accepted_requests_are_enqueued_on_their_tier_and_counted() {

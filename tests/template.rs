@@ -145,6 +145,51 @@ fn each_task_role_touches_only_its_lanes_the_dead_letter_queue_and_results() {
 }
 
 #[test]
+fn the_router_role_only_enqueues_reads_results_and_asks_one_model() {
+    let t = template();
+    let statements =
+        t["Resources"]["RouterRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"].as_array().unwrap();
+    let granted: BTreeSet<(String, String)> =
+        statements.iter().map(|s| (s["Action"].as_str().unwrap().to_owned(), s["Resource"].to_string())).collect();
+    let queue = |name: &str| json!({"Fn::GetAtt": [name, "Arn"]});
+    let expected: BTreeSet<(String, String)> = [
+        ("sqs:SendMessage", json!([queue("SmallQueue"), queue("LargeQueue")])),
+        ("s3:GetObject", json!({"Fn::Sub": "${ResultsBucket.Arn}/results/*"})),
+        (
+            "bedrock:InvokeModel",
+            json!({"Fn::Sub": "arn:${AWS::Partition}:bedrock:${AWS::Region}::foundation-model/${BedrockModelId}"}),
+        ),
+        ("sqs:SendMessage", queue("DeadLetterQueue")),
+    ]
+    .into_iter()
+    .map(|(action, resource)| (action.to_owned(), resource.to_string()))
+    .collect();
+    assert_eq!(granted, expected);
+}
+
+#[test]
+fn no_role_is_allowed_every_action_of_a_service() {
+    let t = template();
+    let mut wildcards = Vec::new();
+    for (name, role) in of_type(&t, "AWS::IAM::Role") {
+        for policy in role["Properties"]["Policies"].as_array().into_iter().flatten() {
+            for statement in policy["PolicyDocument"]["Statement"].as_array().unwrap() {
+                let actions = match &statement["Action"] {
+                    Value::Array(actions) => actions.iter().collect(),
+                    action => vec![action],
+                };
+                for action in actions.into_iter().filter_map(Value::as_str) {
+                    if statement["Effect"] == "Allow" && (action == "*" || action.ends_with(":*")) {
+                        wildcards.push(format!("{name}: {action}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(wildcards.is_empty(), "roles allowed every action of a service: {wildcards:?}");
+}
+
+#[test]
 fn queues_match_the_seed_and_redrive_to_the_dead_letter_queue() {
     let t = template();
     assert_eq!(t["Mappings"]["Tiers"]["Small"]["VisibilityTimeout"], 300);

@@ -1,6 +1,7 @@
 //! The engine double as its own process: an OpenAI-compatible GPU-like engine simulator (slots with continuous
-//! batching, per-token decode time rising with the batch, prefill per prompt token, queueing beyond the slots,
-//! failures), for tests that kill the engine and for benchmarks. Prints its base URL on the first stdout line.
+//! batching, per-token decode time rising with the batch, prefill per prompt token, queueing beyond the slots;
+//! failures, hangs and malformed answers), for tests that kill the engine, fault tests and benchmarks.
+//! Prints its base URL on the first stdout line.
 //!
 //! `cargo run --bin engine-double -- --listen 127.0.0.1:8000 --latency-ms 200 --slots 8`
 
@@ -33,6 +34,15 @@ struct Args {
     /// HTTP status of a failed request.
     #[arg(long, env = "ENGINE_DOUBLE_FAIL_STATUS", default_value_t = 503)]
     fail_status: u16,
+    /// Share of requests left unanswered for --hang-ms (0.0–1.0), so the client's timeout decides.
+    #[arg(long, env = "ENGINE_DOUBLE_HANG_RATE", default_value_t = 0.0)]
+    hang_rate: f64,
+    /// How long a hanging request stays unanswered, in milliseconds.
+    #[arg(long, env = "ENGINE_DOUBLE_HANG_MS", default_value_t = 60_000)]
+    hang_ms: u64,
+    /// Share of requests answered with a 200 whose body is not JSON (0.0–1.0).
+    #[arg(long, env = "ENGINE_DOUBLE_GARBAGE_RATE", default_value_t = 0.0)]
+    garbage_rate: f64,
     /// Completion tokens reported per request (at most its max_tokens).
     #[arg(long, env = "ENGINE_DOUBLE_COMPLETION_TOKENS", default_value_t = 8)]
     completion_tokens: u64,
@@ -55,6 +65,9 @@ async fn main() -> std::io::Result<()> {
         slots: args.slots as usize,
         fail_rate: args.fail_rate,
         fail_status: args.fail_status,
+        hang_rate: args.hang_rate,
+        hang: Duration::from_millis(args.hang_ms),
+        garbage_rate: args.garbage_rate,
         completion_tokens: args.completion_tokens,
         healthy: true,
         token_time: Duration::from_secs_f64(args.token_ms.max(0.0) / 1000.0),

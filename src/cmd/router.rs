@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::ValueEnum;
+use lambda_http::LambdaEvent;
+use lambda_http::request::LambdaRequest;
 use tokio_util::sync::CancellationToken;
 
 use crate::aws::bedrock::{BedrockClassifier, DEFAULT_MODEL_ID};
@@ -17,7 +19,7 @@ use crate::lanes::Lanes;
 use crate::metrics::Emf;
 use crate::outbound::OutboundPolicy;
 use crate::ports::Classifier;
-use crate::router::{AppState, app};
+use crate::router::{AppState, app, lambda_event};
 use crate::routing::{PerTier, RoutingConfig, Tier};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -181,7 +183,15 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         metrics: Emf::stdout(),
     });
     if running_on_lambda() {
-        return lambda_http::run(app(state)).await.map_err(|e| anyhow::anyhow!("Lambda runtime failed: {e}"));
+        let service = lambda_http::tower::ServiceBuilder::new()
+            .map_request(|event: LambdaEvent<LambdaRequest>| LambdaEvent {
+                payload: lambda_event(event.payload),
+                ..event
+            })
+            .service(lambda_http::Adapter::from(app(state)));
+        return lambda_http::lambda_runtime::run(service)
+            .await
+            .map_err(|e| anyhow::anyhow!("Lambda runtime failed: {e}"));
     }
     serve(config.listen, state, shutdown).await
 }

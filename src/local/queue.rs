@@ -246,6 +246,11 @@ impl Queue for LocalQueue {
             )
             .map_err(db_error)
     }
+
+    /// A receive claims its messages in one synchronous transaction, so dropping it claims none.
+    fn receive_is_cancel_safe(&self) -> bool {
+        true
+    }
 }
 
 fn move_to(conn: &Connection, id: i64, queue: &str, attributes: &str, now: i64) -> Result<(), QueueError> {

@@ -19,7 +19,10 @@ use tokio::sync::Semaphore;
 pub enum Reply {
     Ok,
     Status(u16),
+    /// A 200 whose body is not JSON.
     Garbage,
+    /// No answer for `Behavior::hang` (without holding a slot): the client's timeout decides.
+    Hang,
 }
 
 #[derive(Debug, Clone)]
@@ -31,6 +34,12 @@ pub struct Behavior {
     /// Share of requests answered with `fail_status` (0.0–1.0).
     pub fail_rate: f64,
     pub fail_status: u16,
+    /// Share of requests that hang (see `Reply::Hang`).
+    pub hang_rate: f64,
+    /// How long a hanging request stays unanswered.
+    pub hang: Duration,
+    /// Share of requests answered with a 200 that is not JSON.
+    pub garbage_rate: f64,
     pub completion_tokens: u64,
     /// What /health answers at start (see `set_healthy`).
     pub healthy: bool,
@@ -58,6 +67,9 @@ impl Default for Behavior {
             slots: 64,
             fail_rate: 0.0,
             fail_status: 503,
+            hang_rate: 0.0,
+            hang: Duration::from_secs(60),
+            garbage_rate: 0.0,
             completion_tokens: 8,
             healthy: true,
             token_time: Duration::ZERO,
@@ -79,6 +91,10 @@ struct DoubleState {
     in_flight: AtomicUsize,
     waiting: AtomicUsize,
     max_in_flight: AtomicUsize,
+    /// Answers that were not a generation: error statuses, hangs, bodies that are not JSON.
+    failed: AtomicU64,
+    hung: AtomicU64,
+    garbled: AtomicU64,
     prompts: Mutex<Vec<String>>,
 }
 
@@ -114,6 +130,9 @@ impl EngineDouble {
             in_flight: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
+            failed: AtomicU64::new(0),
+            hung: AtomicU64::new(0),
+            garbled: AtomicU64::new(0),
             prompts: Mutex::new(Vec::new()),
         });
         let app = Router::new()
@@ -183,6 +202,9 @@ async fn stats(State(state): State<Arc<DoubleState>>) -> Json<Value> {
         "aborted": state.aborted.load(Ordering::SeqCst),
         "inFlight": state.in_flight.load(Ordering::SeqCst),
         "maxInFlight": state.max_in_flight.load(Ordering::SeqCst),
+        "failed": state.failed.load(Ordering::SeqCst),
+        "hung": state.hung.load(Ordering::SeqCst),
+        "garbled": state.garbled.load(Ordering::SeqCst),
     }))
 }
 
@@ -216,6 +238,14 @@ async fn complete(State(state): State<Arc<DoubleState>>, Json(body): Json<Value>
         })
         .unwrap_or_default();
     state.prompts.lock().expect("prompts").push(prompt.clone());
+    let behavior = state.behavior.lock().expect("behavior").clone();
+    let scripted = state.script.lock().expect("script").pop_front();
+    let reply = scripted.unwrap_or_else(|| random_reply(&behavior));
+    if let Reply::Hang = reply {
+        state.hung.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(behavior.hang).await;
+        return StatusCode::GATEWAY_TIMEOUT.into_response();
+    }
     state.waiting.fetch_add(1, Ordering::SeqCst);
     let slot = state.slots.acquire().await;
     state.waiting.fetch_sub(1, Ordering::SeqCst);
@@ -223,26 +253,24 @@ async fn complete(State(state): State<Arc<DoubleState>>, Json(body): Json<Value>
     let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     state.max_in_flight.fetch_max(now, Ordering::SeqCst);
     let mut watch = AbortWatch { state: &state, answered: false };
-    let behavior = state.behavior.lock().expect("behavior").clone();
     let max_tokens = body["max_tokens"].as_u64().unwrap_or(16);
     let completion_tokens = behavior.completion_tokens.min(max_tokens);
     let prompt_tokens = prompt.split_whitespace().count() as u64;
     tokio::time::sleep(behavior.service_time(prompt_tokens, completion_tokens, now)).await;
     watch.answered = true;
     state.in_flight.fetch_sub(1, Ordering::SeqCst);
-    let scripted = state.script.lock().expect("script").pop_front();
-    let reply = scripted.unwrap_or(if fastrand::f64() < behavior.fail_rate {
-        Reply::Status(behavior.fail_status)
-    } else {
-        Reply::Ok
-    });
     match reply {
         Reply::Status(code) => {
+            state.failed.fetch_add(1, Ordering::SeqCst);
             let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             (status, Json(json!({ "error": { "message": format!("double failure {code}"), "code": code } })))
                 .into_response()
         }
-        Reply::Garbage => (StatusCode::OK, "{not json").into_response(),
+        Reply::Garbage => {
+            state.garbled.fetch_add(1, Ordering::SeqCst);
+            (StatusCode::OK, "{not json").into_response()
+        }
+        Reply::Hang => unreachable!("answered above"),
         Reply::Ok => {
             let text = format!("echo: {}", prompt.chars().take(24).collect::<String>());
             let choice = if body.get("messages").is_some() {
@@ -259,5 +287,19 @@ async fn complete(State(state): State<Arc<DoubleState>>, Json(body): Json<Value>
             }))
             .into_response()
         }
+    }
+}
+
+/// Failure, hang, garbage or success, drawn by the behaviour's rates.
+fn random_reply(behavior: &Behavior) -> Reply {
+    let draw = fastrand::f64();
+    if draw < behavior.fail_rate {
+        Reply::Status(behavior.fail_status)
+    } else if draw < behavior.fail_rate + behavior.hang_rate {
+        Reply::Hang
+    } else if draw < behavior.fail_rate + behavior.hang_rate + behavior.garbage_rate {
+        Reply::Garbage
+    } else {
+        Reply::Ok
     }
 }

@@ -35,8 +35,13 @@ impl EngineProcess {
 
     /// Requests received so far (`/double/stats`).
     pub async fn calls(&self) -> u64 {
+        self.stat("calls").await
+    }
+
+    /// One counter of `/double/stats`: calls, inFlight, maxInFlight, failed, hung, garbled.
+    pub async fn stat(&self, name: &str) -> u64 {
         let stats: Value = reqwest::get(format!("{}/double/stats", self.url)).await.unwrap().json().await.unwrap();
-        stats["calls"].as_u64().unwrap()
+        stats[name].as_u64().unwrap_or_else(|| panic!("no {name} in {stats}"))
     }
 }
 

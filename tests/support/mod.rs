@@ -1,13 +1,18 @@
 //! Shared harness for the black-box tests: the engine double (in-process or as a child process) and small helpers.
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
 
+pub mod answers;
 pub mod dev;
 pub mod engine_double;
 pub mod engine_process;
+pub mod faulty_store;
 pub mod lambda_runtime;
 pub mod moto;
+pub mod process;
 pub mod receiver;
 pub mod rig;
+pub mod router;
+pub mod strategies;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -34,16 +39,33 @@ pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// Polls `GET {base}/results/{id}` until it answers 200, and returns the document.
+/// Prints a test's figure line (requests, lost, duplicates, time), and appends it to the file named by
+/// `GPUINFER_FIGURES` when set: scripts/test.sh prints that file after the tests, so CI logs show every figure.
+pub fn report_figure(line: &str) {
+    println!("{line}");
+    if let Some(path) = std::env::var_os("GPUINFER_FIGURES") {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path).expect("open the figures file");
+        writeln!(file, "{line}").expect("write a figure");
+    }
+}
+
+/// Waits until the router at `base` (http://host:port) answers GET /healthz.
+pub async fn router_listening(http: &reqwest::Client, base: &str) {
+    let url = format!("{base}/healthz");
+    eventually(Duration::from_secs(20), "the router to listen", || {
+        let request = http.get(&url).send();
+        async move { request.await.ok().filter(|r| r.status().is_success()).map(|_| ()) }
+    })
+    .await;
+}
+
+/// Polls GET /results/{id} on the router at `base` until it answers 200; the document.
 pub async fn result_document(http: &reqwest::Client, base: &str, id: &str, limit: Duration) -> serde_json::Value {
     let url = format!("{base}/results/{id}");
     eventually(limit, "a result document", || {
         let request = http.get(&url).send();
-        async move {
-            let response = request.await.ok()?;
-            (response.status() == 200).then_some(())?;
-            response.json().await.ok()
-        }
+        async move { request.await.ok().filter(|r| r.status() == 200)?.json().await.ok() }
     })
     .await
 }

@@ -26,8 +26,13 @@ pub fn child_env() -> Vec<(&'static str, String)> {
 }
 
 pub async fn sdk() -> SdkConfig {
+    sdk_at(&url()).await
+}
+
+/// SDK configuration for a moto server at `endpoint` (the shared one, or a test's own).
+pub async fn sdk_at(endpoint: &str) -> SdkConfig {
     aws_config::defaults(BehaviorVersion::latest())
-        .endpoint_url(url())
+        .endpoint_url(endpoint)
         .region(Region::new("us-east-1"))
         .credentials_provider(aws_sdk_sqs::config::Credentials::new("test", "test", None, None, "moto"))
         .load()
@@ -39,7 +44,11 @@ pub async fn sqs() -> aws_sdk_sqs::Client {
 }
 
 pub async fn s3() -> aws_sdk_s3::Client {
-    let config = aws_sdk_s3::config::Builder::from(&sdk().await).force_path_style(true).build();
+    s3_at(&url()).await
+}
+
+pub async fn s3_at(endpoint: &str) -> aws_sdk_s3::Client {
+    let config = aws_sdk_s3::config::Builder::from(&sdk_at(endpoint).await).force_path_style(true).build();
     aws_sdk_s3::Client::from_conf(config)
 }
 
@@ -94,15 +103,82 @@ pub async fn bucket(name: &str) -> String {
     name.to_owned()
 }
 
-/// Keys under `prefix` in `bucket`.
-pub async fn keys(bucket: &str, prefix: &str) -> Vec<String> {
-    let listed = s3().await.list_objects_v2().bucket(bucket).prefix(prefix).send().await.expect("list objects");
+/// A bucket that keeps every version of an object, so an overwrite shows as a second version.
+pub async fn versioned_bucket(s3: &aws_sdk_s3::Client, name: &str) -> String {
+    use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
+    s3.create_bucket().bucket(name).send().await.expect("create bucket");
+    let versioning = VersioningConfiguration::builder().status(BucketVersioningStatus::Enabled).build();
+    s3.put_bucket_versioning()
+        .bucket(name)
+        .versioning_configuration(versioning)
+        .send()
+        .await
+        .expect("enable versioning");
+    name.to_owned()
+}
+
+/// How many versions each key under `prefix` has (at most 1,000 versions in all).
+pub async fn version_counts(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    prefix: &str,
+) -> std::collections::HashMap<String, usize> {
+    let listed = s3.list_object_versions().bucket(bucket).prefix(prefix).send().await.expect("list object versions");
+    let mut counts = std::collections::HashMap::new();
+    for version in listed.versions.unwrap_or_default() {
+        *counts.entry(version.key.expect("key")).or_default() += 1;
+    }
+    counts
+}
+
+/// Sends every body to the queue, ten per SendMessageBatch.
+pub async fn send_all(url: &str, bodies: &[String]) {
+    use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
+    let sqs = sqs().await;
+    for chunk in bodies.chunks(10) {
+        let entries = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, body)| SendMessageBatchRequestEntry::builder().id(i.to_string()).message_body(body).build())
+            .collect::<Result<Vec<_>, _>>()
+            .expect("batch entries");
+        let sent = sqs.send_message_batch().queue_url(url).set_entries(Some(entries)).send().await.expect("send batch");
+        assert!(sent.failed.is_empty(), "every message sent: {:?}", sent.failed);
+    }
+}
+
+/// Keys under `prefix` in `bucket` (at most 1,000).
+pub async fn keys(s3: &aws_sdk_s3::Client, bucket: &str, prefix: &str) -> Vec<String> {
+    let listed = s3.list_objects_v2().bucket(bucket).prefix(prefix).send().await.expect("list objects");
     listed.contents.unwrap_or_default().into_iter().filter_map(|o| o.key).collect()
 }
 
-pub async fn object(bucket: &str, key: &str) -> serde_json::Value {
-    let object = s3().await.get_object().bucket(bucket).key(key).send().await.expect("get object");
+pub async fn object(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> serde_json::Value {
+    let object = s3.get_object().bucket(bucket).key(key).send().await.expect("get object");
     serde_json::from_slice(&object.body.collect().await.expect("body").into_bytes()).expect("json object")
+}
+
+/// A moto server of the test's own on `port` (one it may stop and restart), from the venv scripts/aws-emulator.sh
+/// installs; answering when this returns.
+pub async fn start_own(port: u16, log: &std::path::Path) -> super::process::ChildProcess {
+    let server = std::env::var_os("GPUINFER_TEST_MOTO_SERVER").map(std::path::PathBuf::from).unwrap_or_else(|| {
+        let cache = std::env::var_os("GPUINFER_CACHE").map(std::path::PathBuf::from).unwrap_or_else(|| {
+            std::path::PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/gpuinfer")
+        });
+        cache.join("moto-venv/bin/moto_server")
+    });
+    assert!(server.exists(), "{} is missing: run scripts/aws-emulator.sh start once", server.display());
+    let process = super::process::ChildProcess::spawn(
+        std::process::Command::new(server).args(["-H", "127.0.0.1", "-p", &port.to_string()]),
+        log,
+    );
+    let url = format!("http://127.0.0.1:{port}/moto-api/");
+    super::eventually(std::time::Duration::from_secs(30), "the test's own moto to answer", || {
+        let request = reqwest::get(url.clone());
+        async move { request.await.ok().filter(|r| r.status().is_success()).map(|_| ()) }
+    })
+    .await;
+    process
 }
 
 /// All messages currently receivable from a queue, with their message attributes.

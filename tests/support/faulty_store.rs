@@ -1,0 +1,55 @@
+//! A result store that refuses every call while switched to failing, counting the refusals (store outages).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use gpuinfer::ports::{PutOutcome, ResultStore, StoreError};
+use uuid::Uuid;
+
+pub struct FaultyStore {
+    inner: Arc<dyn ResultStore>,
+    failing: AtomicBool,
+    refused: AtomicU64,
+}
+
+impl FaultyStore {
+    pub fn new(inner: Arc<dyn ResultStore>) -> Self {
+        FaultyStore { inner, failing: AtomicBool::new(false), refused: AtomicU64::new(0) }
+    }
+
+    pub fn set_failing(&self, failing: bool) {
+        self.failing.store(failing, Ordering::SeqCst);
+    }
+
+    /// Calls refused so far.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::SeqCst)
+    }
+
+    fn check(&self) -> Result<(), StoreError> {
+        if self.failing.load(Ordering::SeqCst) {
+            self.refused.fetch_add(1, Ordering::SeqCst);
+            return Err(StoreError("injected outage".into()));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ResultStore for FaultyStore {
+    async fn exists(&self, request_id: Uuid) -> Result<bool, StoreError> {
+        self.check()?;
+        self.inner.exists(request_id).await
+    }
+
+    async fn put_if_absent(&self, request_id: Uuid, document: &[u8]) -> Result<PutOutcome, StoreError> {
+        self.check()?;
+        self.inner.put_if_absent(request_id, document).await
+    }
+
+    async fn get(&self, request_id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+        self.check()?;
+        self.inner.get(request_id).await
+    }
+}

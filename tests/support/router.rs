@@ -1,0 +1,71 @@
+//! The router app over embedded backends in a temporary directory, called with `oneshot` (no socket).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes, HttpBody};
+use axum::http::{Request, StatusCode};
+use gpuinfer::lanes::Priority;
+use gpuinfer::local::LocalBackends;
+use gpuinfer::local::queue::LocalQueue;
+use gpuinfer::metrics::Emf;
+use gpuinfer::outbound::OutboundPolicy;
+use gpuinfer::ports::Queue;
+use gpuinfer::router::{AppState, app};
+use gpuinfer::routing::{PerTier, RoutingConfig, Tier};
+use http_body_util::BodyExt;
+use serde_json::Value;
+use tower::ServiceExt;
+
+use super::SharedBuf;
+
+pub struct Fixture {
+    _dir: tempfile::TempDir,
+    pub backends: LocalBackends,
+    pub state: Arc<AppState>,
+    /// The EMF lines the router wrote.
+    pub emf: SharedBuf,
+}
+
+pub fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let backends = LocalBackends::open(dir.path()).unwrap();
+    let emf = SharedBuf::default();
+    let lanes = |tier| backends.tier_lanes(tier, Duration::from_secs(30), 3).map(|q| q as Arc<dyn Queue>);
+    let state = Arc::new(AppState {
+        queues: PerTier { small: lanes(Tier::Small), large: lanes(Tier::Large) },
+        store: backends.store.clone(),
+        routing: RoutingConfig::default(),
+        classifier: None,
+        callbacks: OutboundPolicy::default(),
+        metrics: Emf::to_writer(emf.clone()),
+    });
+    Fixture { _dir: dir, backends, state, emf }
+}
+
+impl Fixture {
+    /// One lane's queue of a tier, as the router's state holds it.
+    pub fn lane(&self, tier: Tier, lane: Priority) -> Arc<LocalQueue> {
+        self.backends.lane_queue(tier, lane, Duration::from_secs(30), 3)
+    }
+}
+
+/// The status and JSON body (Null when the body is not JSON) of one request through the app.
+pub async fn call<B>(state: &Arc<AppState>, request: Request<B>) -> (StatusCode, Value)
+where
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    let response = app(Arc::clone(state)).oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+pub fn post(body: impl Into<Body>) -> Request<Body> {
+    Request::post("/infer").header("content-type", "application/json").body(body.into()).unwrap()
+}
+
+pub fn get(path: &str) -> Request<Body> {
+    Request::get(path).body(Body::empty()).unwrap()
+}
