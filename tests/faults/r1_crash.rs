@@ -104,6 +104,7 @@ async fn r1_a_worker_sigkilled_five_times_on_sqs_and_s3_loses_and_overwrites_not
     let mut env = moto::child_env();
     env.extend([
         ("REQUEST_QUEUE_URL", queue_url.clone()),
+        ("HIGH_QUEUE_URL", moto::high_lane_of(&queue_url).await),
         ("DLQ_URL", dlq_url.clone()),
         ("OUTPUT_DESTINATION", format!("s3://{bucket}/")),
     ]);

@@ -127,6 +127,7 @@ async fn r3_s3_stopped_and_restarted_under_a_worker_delays_requests_but_loses_no
     env.extend([
         ("AWS_ENDPOINT_URL_S3", s3_url.clone()),
         ("REQUEST_QUEUE_URL", queue_url.clone()),
+        ("HIGH_QUEUE_URL", moto::high_lane_of(&queue_url).await),
         ("DLQ_URL", dlq_url.clone()),
         ("OUTPUT_DESTINATION", format!("s3://{bucket}/")),
     ]);

@@ -29,6 +29,7 @@ async fn r4_sigterm_completes_the_requests_in_flight_and_hands_back_what_arrives
     let mut env = moto::child_env();
     env.extend([
         ("REQUEST_QUEUE_URL", queue_url.clone()),
+        ("HIGH_QUEUE_URL", moto::high_lane_of(&queue_url).await),
         ("DLQ_URL", dlq_url),
         ("OUTPUT_DESTINATION", format!("s3://{bucket}/")),
     ]);

@@ -201,3 +201,12 @@ pub async fn drain(url: &str) -> Vec<aws_sdk_sqs::types::Message> {
         all.extend(messages);
     }
 }
+
+/// Creates the high-priority lane beside a queue (`<name>-high`) and returns its URL; a worker on SQS needs
+/// both lanes of its tier.
+pub async fn high_lane_of(queue_url: &str) -> String {
+    let name = queue_url.rsplit('/').next().expect("a queue URL ends in its name");
+    let created =
+        sqs().await.create_queue().queue_name(format!("{name}-high")).send().await.expect("create the high lane");
+    created.queue_url.expect("high lane url")
+}
