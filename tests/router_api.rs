@@ -54,7 +54,7 @@ async fn invalid_requests_get_400_naming_the_field() {
         (json!({"prompt": "hi", "maxTokens": 5000}).to_string(), "maxTokens: must be an integer from 1 to 2048"),
         (json!({"prompt": "hi", "colour": "red"}).to_string(), "colour: unknown field"),
         ("{not json".to_string(), "body: not valid JSON"),
-        (String::new(), "body: not valid JSON"),
+        (String::new(), "body: empty; send a JSON request object"),
     ] {
         let (status, answer) = call(&f.state, post(body.clone())).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
