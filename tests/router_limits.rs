@@ -122,9 +122,9 @@ async fn wrong_methods_get_405_naming_the_endpoints() {
     let f = fixture();
     let (status, body) = call(&f.state, get("/infer")).await;
     assert_refused(status, &body, StatusCode::METHOD_NOT_ALLOWED, "method: GET is not allowed on /infer");
-    let delete = Request::delete(format!("/results/{}", uuid::Uuid::new_v4())).body(Body::empty()).unwrap();
-    let (status, body) = call(&f.state, delete).await;
-    assert_refused(status, &body, StatusCode::METHOD_NOT_ALLOWED, "method: DELETE is not allowed");
+    let put = Request::put(format!("/results/{}", uuid::Uuid::new_v4())).body(Body::empty()).unwrap();
+    let (status, body) = call(&f.state, put).await;
+    assert_refused(status, &body, StatusCode::METHOD_NOT_ALLOWED, "method: PUT is not allowed");
     assert!(body["error"].as_str().unwrap().contains("POST /infer"));
     let (status, _) = call(&f.state, post(json!({"prompt": "still fine"}).to_string())).await;
     assert_eq!(status, StatusCode::ACCEPTED);
