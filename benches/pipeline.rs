@@ -290,7 +290,13 @@ async fn router_env(moto: &str) -> Vec<(&'static str, String)> {
     let sdk = gpuinfer::aws::sdk_config(Some(moto)).await;
     let sqs = aws_sdk_sqs::Client::new(&sdk);
     let mut env = vec![("AWS_ENDPOINT_URL", moto.to_owned())];
-    for (variable, name) in [("SMALL_QUEUE_URL", "small"), ("LARGE_QUEUE_URL", "large")] {
+    let lanes = [
+        ("SMALL_QUEUE_URL", "small"),
+        ("LARGE_QUEUE_URL", "large"),
+        ("SMALL_HIGH_QUEUE_URL", "small-high"),
+        ("LARGE_HIGH_QUEUE_URL", "large-high"),
+    ];
+    for (variable, name) in lanes {
         let name = format!("bench-{name}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
         let url = sqs.create_queue().queue_name(name).send().await.unwrap().queue_url.unwrap();
         env.push((variable, url));
