@@ -145,21 +145,35 @@ fn each_task_role_touches_only_its_lanes_the_dead_letter_queue_and_results() {
 }
 
 #[test]
-fn the_router_role_only_enqueues_reads_results_and_asks_one_model() {
+fn the_router_role_only_enqueues_reads_and_cancels_results_and_asks_one_model() {
     let t = template();
     let statements =
         t["Resources"]["RouterRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"].as_array().unwrap();
-    let granted: BTreeSet<(String, String)> =
-        statements.iter().map(|s| (s["Action"].as_str().unwrap().to_owned(), s["Resource"].to_string())).collect();
-    let queue = |name: &str| json!({"Fn::GetAtt": [name, "Arn"]});
+    let actions = |statement: &Value| -> Vec<String> {
+        match &statement["Action"] {
+            Value::String(action) => vec![action.clone()],
+            list => list.as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect(),
+        }
+    };
+    let granted: BTreeSet<(String, String)> = statements
+        .iter()
+        .flat_map(|s| actions(s).into_iter().map(move |action| (action, s["Resource"].to_string())))
+        .collect();
+    let arn = |name: &str| json!({"Fn::GetAtt": [name, "Arn"]});
+    let results = json!({"Fn::Sub": "${ResultsBucket.Arn}/results/*"});
     let expected: BTreeSet<(String, String)> = [
-        ("sqs:SendMessage", json!([queue("SmallQueue"), queue("LargeQueue")])),
-        ("s3:GetObject", json!({"Fn::Sub": "${ResultsBucket.Arn}/results/*"})),
+        (
+            "sqs:SendMessage",
+            json!([arn("SmallQueue"), arn("SmallHighQueue"), arn("LargeQueue"), arn("LargeHighQueue")]),
+        ),
+        ("s3:GetObject", results.clone()),
+        ("s3:PutObject", results),
         (
             "bedrock:InvokeModel",
             json!({"Fn::Sub": "arn:${AWS::Partition}:bedrock:${AWS::Region}::foundation-model/${BedrockModelId}"}),
         ),
-        ("sqs:SendMessage", queue("DeadLetterQueue")),
+        ("sqs:SendMessage", arn("DeadLetterQueue")),
+        ("kms:Decrypt", arn("LogsKey")),
     ]
     .into_iter()
     .map(|(action, resource)| (action.to_owned(), resource.to_string()))
