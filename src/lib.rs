@@ -5,7 +5,7 @@
 //! - `request`: the request contract and its validation (router and worker)
 //! - `outcome`: result and error documents
 //! - `routing`: tier heuristics and the classifier call; `classifier`: the OpenAI-compatible classifier
-//! - `router`: the HTTP API; `worker`: lease → infer → store → delete
+//! - `router`: the HTTP API; `worker`: lease → infer → store → delete; `deletes`: the worker's batched deletes
 //! - `lanes`: priority lanes (high and normal queue per tier), their share of free slots, the lane receiver
 //! - `webhook`: signed result callbacks; `outbound`: where callbacks may go (URL and address rules)
 //! - `client`: the HTTP client behind `gpuinfer submit` and `gpuinfer get` (SigV4 signing, waiting for results)
@@ -22,6 +22,7 @@ pub mod classifier;
 pub mod cli;
 pub mod client;
 pub mod cmd;
+pub mod deletes;
 pub mod engine;
 pub mod fetch;
 pub mod lanes;

@@ -12,7 +12,7 @@ use gpuinfer::aws::s3::{S3Location, S3Store};
 use gpuinfer::aws::sqs::SqsQueue;
 use gpuinfer::lanes::Lanes;
 use gpuinfer::metrics::Emf;
-use gpuinfer::ports::{PutOutcome, Queue, QueueCounts, ResultStore};
+use gpuinfer::ports::{PutOutcome, Queue, QueueCounts, QueueError, ResultStore};
 use gpuinfer::routing::Tier;
 use gpuinfer::worker::WorkerConfig;
 use serde_json::{Value, json};
@@ -47,6 +47,24 @@ async fn sqs_queue_keeps_the_semantics_the_worker_relies_on() {
     let attributes = dead[0].message_attributes.as_ref().unwrap();
     assert_eq!(attributes["ErrorReason"].string_value.as_deref(), Some("body: not valid JSON"));
     assert_eq!(attributes["OriginalQueue"].string_value.as_deref(), Some(url.as_str()));
+}
+
+#[tokio::test]
+async fn sqs_delete_batch_deletes_beyond_ten_and_names_a_bad_receipt() {
+    let (url, dlq_url) = moto::queue_with_dlq(&moto::unique("delete-batch"), 30, 3).await;
+    let queue = SqsQueue::new(moto::sqs().await, url, Some(dlq_url));
+    let bodies: Vec<String> = (0..12).map(|i| format!("m{i}")).collect();
+    assert!(queue.send_batch(&bodies).await.iter().all(Result::is_ok));
+    let mut receipts = Vec::new();
+    while receipts.len() < bodies.len() {
+        receipts.extend(queue.receive(10, Duration::from_secs(1)).await.unwrap().into_iter().map(|m| m.receipt));
+    }
+    receipts.insert(3, "not-a-receipt".into());
+    let outcomes = queue.delete_batch(&receipts).await;
+    assert_eq!(outcomes.len(), 13);
+    assert!(matches!(outcomes[3], Err(QueueError::ReceiptExpired)), "{:?}", outcomes[3]);
+    assert!(outcomes.iter().enumerate().all(|(i, outcome)| i == 3 || outcome.is_ok()), "{outcomes:?}");
+    assert_eq!(queue.counts().await.unwrap(), QueueCounts::default());
 }
 
 #[tokio::test]

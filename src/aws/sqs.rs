@@ -1,4 +1,4 @@
-//! SQS queue adapter: long-poll receive, visibility heartbeat and back-off, delete, dead-letter, counts.
+//! SQS queue adapter: long-poll receive, visibility heartbeat and back-off, (batch) delete, dead-letter, counts.
 
 use std::time::Duration;
 
@@ -6,7 +6,8 @@ use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::error::ProvideErrorMetadata;
 use aws_sdk_sqs::types::{
-    MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName, SendMessageBatchRequestEntry,
+    BatchResultErrorEntry, DeleteMessageBatchRequestEntry, MessageAttributeValue, MessageSystemAttributeName,
+    QueueAttributeName, SendMessageBatchRequestEntry,
 };
 
 use super::describe;
@@ -14,7 +15,7 @@ use crate::ports::{Message, Queue, QueueCounts, QueueError};
 
 /// Longest long poll SQS allows.
 const MAX_WAIT: Duration = Duration::from_secs(20);
-/// Most messages one ReceiveMessage returns, and one SendMessageBatch sends.
+/// Most messages one ReceiveMessage returns, and one SendMessageBatch sends or DeleteMessageBatch deletes.
 const MAX_MESSAGES: usize = 10;
 /// Largest total body size of one SendMessageBatch.
 const MAX_BATCH_BYTES: usize = 1024 * 1024;
@@ -50,27 +51,65 @@ impl SqsQueue {
                 .map_err(unavailable("SendMessageBatch")),
             Err(e) => Err(QueueError::Unavailable(format!("building a batch entry: {e}"))),
         };
-        let output = match sent {
-            Ok(output) => output,
-            Err(error) => return chunk.iter().map(|_| Err(error.clone())).collect(),
-        };
-        let mut outcomes: Vec<Result<(), QueueError>> = chunk
-            .iter()
-            .map(|_| Err(QueueError::Unavailable("SendMessageBatch: entry missing from the answer".into())))
-            .collect();
-        for entry in output.successful {
-            if let Some(outcome) = entry.id.parse().ok().and_then(|i: usize| outcomes.get_mut(i)) {
-                *outcome = Ok(());
-            }
-        }
-        for entry in output.failed {
-            if let Some(outcome) = entry.id.parse().ok().and_then(|i: usize| outcomes.get_mut(i)) {
-                let message = entry.message.unwrap_or_default();
-                *outcome = Err(QueueError::Unavailable(format!("SendMessageBatch: {}: {message}", entry.code)));
-            }
-        }
-        outcomes
+        let answered =
+            sent.map(|output| (output.successful.into_iter().map(|entry| entry.id).collect(), output.failed));
+        batch_outcomes(chunk.len(), "SendMessageBatch", answered, |_code| None)
     }
+
+    /// One DeleteMessageBatch call; entry ids are the receipts' positions in `chunk`.
+    async fn delete_chunk(&self, chunk: &[String]) -> Vec<Result<(), QueueError>> {
+        let entries: Result<Vec<_>, _> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, receipt)| {
+                DeleteMessageBatchRequestEntry::builder().id(i.to_string()).receipt_handle(receipt).build()
+            })
+            .collect();
+        let deleted = match entries {
+            Ok(entries) => self
+                .client
+                .delete_message_batch()
+                .queue_url(&self.url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map_err(unavailable("DeleteMessageBatch")),
+            Err(e) => Err(QueueError::Unavailable(format!("building a batch entry: {e}"))),
+        };
+        let answered =
+            deleted.map(|output| (output.successful.into_iter().map(|entry| entry.id).collect(), output.failed));
+        batch_outcomes(chunk.len(), "DeleteMessageBatch", answered, |code| {
+            (code == "ReceiptHandleIsInvalid").then_some(QueueError::ReceiptExpired)
+        })
+    }
+}
+
+/// One outcome per entry of a batch call whose entry ids are positions: a failed call fails every entry; a
+/// failed entry gets `known(code)` or else an Unavailable naming the code; an entry missing from the answer fails.
+fn batch_outcomes(
+    len: usize,
+    action: &str,
+    answered: Result<(Vec<String>, Vec<BatchResultErrorEntry>), QueueError>,
+    known: impl Fn(&str) -> Option<QueueError>,
+) -> Vec<Result<(), QueueError>> {
+    let (successful, failed) = match answered {
+        Ok(answer) => answer,
+        Err(error) => return vec![Err(error); len],
+    };
+    let mut outcomes = vec![Err(QueueError::Unavailable(format!("{action}: entry missing from the answer"))); len];
+    for id in successful {
+        if let Some(outcome) = id.parse().ok().and_then(|i: usize| outcomes.get_mut(i)) {
+            *outcome = Ok(());
+        }
+    }
+    for entry in failed {
+        if let Some(outcome) = entry.id.parse().ok().and_then(|i: usize| outcomes.get_mut(i)) {
+            let message = entry.message.unwrap_or_default();
+            *outcome = Err(known(&entry.code)
+                .unwrap_or_else(|| QueueError::Unavailable(format!("{action}: {}: {message}", entry.code))));
+        }
+    }
+    outcomes
 }
 
 /// Splits bodies into SendMessageBatch calls: at most 10 messages and 1 MiB of bodies each.
@@ -190,6 +229,14 @@ impl Queue for SqsQueue {
             .await
             .map_err(unavailable("DeleteMessage"))?;
         Ok(())
+    }
+
+    async fn delete_batch(&self, receipts: &[String]) -> Vec<Result<(), QueueError>> {
+        let mut outcomes = Vec::with_capacity(receipts.len());
+        for chunk in receipts.chunks(MAX_MESSAGES) {
+            outcomes.extend(self.delete_chunk(chunk).await);
+        }
+        outcomes
     }
 
     async fn dead_letter(&self, message: &Message, reason: &str) -> Result<(), QueueError> {

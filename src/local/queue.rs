@@ -206,13 +206,29 @@ impl Queue for LocalQueue {
     }
 
     async fn delete(&self, receipt: &str) -> Result<(), QueueError> {
-        let (id, _) = parse_receipt(receipt)?;
-        self.db
-            .lock()?
-            .prepare_cached("DELETE FROM messages WHERE id = ?1 AND queue = ?2")
-            .and_then(|mut delete| delete.execute(params![id, self.name]))
-            .map_err(db_error)?;
-        Ok(())
+        self.delete_batch(&[receipt.to_owned()]).await.pop().unwrap_or(Ok(()))
+    }
+
+    /// Every delete in one transaction.
+    async fn delete_batch(&self, receipts: &[String]) -> Vec<Result<(), QueueError>> {
+        let deleted = || {
+            let mut conn = self.db.lock()?;
+            let tx = conn.transaction().map_err(db_error)?;
+            let outcomes = {
+                let mut delete =
+                    tx.prepare_cached("DELETE FROM messages WHERE id = ?1 AND queue = ?2").map_err(db_error)?;
+                receipts
+                    .iter()
+                    .map(|receipt| {
+                        let (id, _) = parse_receipt(receipt)?;
+                        delete.execute(params![id, self.name]).map(drop).map_err(db_error)
+                    })
+                    .collect()
+            };
+            tx.commit().map_err(db_error)?;
+            Ok(outcomes)
+        };
+        deleted().unwrap_or_else(|error: QueueError| receipts.iter().map(|_| Err(error.clone())).collect())
     }
 
     async fn dead_letter(&self, message: &Message, reason: &str) -> Result<(), QueueError> {

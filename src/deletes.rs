@@ -1,0 +1,69 @@
+//! Coalesces a worker's deletes into batch calls: deletes that arrive while earlier ones are on the wire go
+//! out together, so a busy worker makes up to ten times fewer delete calls and an idle one waits for none.
+
+use std::sync::{Arc, OnceLock};
+
+use tokio::sync::{Semaphore, mpsc, oneshot};
+
+use crate::ports::{Queue, QueueError};
+
+/// Most receipts in one batch call (SQS DeleteMessageBatch takes 10).
+pub const MAX_BATCH: usize = 10;
+/// Batch calls on the wire at once; deletes arriving meanwhile wait and go out together.
+const CALLS_IN_FLIGHT: usize = 4;
+
+type Pending = (String, oneshot::Sender<Result<(), QueueError>>);
+
+/// The deletes of one queue. The batching task starts with the first delete and ends when this is dropped;
+/// what waits in it is bounded by the requests in flight, since each one waits for its own delete.
+pub struct DeleteBatcher<Q: ?Sized> {
+    queue: Arc<Q>,
+    pending: OnceLock<mpsc::UnboundedSender<Pending>>,
+}
+
+impl<Q: Queue + ?Sized + 'static> DeleteBatcher<Q> {
+    pub fn new(queue: Arc<Q>) -> Self {
+        DeleteBatcher { queue, pending: OnceLock::new() }
+    }
+
+    /// Deletes one message, in a batch with whatever other deletes are waiting; resolves with its own outcome.
+    pub async fn delete(&self, receipt: &str) -> Result<(), QueueError> {
+        let (done, outcome) = oneshot::channel();
+        let pending = self.pending.get_or_init(|| {
+            let (sender, receiver) = mpsc::unbounded_channel();
+            tokio::spawn(send_batches(Arc::clone(&self.queue), receiver));
+            sender
+        });
+        pending.send((receipt.to_owned(), done)).map_err(|_| interrupted())?;
+        outcome.await.unwrap_or_else(|_| Err(interrupted()))
+    }
+}
+
+/// Takes the first waiting delete and every other one already waiting (up to a batch) as soon as a call slot
+/// is free, and sends them in one call.
+async fn send_batches<Q: Queue + ?Sized + 'static>(queue: Arc<Q>, mut pending: mpsc::UnboundedReceiver<Pending>) {
+    let calls = Arc::new(Semaphore::new(CALLS_IN_FLIGHT));
+    while let Some(first) = pending.recv().await {
+        let Ok(slot) = Arc::clone(&calls).acquire_owned().await else { return };
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match pending.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        let queue = Arc::clone(&queue);
+        tokio::spawn(async move {
+            let (receipts, waiting): (Vec<String>, Vec<_>) = batch.into_iter().unzip();
+            let outcomes = queue.delete_batch(&receipts).await;
+            for (done, outcome) in waiting.into_iter().zip(outcomes) {
+                let _ = done.send(outcome);
+            }
+            drop(slot);
+        });
+    }
+}
+
+fn interrupted() -> QueueError {
+    QueueError::Unavailable("the delete was interrupted (the worker is stopping)".into())
+}
