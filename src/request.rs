@@ -116,6 +116,18 @@ impl RequestError {
     }
 }
 
+/// Longest unknown field name an error repeats.
+const SHOWN_NAME_CHARS: usize = 64;
+
+/// An unknown field's name as an error shows it: as sent when it is a plain name, else as a JSON string (so an
+/// empty name, a control character or a quote stays visible), cut to 64 characters either way.
+fn shown_name(name: &str) -> String {
+    let plain = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || "_-.$@".contains(c));
+    let cut: String = name.chars().take(SHOWN_NAME_CHARS).collect();
+    let ellipsis = if cut.len() < name.len() { "…" } else { "" };
+    if plain { format!("{cut}{ellipsis}") } else { format!("{}{ellipsis}", Value::String(cut)) }
+}
+
 impl InferenceRequest {
     /// Parses and validates a request body against every rule of the contract.
     pub fn parse(body: &[u8], intake: Intake) -> Result<Self, RequestError> {
@@ -141,7 +153,7 @@ impl InferenceRequest {
     fn from_object(mut object: Map<String, Value>, intake: Intake) -> Result<Self, RequestError> {
         if let Some(unknown) = object.keys().find(|k| !FIELDS.contains(&k.as_str())) {
             return Err(RequestError::invalid(
-                unknown.as_str(),
+                shown_name(unknown),
                 format!("unknown field (allowed: {})", FIELDS.join(", ")),
             ));
         }
@@ -320,7 +332,10 @@ fn parse_messages(value: Value) -> Result<Vec<ChatMessage>, RequestError> {
                 return Err(RequestError::invalid(format!("messages[{i}]"), "must be an object with role and content"));
             };
             if let Some(unknown) = object.keys().find(|k| !["role", "content"].contains(&k.as_str())) {
-                return Err(RequestError::invalid(field(unknown), "unknown field (allowed: role, content)"));
+                return Err(RequestError::invalid(
+                    field(&shown_name(unknown)),
+                    "unknown field (allowed: role, content)",
+                ));
             }
             let role = match object.remove("role") {
                 Some(Value::String(role)) if ROLES.contains(&role.as_str()) => role,

@@ -74,6 +74,13 @@ fn rejects_each_broken_rule_naming_the_field() {
             json!({"requestId": ID, "messages": [{"role": "user", "content": "x", "name": "y"}]}),
             "messages[0].name: unknown field",
         ),
+        (json!({"requestId": ID, "prompt": "hi", "": 1}), "\"\": unknown field"),
+        (json!({"requestId": ID, "prompt": "hi", "a\r\nb": 1}), "\"a\\r\\nb\": unknown field"),
+        (json!({"requestId": ID, "prompt": "hi", "x".repeat(100): 1}), &format!("{}…: unknown field", "x".repeat(64))),
+        (
+            json!({"requestId": ID, "messages": [{"role": "user", "content": "x", "": "y"}]}),
+            "messages[0].\"\": unknown field",
+        ),
         (json!(["not", "an", "object"]), "body: must be a JSON object"),
     ];
     for (body, expected) in cases {

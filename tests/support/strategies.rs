@@ -46,11 +46,13 @@ fn field_value(field: &'static str) -> BoxedStrategy<Value> {
     prop_oneof![3 => right_kind, 1 => json_value()].boxed()
 }
 
-/// JSON objects with any subset of the request's fields, now and then with an unknown one.
+/// JSON objects with any subset of the request's fields, now and then with an unknown one (any name, empty
+/// and control characters included).
 pub fn request_like() -> impl Strategy<Value = Value> {
     let fields = ["requestId", "prompt", "messages", "maxTokens", "temperature", "topP", "route"]
         .map(|field| proptest::option::of(field_value(field)).prop_map(move |value| (field, value)));
-    let unknown = proptest::option::weighted(0.1, ("[a-z]{1,8}", json_value()));
+    let unknown =
+        proptest::option::weighted(0.1, (prop_oneof!["[a-z]{1,8}", "\\PC{0,8}", "[\\x00-\\x1f\"]{0,3}"], json_value()));
     (fields, unknown).prop_map(|(fields, unknown)| {
         let mut object: Map<String, Value> =
             fields.into_iter().filter_map(|(field, value)| Some((field.to_owned(), value?))).collect();
