@@ -2,7 +2,8 @@
 # Benchmarks, side by side in one run (release build): prints one markdown table and writes it to
 # BENCHMARKS.md. Starts what it measures against: the local llama.cpp engine (8 slots), the moto
 # SQS/S3 emulator, the engine simulator (32 slots) and, for the baselines, the AWS CLI (PyPI awscli)
-# and a Python + boto3 router. Run it on an otherwise idle machine: it takes about 10 minutes.
+# and a Python + boto3 router; profiles the worker with valgrind's callgrind when valgrind is installed.
+# Run it on an otherwise idle machine: it takes about 10 minutes after the release build.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -30,4 +31,7 @@ export BENCH_LOCAL_ENGINE_URL="http://127.0.0.1:$ENGINE_PORT"
 export BENCH_MOTO_URL="http://127.0.0.1:$MOTO_PORT"
 export BENCH_PYTHON="$CACHE/moto-venv/bin/python"   # Python 3.11 with boto3 (moto depends on it)
 export BENCH_AWS_CLI="$CACHE/awscli-venv/bin/aws"
+# Line tables and symbols in the benchmark build, so the P3 profile (valgrind's callgrind) can name functions and
+# crates; neither changes the code, nor any page the processes load.
+export CARGO_PROFILE_BENCH_DEBUG=line-tables-only CARGO_PROFILE_BENCH_STRIP=false
 cargo bench --locked --bench pipeline -- --write BENCHMARKS.md
