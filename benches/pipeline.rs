@@ -27,7 +27,8 @@ struct Row {
     reference: String,
     ratio: f64,
     target: &'static str,
-    met: bool,
+    /// None where the issue sets no target and the row is there to be read.
+    met: Option<bool>,
 }
 
 /// A child process killed when dropped.
@@ -508,7 +509,7 @@ async fn pipeline_rows(
             reference: format!("{direct:.1} tok/s direct at concurrency {best}"),
             ratio: pipeline / direct,
             target: "≥ 0.95",
-            met: pipeline / direct >= 0.95,
+            met: Some(pipeline / direct >= 0.95),
         },
     );
     let p2_target = if slots >= 32 { ("≥ 10", 10.0) } else { ("≥ 3.4", 3.4) };
@@ -521,7 +522,7 @@ async fn pipeline_rows(
             reference: format!("{seed:.1} tok/s (concurrency 1, one message per receive)"),
             ratio: ours / seed,
             target: p2_target.0,
-            met: ours / seed >= p2_target.1,
+            met: Some(ours / seed >= p2_target.1),
         },
     );
 }
@@ -547,7 +548,11 @@ fn table(rows: &[Row]) -> String {
             r.reference,
             r.ratio,
             r.target,
-            if r.met { "yes" } else { "**no**" }
+            match r.met {
+                Some(true) => "yes",
+                Some(false) => "**no**",
+                None => "—",
+            }
         );
     }
     out
@@ -597,7 +602,7 @@ async fn main() {
             reference: "2,000 requests/s".into(),
             ratio: ceiling.requests_per_s / 2000.0,
             target: "≥ 1.0",
-            met: ceiling.requests_per_s >= 2000.0,
+            met: Some(ceiling.requests_per_s >= 2000.0),
         },
     );
     eprintln!("P3: where the worker's instructions go (callgrind, 5,000 requests)");
@@ -622,7 +627,7 @@ async fn main() {
             reference: format!("{:.1} ms Python 3.11 + boto3 baseline", ms(py_start)),
             ratio: ms(py_start) / ms(ours_start),
             target: "ours ≤ 20 ms",
-            met: ms(ours_start) <= 20.0,
+            met: Some(ms(ours_start) <= 20.0),
         },
     );
     report(
@@ -633,8 +638,8 @@ async fn main() {
             ours: format!("p50 {:.1} ms, p99 {:.1} ms", ms(ours_p50), ms(ours_p99)),
             reference: format!("p50 {:.1} ms, p99 {:.1} ms (Python baseline)", ms(py_p50), ms(py_p99)),
             ratio: ms(py_p99) / ms(ours_p99),
-            target: "ours faster (ratio > 1)",
-            met: ours_p99 < py_p99,
+            target: "none set: measured (p99 ratio)",
+            met: None,
         },
     );
     report(
@@ -650,7 +655,7 @@ async fn main() {
             reference: "20 MiB worker budget".into(),
             ratio: 20.0 / ceiling.loaded.peak,
             target: "worker ≤ 20 MiB",
-            met: ceiling.loaded.peak <= 20.0,
+            met: Some(ceiling.loaded.peak <= 20.0),
         },
     );
 
@@ -665,7 +670,7 @@ async fn main() {
             reference: format!("{cli_mib_s:.0} MiB/s `aws s3 cp --recursive`"),
             ratio: ours_mib_s / cli_mib_s,
             target: "> 1",
-            met: ours_mib_s > cli_mib_s,
+            met: Some(ours_mib_s > cli_mib_s),
         },
     );
 
