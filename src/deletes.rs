@@ -1,29 +1,44 @@
-//! Coalesces a worker's deletes into batch calls: deletes that arrive while earlier ones are on the wire go
-//! out together, so a busy worker makes up to ten times fewer delete calls and an idle one waits for none.
+//! Coalesces deletes into batch calls: deletes that arrive while earlier ones are on the wire go out together,
+//! so a busy worker makes up to ten times fewer delete calls and an idle one waits for none. For queues behind a
+//! network call (SQS); a local queue deletes faster than it could hand a delete to another task.
 
 use std::sync::{Arc, OnceLock};
 
+use async_trait::async_trait;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::ports::{Queue, QueueError};
+use crate::ports::QueueError;
 
 /// Most receipts in one batch call (SQS DeleteMessageBatch takes 10).
 pub const MAX_BATCH: usize = 10;
 /// Batch calls on the wire at once; deletes arriving meanwhile wait and go out together.
 const CALLS_IN_FLIGHT: usize = 4;
 
+/// One call that deletes up to [`MAX_BATCH`] messages of a queue.
+#[async_trait]
+pub trait BatchDelete: Send + Sync + 'static {
+    /// One outcome per receipt, in order.
+    async fn delete_batch(&self, receipts: &[String]) -> Vec<Result<(), QueueError>>;
+}
+
 type Pending = (String, oneshot::Sender<Result<(), QueueError>>);
 
 /// The deletes of one queue. The batching task starts with the first delete and ends when this is dropped;
 /// what waits in it is bounded by the requests in flight, since each one waits for its own delete.
-pub struct DeleteBatcher<Q: ?Sized> {
-    queue: Arc<Q>,
+pub struct DeleteBatcher<D> {
+    target: Arc<D>,
     pending: OnceLock<mpsc::UnboundedSender<Pending>>,
 }
 
-impl<Q: Queue + ?Sized + 'static> DeleteBatcher<Q> {
-    pub fn new(queue: Arc<Q>) -> Self {
-        DeleteBatcher { queue, pending: OnceLock::new() }
+impl<D> std::fmt::Debug for DeleteBatcher<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DeleteBatcher")
+    }
+}
+
+impl<D: BatchDelete> DeleteBatcher<D> {
+    pub fn new(target: D) -> Self {
+        DeleteBatcher { target: Arc::new(target), pending: OnceLock::new() }
     }
 
     /// Deletes one message, in a batch with whatever other deletes are waiting; resolves with its own outcome.
@@ -31,7 +46,7 @@ impl<Q: Queue + ?Sized + 'static> DeleteBatcher<Q> {
         let (done, outcome) = oneshot::channel();
         let pending = self.pending.get_or_init(|| {
             let (sender, receiver) = mpsc::unbounded_channel();
-            tokio::spawn(send_batches(Arc::clone(&self.queue), receiver));
+            tokio::spawn(send_batches(Arc::clone(&self.target), receiver));
             sender
         });
         pending.send((receipt.to_owned(), done)).map_err(|_| interrupted())?;
@@ -41,7 +56,7 @@ impl<Q: Queue + ?Sized + 'static> DeleteBatcher<Q> {
 
 /// Takes the first waiting delete and every other one already waiting (up to a batch) as soon as a call slot
 /// is free, and sends them in one call.
-async fn send_batches<Q: Queue + ?Sized + 'static>(queue: Arc<Q>, mut pending: mpsc::UnboundedReceiver<Pending>) {
+async fn send_batches<D: BatchDelete>(target: Arc<D>, mut pending: mpsc::UnboundedReceiver<Pending>) {
     let calls = Arc::new(Semaphore::new(CALLS_IN_FLIGHT));
     while let Some(first) = pending.recv().await {
         let Ok(slot) = Arc::clone(&calls).acquire_owned().await else { return };
@@ -52,10 +67,10 @@ async fn send_batches<Q: Queue + ?Sized + 'static>(queue: Arc<Q>, mut pending: m
                 Err(_) => break,
             }
         }
-        let queue = Arc::clone(&queue);
+        let target = Arc::clone(&target);
         tokio::spawn(async move {
             let (receipts, waiting): (Vec<String>, Vec<_>) = batch.into_iter().unzip();
-            let outcomes = queue.delete_batch(&receipts).await;
+            let outcomes = target.delete_batch(&receipts).await;
             for (done, outcome) in waiting.into_iter().zip(outcomes) {
                 let _ = done.send(outcome);
             }

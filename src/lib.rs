@@ -5,7 +5,7 @@
 //! - `request`: the request contract and its validation (router and worker)
 //! - `outcome`: result and error documents
 //! - `routing`: tier heuristics and the classifier call; `classifier`: the OpenAI-compatible classifier
-//! - `router`: the HTTP API; `worker`: lease → infer → store → delete; `deletes`: the worker's batched deletes
+//! - `router`: the HTTP API; `worker`: lease → infer → store → delete
 //! - `lanes`: priority lanes (high and normal queue per tier), their share of free slots, the lane receiver
 //! - `webhook`: signed result callbacks; `outbound`: where callbacks may go (URL and address rules)
 //! - `client`: the HTTP client behind `gpuinfer submit` and `gpuinfer get` (SigV4 signing, waiting for results)
@@ -13,7 +13,8 @@
 //! - `scaler`: the per-tier scaling decision and the tick that reads the ports and publishes it
 //! - `simulate`: the discrete-event simulation of the seed's scaling policy against ours
 //! - `local`: embedded backends (SQLite queues, result files, a fixed fleet); `engine`: OpenAI-compatible client
-//! - `aws`: SQS, S3, Bedrock, ECS, CloudWatch adapters; `fetch`: parallel model download from S3
+//! - `aws`: SQS, S3, Bedrock, ECS, CloudWatch adapters; `deletes`: SQS deletes coalesced into batch calls;
+//!   `fetch`: parallel model download from S3
 //! - `xid`: synthetic XIDs through the host's DCGM (dcgmi command lines, checks, the shell-out)
 //! - `metrics`: metric names and EMF lines; `telemetry`: logging; `shutdown`: signals
 

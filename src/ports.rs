@@ -63,14 +63,6 @@ pub trait Queue: Send + Sync {
     async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Message>, QueueError>;
     async fn change_visibility(&self, receipt: &str, timeout: Duration) -> Result<(), QueueError>;
     async fn delete(&self, receipt: &str) -> Result<(), QueueError>;
-    /// Deletes up to ten messages in as few calls as the queue allows; one outcome per receipt, in order.
-    async fn delete_batch(&self, receipts: &[String]) -> Vec<Result<(), QueueError>> {
-        let mut outcomes = Vec::with_capacity(receipts.len());
-        for receipt in receipts {
-            outcomes.push(self.delete(receipt).await);
-        }
-        outcomes
-    }
     /// Moves the message to the dead-letter queue with `ErrorReason` and `OriginalQueue`, then deletes it.
     async fn dead_letter(&self, message: &Message, reason: &str) -> Result<(), QueueError>;
     async fn counts(&self) -> Result<QueueCounts, QueueError>;

@@ -11,7 +11,6 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::deletes::DeleteBatcher;
 use crate::lanes::{LaneReceiver, Lanes, Lease};
 use crate::metrics::{self, Emf, Metric};
 use crate::outcome::{ErrorCode, Processing, ResultDocument};
@@ -92,8 +91,6 @@ pub enum Stopped {
 
 pub struct Worker<Q: ?Sized, S: ?Sized, E: ?Sized> {
     lanes: Lanes<Arc<Q>>,
-    /// Each lane's deletes, sent in batches.
-    deletes: Lanes<DeleteBatcher<Q>>,
     store: Arc<S>,
     engine: Arc<E>,
     config: WorkerConfig,
@@ -123,7 +120,6 @@ where
 {
     pub fn new(lanes: Lanes<Arc<Q>>, store: Arc<S>, engine: Arc<E>, config: WorkerConfig, metrics: Emf) -> Self {
         Worker {
-            deletes: Lanes::from_fn(|lane| DeleteBatcher::new(Arc::clone(lanes.get(lane)))),
             lanes,
             store,
             engine,
@@ -511,7 +507,7 @@ where
     }
 
     async fn delete(&self, lease: &Lease) {
-        if let Err(error) = self.deletes.get(lease.lane).delete(&lease.message.receipt).await {
+        if let Err(error) = self.queue(lease).delete(&lease.message.receipt).await {
             tracing::warn!(tier = %self.config.tier, %error, "delete failed; the message may be seen again (its result is stored)");
         }
     }

@@ -50,20 +50,30 @@ async fn sqs_queue_keeps_the_semantics_the_worker_relies_on() {
 }
 
 #[tokio::test]
-async fn sqs_delete_batch_deletes_beyond_ten_and_names_a_bad_receipt() {
+async fn sqs_deletes_at_once_share_batch_calls_and_each_gets_its_own_outcome() {
     let (url, dlq_url) = moto::queue_with_dlq(&moto::unique("delete-batch"), 30, 3).await;
-    let queue = SqsQueue::new(moto::sqs().await, url, Some(dlq_url));
-    let bodies: Vec<String> = (0..12).map(|i| format!("m{i}")).collect();
+    let queue = Arc::new(SqsQueue::new(moto::sqs().await, url, Some(dlq_url)));
+    let bodies: Vec<String> = (0..25).map(|i| format!("m{i}")).collect();
     assert!(queue.send_batch(&bodies).await.iter().all(Result::is_ok));
     let mut receipts = Vec::new();
     while receipts.len() < bodies.len() {
         receipts.extend(queue.receive(10, Duration::from_secs(1)).await.unwrap().into_iter().map(|m| m.receipt));
     }
-    receipts.insert(3, "not-a-receipt".into());
-    let outcomes = queue.delete_batch(&receipts).await;
-    assert_eq!(outcomes.len(), 13);
-    assert!(matches!(outcomes[3], Err(QueueError::ReceiptExpired)), "{:?}", outcomes[3]);
-    assert!(outcomes.iter().enumerate().all(|(i, outcome)| i == 3 || outcome.is_ok()), "{outcomes:?}");
+    receipts.push("not-a-receipt".into());
+    let deletes: Vec<_> = receipts
+        .into_iter()
+        .map(|receipt| {
+            let queue = Arc::clone(&queue);
+            tokio::spawn(async move { (receipt.clone(), queue.delete(&receipt).await) })
+        })
+        .collect();
+    for delete in deletes {
+        let (receipt, outcome) = delete.await.unwrap();
+        match receipt.as_str() {
+            "not-a-receipt" => assert!(matches!(outcome, Err(QueueError::ReceiptExpired)), "{outcome:?}"),
+            _ => assert!(outcome.is_ok(), "{receipt}: {outcome:?}"),
+        }
+    }
     assert_eq!(queue.counts().await.unwrap(), QueueCounts::default());
 }
 

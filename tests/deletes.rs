@@ -1,73 +1,58 @@
-//! The worker's deletes go out in batches while earlier ones are on the wire, each caller gets its own
-//! outcome, and every message is gone afterwards (on the embedded queue).
+//! Deletes go out in batches while earlier ones are on the wire, each caller gets its own outcome, and a lone
+//! delete goes out at once. The batch call here deletes from the embedded queue, slowly, like a network call.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use gpuinfer::deletes::{DeleteBatcher, MAX_BATCH};
+use gpuinfer::deletes::{BatchDelete, DeleteBatcher, MAX_BATCH};
 use gpuinfer::lanes::Priority;
 use gpuinfer::local::LocalBackends;
 use gpuinfer::local::queue::LocalQueue;
-use gpuinfer::ports::{Message, Queue, QueueCounts, QueueError};
+use gpuinfer::ports::{Queue, QueueCounts, QueueError};
 use gpuinfer::routing::Tier;
 
-/// The embedded queue, with each batch call's size recorded and the call made slow enough for deletes to pile up.
-struct Recording {
+/// Deletes from the embedded queue, 20 ms per call, recording each call's size.
+struct SlowDeletes {
     queue: Arc<LocalQueue>,
-    batches: Mutex<Vec<usize>>,
+    batches: Arc<Mutex<Vec<usize>>>,
 }
 
 #[async_trait]
-impl Queue for Recording {
-    async fn send(&self, body: &str) -> Result<(), QueueError> {
-        self.queue.send(body).await
-    }
-    async fn send_batch(&self, bodies: &[String]) -> Vec<Result<(), QueueError>> {
-        self.queue.send_batch(bodies).await
-    }
-    async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Message>, QueueError> {
-        self.queue.receive(max, wait).await
-    }
-    async fn change_visibility(&self, receipt: &str, timeout: Duration) -> Result<(), QueueError> {
-        self.queue.change_visibility(receipt, timeout).await
-    }
-    async fn delete(&self, receipt: &str) -> Result<(), QueueError> {
-        self.delete_batch(&[receipt.to_owned()]).await.remove(0)
-    }
+impl BatchDelete for SlowDeletes {
     async fn delete_batch(&self, receipts: &[String]) -> Vec<Result<(), QueueError>> {
         self.batches.lock().unwrap().push(receipts.len());
         tokio::time::sleep(Duration::from_millis(20)).await;
-        self.queue.delete_batch(receipts).await
-    }
-    async fn dead_letter(&self, message: &Message, reason: &str) -> Result<(), QueueError> {
-        self.queue.dead_letter(message, reason).await
-    }
-    async fn counts(&self) -> Result<QueueCounts, QueueError> {
-        self.queue.counts().await
+        let mut outcomes = Vec::new();
+        for receipt in receipts {
+            outcomes.push(self.queue.delete(receipt).await);
+        }
+        outcomes
     }
 }
 
-fn recording(dir: &std::path::Path) -> Arc<Recording> {
+/// A queue holding `count` received messages, and a batcher deleting from it.
+async fn received(
+    dir: &std::path::Path,
+    count: usize,
+) -> (Arc<LocalQueue>, Vec<String>, DeleteBatcher<SlowDeletes>, Arc<Mutex<Vec<usize>>>) {
     let backends = LocalBackends::open(dir).unwrap();
     let queue = backends.lane_queue(Tier::Small, Priority::Normal, Duration::from_secs(30), 3);
-    Arc::new(Recording { queue, batches: Mutex::new(Vec::new()) })
-}
-
-async fn received(queue: &Recording, count: usize) -> Vec<String> {
     queue.send_batch(&(0..count).map(|i| format!("m{i}")).collect::<Vec<_>>()).await;
-    queue.receive(count, Duration::ZERO).await.unwrap().into_iter().map(|m| m.receipt).collect()
+    let receipts = queue.receive(count, Duration::ZERO).await.unwrap().into_iter().map(|m| m.receipt).collect();
+    let batches = Arc::new(Mutex::new(Vec::new()));
+    let batcher = DeleteBatcher::new(SlowDeletes { queue: Arc::clone(&queue), batches: Arc::clone(&batches) });
+    (queue, receipts, batcher, batches)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_deletes_share_batch_calls_and_each_gets_its_own_outcome() {
     let dir = tempfile::tempdir().unwrap();
-    let queue = recording(dir.path());
-    let mut receipts = received(&queue, 60).await;
+    let (queue, mut receipts, batcher, batches) = received(dir.path(), 60).await;
     assert_eq!(receipts.len(), 60);
     receipts.push("not a receipt".into());
-    let batcher = Arc::new(DeleteBatcher::new(Arc::clone(&queue)));
+    let batcher = Arc::new(batcher);
     let deletes: Vec<_> = receipts
         .into_iter()
         .map(|receipt| {
@@ -83,7 +68,7 @@ async fn concurrent_deletes_share_batch_calls_and_each_gets_its_own_outcome() {
         }
     }
     assert_eq!(queue.counts().await.unwrap(), QueueCounts::default());
-    let batches = queue.batches.lock().unwrap().clone();
+    let batches = batches.lock().unwrap().clone();
     println!("61 concurrent deletes went out in {} calls: {batches:?}", batches.len());
     assert_eq!(batches.iter().sum::<usize>(), 61);
     assert!(batches.iter().all(|&size| size <= MAX_BATCH), "{batches:?}");
@@ -93,11 +78,10 @@ async fn concurrent_deletes_share_batch_calls_and_each_gets_its_own_outcome() {
 #[tokio::test]
 async fn a_lone_delete_goes_out_at_once_in_its_own_call() {
     let dir = tempfile::tempdir().unwrap();
-    let queue = recording(dir.path());
-    let batcher = DeleteBatcher::new(Arc::clone(&queue));
-    for receipt in received(&queue, 3).await {
+    let (queue, receipts, batcher, batches) = received(dir.path(), 3).await;
+    for receipt in receipts {
         batcher.delete(&receipt).await.unwrap();
     }
-    assert_eq!(*queue.batches.lock().unwrap(), [1, 1, 1]);
+    assert_eq!(*batches.lock().unwrap(), [1, 1, 1]);
     assert_eq!(queue.counts().await.unwrap(), QueueCounts::default());
 }

@@ -120,18 +120,3 @@ async fn messages_survive_closing_and_reopening_the_database() {
     bodies.sort();
     assert_eq!(bodies, ["in flight", "kept"]);
 }
-
-#[tokio::test]
-async fn delete_batch_removes_every_message_and_names_a_bad_receipt() {
-    let dir = tempfile::tempdir().unwrap();
-    let (_b, queue) = open(dir.path(), Duration::from_secs(30), 3);
-    queue.send_batch(&(0..4).map(|i| format!("m{i}")).collect::<Vec<_>>()).await;
-    let mut receipts: Vec<String> =
-        queue.receive(10, Duration::ZERO).await.unwrap().into_iter().map(|m| m.receipt).collect();
-    receipts.insert(2, "not a receipt".into());
-    let outcomes = queue.delete_batch(&receipts).await;
-    assert_eq!(outcomes.len(), 5);
-    assert!(matches!(outcomes[2], Err(QueueError::ReceiptExpired)));
-    assert!(outcomes.iter().enumerate().all(|(i, outcome)| i == 2 || outcome.is_ok()), "{outcomes:?}");
-    assert_eq!(queue.counts().await.unwrap(), QueueCounts::default());
-}

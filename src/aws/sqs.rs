@@ -1,5 +1,6 @@
 //! SQS queue adapter: long-poll receive, visibility heartbeat and back-off, (batch) delete, dead-letter, counts.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -11,12 +12,15 @@ use aws_sdk_sqs::types::{
 };
 
 use super::describe;
+use crate::deletes::{BatchDelete, DeleteBatcher, MAX_BATCH};
 use crate::ports::{Message, Queue, QueueCounts, QueueError};
 
 /// Longest long poll SQS allows.
 const MAX_WAIT: Duration = Duration::from_secs(20);
-/// Most messages one ReceiveMessage returns, and one SendMessageBatch sends or DeleteMessageBatch deletes.
+/// Most messages one ReceiveMessage returns, and one SendMessageBatch sends.
 const MAX_MESSAGES: usize = 10;
+// DeleteMessageBatch takes as many as SendMessageBatch.
+const _: () = assert!(MAX_BATCH <= MAX_MESSAGES);
 /// Largest total body size of one SendMessageBatch.
 const MAX_BATCH_BYTES: usize = 1024 * 1024;
 
@@ -25,12 +29,15 @@ pub struct SqsQueue {
     client: Client,
     url: String,
     dead_letter_url: Option<String>,
+    /// Deletes share DeleteMessageBatch calls (every clone of this queue the same batcher).
+    deletes: Arc<DeleteBatcher<SqsDeletes>>,
 }
 
 impl SqsQueue {
     /// A queue by URL; `dead_letter_url` is where malformed messages go (required by workers).
     pub fn new(client: Client, url: String, dead_letter_url: Option<String>) -> Self {
-        SqsQueue { client, url, dead_letter_url }
+        let deletes = Arc::new(DeleteBatcher::new(SqsDeletes { client: client.clone(), url: url.clone() }));
+        SqsQueue { client, url, dead_letter_url, deletes }
     }
 
     /// One SendMessageBatch call; entry ids are the bodies' positions in `chunk`.
@@ -55,9 +62,19 @@ impl SqsQueue {
             sent.map(|output| (output.successful.into_iter().map(|entry| entry.id).collect(), output.failed));
         batch_outcomes(chunk.len(), "SendMessageBatch", answered, |_code| None)
     }
+}
 
-    /// One DeleteMessageBatch call; entry ids are the receipts' positions in `chunk`.
-    async fn delete_chunk(&self, chunk: &[String]) -> Vec<Result<(), QueueError>> {
+/// DeleteMessageBatch on one queue, for the [`DeleteBatcher`].
+#[derive(Debug)]
+struct SqsDeletes {
+    client: Client,
+    url: String,
+}
+
+#[async_trait]
+impl BatchDelete for SqsDeletes {
+    /// One DeleteMessageBatch call; entry ids are the receipts' positions.
+    async fn delete_batch(&self, chunk: &[String]) -> Vec<Result<(), QueueError>> {
         let entries: Result<Vec<_>, _> = chunk
             .iter()
             .enumerate()
@@ -220,23 +237,9 @@ impl Queue for SqsQueue {
         }
     }
 
+    /// In a DeleteMessageBatch with the deletes that come due while earlier ones are on the wire.
     async fn delete(&self, receipt: &str) -> Result<(), QueueError> {
-        self.client
-            .delete_message()
-            .queue_url(&self.url)
-            .receipt_handle(receipt)
-            .send()
-            .await
-            .map_err(unavailable("DeleteMessage"))?;
-        Ok(())
-    }
-
-    async fn delete_batch(&self, receipts: &[String]) -> Vec<Result<(), QueueError>> {
-        let mut outcomes = Vec::with_capacity(receipts.len());
-        for chunk in receipts.chunks(MAX_MESSAGES) {
-            outcomes.extend(self.delete_chunk(chunk).await);
-        }
-        outcomes
+        self.deletes.delete(receipt).await
     }
 
     async fn dead_letter(&self, message: &Message, reason: &str) -> Result<(), QueueError> {

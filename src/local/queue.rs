@@ -69,8 +69,8 @@ impl QueueDb {
     }
 }
 
-/// One embedded queue. SQLite calls are short and synchronous, so a receive that returns has
-/// claimed its messages and one that is dropped has claimed none (safe to cancel).
+/// One embedded queue. SQLite calls are short and synchronous (each statement prepared once per connection),
+/// so a receive that returns has claimed its messages and one that is dropped has claimed none (safe to cancel).
 #[derive(Debug, Clone)]
 pub struct LocalQueue {
     db: QueueDb,
@@ -113,6 +113,9 @@ impl LocalQueue {
                 .collect::<Result<_, _>>()
                 .map_err(db_error)?;
             let visible_until = now + self.settings.visibility_timeout.as_millis() as i64;
+            let mut claim = tx
+                .prepare_cached("UPDATE messages SET visible_at_ms = ?1, receive_count = ?2 WHERE id = ?3")
+                .map_err(db_error)?;
             for (id, body, sent_at_ms, receive_count) in candidates {
                 if receive_count >= self.settings.max_receive_count {
                     let attributes = serde_json::json!({
@@ -123,11 +126,7 @@ impl LocalQueue {
                     continue;
                 }
                 let receive_count = receive_count + 1;
-                tx.execute(
-                    "UPDATE messages SET visible_at_ms = ?1, receive_count = ?2 WHERE id = ?3",
-                    params![visible_until, receive_count, id],
-                )
-                .map_err(db_error)?;
+                claim.execute(params![visible_until, receive_count, id]).map_err(db_error)?;
                 claimed.push(Message { body, receipt: format!("{id}:{receive_count}"), receive_count, sent_at_ms });
             }
         }
@@ -191,10 +190,10 @@ impl Queue for LocalQueue {
         let updated = self
             .db
             .lock()?
-            .execute(
+            .prepare_cached(
                 "UPDATE messages SET visible_at_ms = ?1 WHERE id = ?2 AND queue = ?3 AND receive_count = ?4",
-                params![visible_at, id, self.name, receive_count],
             )
+            .and_then(|mut update| update.execute(params![visible_at, id, self.name, receive_count]))
             .map_err(db_error)?;
         if updated == 0 {
             return Err(QueueError::ReceiptExpired);
@@ -206,29 +205,13 @@ impl Queue for LocalQueue {
     }
 
     async fn delete(&self, receipt: &str) -> Result<(), QueueError> {
-        self.delete_batch(&[receipt.to_owned()]).await.pop().unwrap_or(Ok(()))
-    }
-
-    /// Every delete in one transaction.
-    async fn delete_batch(&self, receipts: &[String]) -> Vec<Result<(), QueueError>> {
-        let deleted = || {
-            let mut conn = self.db.lock()?;
-            let tx = conn.transaction().map_err(db_error)?;
-            let outcomes = {
-                let mut delete =
-                    tx.prepare_cached("DELETE FROM messages WHERE id = ?1 AND queue = ?2").map_err(db_error)?;
-                receipts
-                    .iter()
-                    .map(|receipt| {
-                        let (id, _) = parse_receipt(receipt)?;
-                        delete.execute(params![id, self.name]).map(drop).map_err(db_error)
-                    })
-                    .collect()
-            };
-            tx.commit().map_err(db_error)?;
-            Ok(outcomes)
-        };
-        deleted().unwrap_or_else(|error: QueueError| receipts.iter().map(|_| Err(error.clone())).collect())
+        let (id, _) = parse_receipt(receipt)?;
+        self.db
+            .lock()?
+            .prepare_cached("DELETE FROM messages WHERE id = ?1 AND queue = ?2")
+            .and_then(|mut delete| delete.execute(params![id, self.name]))
+            .map_err(db_error)?;
+        Ok(())
     }
 
     async fn dead_letter(&self, message: &Message, reason: &str) -> Result<(), QueueError> {
@@ -270,10 +253,10 @@ impl Queue for LocalQueue {
 }
 
 fn move_to(conn: &Connection, id: i64, queue: &str, attributes: &str, now: i64) -> Result<(), QueueError> {
-    conn.execute(
+    conn.prepare_cached(
         "UPDATE messages SET queue = ?1, attributes = ?2, visible_at_ms = ?3, receive_count = 0 WHERE id = ?4",
-        params![queue, attributes, now, id],
     )
+    .and_then(|mut update| update.execute(params![queue, attributes, now, id]))
     .map_err(db_error)?;
     Ok(())
 }
