@@ -276,8 +276,11 @@ async fn worker_profile(requests: usize) -> Result<String, String> {
     wait_for_results(dir.path(), requests, Duration::from_secs(900)).await;
     let stopped = Command::new("kill").args(["-TERM", &worker.pid().to_string()]).status().unwrap();
     assert!(stopped.success() && worker.0.wait().unwrap().success(), "the profiled worker did not drain cleanly");
-    let annotated =
-        Command::new("callgrind_annotate").args(["--inclusive=no", "--threshold=100"]).arg(&out).output().unwrap();
+    let annotated = Command::new("callgrind_annotate")
+        .args(["--inclusive=no", "--threshold=100", "--auto=no"])
+        .arg(&out)
+        .output()
+        .unwrap();
     Ok(by_crate(&String::from_utf8_lossy(&annotated.stdout), requests))
 }
 
@@ -287,7 +290,10 @@ fn by_crate(annotated: &str, requests: usize) -> String {
     let count = |text: &str| text.replace(',', "").parse::<u64>().ok();
     let mut total = 0;
     let mut crates: std::collections::HashMap<String, (u64, u64, String)> = std::collections::HashMap::new();
-    for line in annotated.lines() {
+    // The per-function table follows the header naming its columns; --auto=no leaves nothing after it.
+    let functions = annotated.split_once("file:function").map_or("", |(_, table)| table);
+    let totals = annotated.lines().find(|line| line.contains("PROGRAM TOTALS")).into_iter();
+    for line in totals.chain(functions.lines()) {
         let line = line.trim();
         let Some((instructions, rest)) = line.split_once(' ') else { continue };
         let (Some(instructions), Some(place)) = (count(instructions), rest.split_once(')').map(|(_, p)| p.trim()))
@@ -309,17 +315,13 @@ fn by_crate(annotated: &str, requests: usize) -> String {
     let mut ranked: Vec<_> = crates.into_iter().collect();
     ranked.sort_by_key(|(_, (instructions, _, _))| std::cmp::Reverse(*instructions));
     let mut out = format!(
-        "{requests} requests, {:.0} thousand instructions per request in user space (start-up included).
-
-         | crate or library | share of instructions | hottest function |
-|---|---:|---|
-",
+        "{requests} requests, {:.0} thousand instructions per request in user space (start-up included).\n\n\
+         | crate or library | share of instructions | hottest function |\n|---|---:|---|\n",
         total as f64 / requests as f64 / 1000.0
     );
     for (name, (instructions, _, hottest)) in ranked.iter().take(12) {
         out += &format!(
-            "| {name} | {:.1} % | `{}` |
-",
+            "| {name} | {:.1} % | `{}` |\n",
             100.0 * *instructions as f64 / total.max(1) as f64,
             hottest.replace('|', "\\|")
         );
