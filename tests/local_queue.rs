@@ -120,3 +120,17 @@ async fn messages_survive_closing_and_reopening_the_database() {
     bodies.sort();
     assert_eq!(bodies, ["in flight", "kept"]);
 }
+
+#[tokio::test]
+async fn a_message_handed_back_queues_behind_those_already_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_b, queue) = open(dir.path(), Duration::from_secs(30), 5);
+    for i in 0..3 {
+        queue.send(&format!("m{i}")).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let first = queue.receive(1, Duration::ZERO).await.unwrap();
+    queue.change_visibility(&first[0].receipt, Duration::ZERO).await.unwrap();
+    let order: Vec<String> = queue.receive(10, Duration::ZERO).await.unwrap().into_iter().map(|m| m.body).collect();
+    assert_eq!(order, ["m1", "m2", "m0"]);
+}

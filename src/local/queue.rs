@@ -53,7 +53,8 @@ impl QueueDb {
                  receive_count INTEGER NOT NULL DEFAULT 0,
                  attributes TEXT
              );
-             CREATE INDEX IF NOT EXISTS messages_by_queue ON messages (queue, id);",
+             DROP INDEX IF EXISTS messages_by_queue;
+             CREATE INDEX IF NOT EXISTS messages_by_visibility ON messages (queue, visible_at_ms, id);",
         )
         .map_err(db_error)?;
         Ok(QueueDb { conn: Arc::new(Mutex::new(conn)), changed: Arc::new(Notify::new()) })
@@ -95,6 +96,9 @@ impl LocalQueue {
         rows.collect::<Result<_, _>>().map_err(db_error)
     }
 
+    /// Claims up to `max` visible messages, oldest-visible first: fresh messages in the order sent, a message
+    /// handed back after those already waiting (best-effort order, like an SQS standard queue). The index on
+    /// (queue, visible_at_ms, id) leads straight to them, past none of the messages in flight.
     fn claim(&self, max: usize) -> Result<Vec<Message>, QueueError> {
         let now = now_ms();
         let mut conn = self.db.lock()?;
@@ -104,7 +108,7 @@ impl LocalQueue {
             let mut select = tx
                 .prepare_cached(
                     "SELECT id, body, sent_at_ms, receive_count FROM messages
-                     WHERE queue = ?1 AND visible_at_ms <= ?2 ORDER BY id LIMIT ?3",
+                     WHERE queue = ?1 AND visible_at_ms <= ?2 ORDER BY visible_at_ms, id LIMIT ?3",
                 )
                 .map_err(db_error)?;
             let candidates: Vec<(i64, String, i64, u32)> = select
