@@ -108,12 +108,15 @@ impl LocalQueue {
             let mut select = tx
                 .prepare_cached(
                     "SELECT id, body, sent_at_ms, receive_count FROM messages
-                     WHERE queue = ?1 AND visible_at_ms <= ?2 ORDER BY visible_at_ms, id LIMIT ?3",
+                     WHERE queue = ?1 AND visible_at_ms <= ?2 ORDER BY visible_at_ms, id",
                 )
                 .map_err(db_error)?;
+            // The index yields rows in order, so taking `max` stops the scan there. (A bound LIMIT would make SQLite
+            // prepare the statement again whenever its value changes.)
             let candidates: Vec<(i64, String, i64, u32)> = select
-                .query_map(params![self.name, now, max as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                .query_map(params![self.name, now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
                 .map_err(db_error)?
+                .take(max)
                 .collect::<Result<_, _>>()
                 .map_err(db_error)?;
             let visible_until = now + self.settings.visibility_timeout.as_millis() as i64;
