@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OptionalExtension, params};
 use tokio::sync::Notify;
 
@@ -40,6 +41,8 @@ pub struct QueueSettings {
 impl QueueDb {
     pub fn open(path: &Path) -> Result<Self, QueueError> {
         let conn = Connection::open(path).map_err(|e| unavailable(format!("cannot open {}: {e}", path.display())))?;
+        // One plan per statement whatever its bound values: else every receive (a new `now`) prepares it again.
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true).map_err(db_error)?;
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
              PRAGMA synchronous = NORMAL;
@@ -111,8 +114,7 @@ impl LocalQueue {
                      WHERE queue = ?1 AND visible_at_ms <= ?2 ORDER BY visible_at_ms, id",
                 )
                 .map_err(db_error)?;
-            // The index yields rows in order, so taking `max` stops the scan there. (A bound LIMIT would make SQLite
-            // prepare the statement again whenever its value changes.)
+            // The index yields rows in order, so taking `max` stops the scan there.
             let candidates: Vec<(i64, String, i64, u32)> = select
                 .query_map(params![self.name, now], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
                 .map_err(db_error)?
