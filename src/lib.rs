@@ -6,7 +6,8 @@
 //! - `outcome`: result and error documents
 //! - `routing`: tier heuristics and the classifier call; `classifier`: the OpenAI-compatible classifier
 //! - `router`: the HTTP API; `worker`: lease → infer → store → delete
-//! - `lanes`: priority lanes (high and normal queue per tier), their share of free slots, the lane receiver
+//! - `lanes`: priority lanes (high and normal queue per tier), their share of free slots, the lane receiver;
+//!   `shared_lane`: a high lane without a queue of its own
 //! - `webhook`: signed result callbacks; `outbound`: where callbacks may go (URL and address rules)
 //! - `client`: the HTTP client behind `gpuinfer submit` and `gpuinfer get` (SigV4 signing, waiting for results)
 //! - `ports`: the traits the core uses (Queue, ResultStore, Engine, Classifier, ServiceTasks, GpuUtilization)
@@ -36,6 +37,7 @@ pub mod request;
 pub mod router;
 pub mod routing;
 pub mod scaler;
+pub mod shared_lane;
 pub mod shutdown;
 pub mod simulate;
 pub mod telemetry;

@@ -23,9 +23,11 @@ pub const INFERENCE_SCALING_METRIC: &str = "InferenceScalingMetric";
 pub const TASKS_NEEDED: &str = "TasksNeeded";
 /// Per tier: 1 while messages wait and no task runs, else 0.
 pub const HAS_BACKLOG_WITHOUT_CAPACITY: &str = "HasBacklogWithoutCapacity";
+/// Per tier: 1 while the tier's task starts keep failing and the scaler asks for no capacity, else 0.
+pub const TASK_STARTS_FAILING: &str = "TaskStartsFailing";
 
 /// Every metric name the binary emits (the template's alarms and widgets may use only these).
-pub const ALL: [&str; 13] = [
+pub const ALL: [&str; 14] = [
     ROUTED_REQUESTS,
     CLASSIFIER_FALLBACKS,
     INFERENCE_LATENCY,
@@ -39,6 +41,7 @@ pub const ALL: [&str; 13] = [
     INFERENCE_SCALING_METRIC,
     TASKS_NEEDED,
     HAS_BACKLOG_WITHOUT_CAPACITY,
+    TASK_STARTS_FAILING,
 ];
 
 #[derive(Debug, Clone, Copy)]

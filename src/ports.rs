@@ -145,6 +145,10 @@ pub struct TaskCounts {
     pub running: u32,
     #[serde(rename = "desiredTasks")]
     pub desired: u32,
+    /// Tasks of the current deployment that failed to start in a row (ECS `failedTasks`: an image that cannot
+    /// be pulled, a container that exits during start); back to 0 once one runs or a new deployment begins.
+    #[serde(rename = "failedTaskStarts")]
+    pub failed_starts: u32,
 }
 
 #[derive(Debug, thiserror::Error)]

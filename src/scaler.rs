@@ -14,6 +14,10 @@
 //!   the seed, the distance from 1 is exactly how many tasks to add (above 1) or remove (below 1).
 //! - `HasBacklogWithoutCapacity` = 1 while any message waits and no task runs, else 0 (for dashboards and a
 //!   "no capacity arrives" alarm; scaling itself needs only the first two).
+//! - `TaskStartsFailing` = 1 while no task runs and the service's current deployment has failed to start
+//!   [`START_FAILURES_TO_STOP`] tasks in a row (an image that is not in ECR, a container that exits on start).
+//!   TasksNeeded is then MinTasks whatever the backlog: each failed start costs a GPU instance's launch, so the
+//!   scaler stops asking until a new deployment (or one task that starts) resets ECS's count. Its alarm says so.
 //!
 //! # Why a difference from the desired count
 //!
@@ -127,15 +131,22 @@ pub struct Decision {
     pub scaling_metric: f64,
     #[serde(rename = "hasBacklogWithoutCapacity")]
     pub backlog_without_capacity: bool,
+    #[serde(rename = "taskStartsFailing")]
+    pub starts_failing: bool,
 }
 
 /// GPU compute utilization (percent) at or below which a GPU counts as idle.
 pub const IDLE_UTILIZATION: f64 = 1.0;
 
+/// Failed task starts in a row, with no task running, after which the scaler stops asking for capacity (as
+/// ECS's deployment circuit breaker, whose smallest threshold is 3).
+pub const START_FAILURES_TO_STOP: u32 = 3;
+
 /// The decision for one tier; see the module documentation for the formula and why.
 pub fn decide(readings: &Readings, policy: &ScalingPolicy) -> Decision {
     let QueueCounts { visible, in_flight, delayed } = readings.queue;
-    let TaskCounts { running, desired } = readings.tasks;
+    let TaskCounts { running, desired, failed_starts } = readings.tasks;
+    let starts_failing = running == 0 && failed_starts >= START_FAILURES_TO_STOP;
     let messages = visible + in_flight + delayed;
     let for_messages = messages.div_ceil(u64::from(policy.backlog_per_task));
     let for_busy_tasks = in_flight.min(u64::from(running));
@@ -145,16 +156,15 @@ pub fn decide(readings: &Readings, policy: &ScalingPolicy) -> Decision {
         }
         _ => 0,
     };
-    let tasks_needed = for_messages
-        .max(for_busy_tasks)
-        .max(for_utilization)
-        .clamp(u64::from(policy.min_tasks), u64::from(policy.max_tasks)) as u32;
+    let wanted = if starts_failing { 0 } else { for_messages.max(for_busy_tasks).max(for_utilization) };
+    let tasks_needed = wanted.clamp(u64::from(policy.min_tasks), u64::from(policy.max_tasks)) as u32;
     let change = i64::from(tasks_needed) - i64::from(desired);
     Decision {
         tasks_needed,
         change,
         scaling_metric: 1.0 + change as f64,
         backlog_without_capacity: messages > 0 && running == 0,
+        starts_failing,
     }
 }
 
@@ -282,6 +292,7 @@ impl Scaler {
                 Metric::number(metrics::INFERENCE_SCALING_METRIC, decision.scaling_metric),
                 Metric::count(metrics::TASKS_NEEDED, u64::from(decision.tasks_needed)),
                 Metric::count(metrics::HAS_BACKLOG_WITHOUT_CAPACITY, u64::from(decision.backlog_without_capacity)),
+                Metric::count(metrics::TASK_STARTS_FAILING, u64::from(decision.starts_failing)),
             ],
         );
     }
@@ -290,6 +301,11 @@ impl Scaler {
 fn log(report: &TierReport) {
     let summary = serde_json::to_string(report).unwrap_or_default();
     match &report.outcome {
+        TierOutcome::Decided { decision, .. } if decision.starts_failing => tracing::warn!(
+            tier = %report.tier,
+            %summary,
+            "tasks keep failing to start (see the service's stopped tasks): asking for no capacity until a new deployment"
+        ),
         TierOutcome::Decided { .. } => tracing::info!(tier = %report.tier, %summary, "scaling decision"),
         TierOutcome::Unread { .. } => {
             tracing::warn!(tier = %report.tier, %summary, "no scaling metric published: readings failed")

@@ -39,6 +39,9 @@ pub struct WorkerConfig {
     /// How often a running request looks for a document stored meanwhile (a cancel): then its engine call is
     /// dropped, which aborts the generation in vLLM and llama.cpp.
     pub cancel_poll: Duration,
+    /// How long a stopping worker keeps finishing the requests in flight; then it hands every unfinished
+    /// message back (visibility 0), so a stop timeout shorter than a long generation costs no visibility wait.
+    pub drain_timeout: Duration,
     pub task_arn: String,
 }
 
@@ -54,6 +57,7 @@ impl WorkerConfig {
             health_interval: Duration::from_secs(1),
             engine_loss_window: Duration::from_secs(30),
             cancel_poll: Duration::from_secs(5),
+            drain_timeout: Duration::from_secs(100),
             task_arn: "local".into(),
         }
     }
@@ -75,14 +79,14 @@ pub enum Disposition {
     Aborted,
     DeadLettered,
     RetryLater,
-    /// Made visible again at once because the engine was lost, for a task with a healthy engine.
+    /// Made visible again at once for another task: the engine was lost, or the drain ran out of time.
     Released,
 }
 
 /// Why [`Worker::run`] returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stopped {
-    /// Shutdown was requested; every request in flight finished first.
+    /// Shutdown was requested; every request in flight finished, or was handed back when the drain timed out.
     Drained,
     /// The engine failed its health probes for the whole loss window: the worker stopped receiving and
     /// released its `released` unfinished messages. The process should exit non-zero so it is replaced.
@@ -97,8 +101,11 @@ pub struct Worker<Q: ?Sized, S: ?Sized, E: ?Sized> {
     metrics: Emf,
     /// Sends result callbacks; without it, callbackUrl is ignored.
     webhooks: Option<Webhooks>,
-    /// Cancelled when the engine is declared lost: requests in flight then hand their messages back.
+    /// Cancelled when the engine is declared lost (then `hand_back` is cancelled too, as its child).
     engine_lost: CancellationToken,
+    /// Cancelled when requests in flight must hand their messages back at once: the engine was lost, or a
+    /// drain reached its timeout.
+    hand_back: CancellationToken,
     /// Cancelled when shutdown is requested: a result the store refuses is then handed back, not held.
     draining: CancellationToken,
 }
@@ -108,8 +115,8 @@ enum Inference {
     Done(Result<Completion, EngineError>),
     /// A document appeared meanwhile (a cancel, or another worker finished first).
     Superseded,
-    /// The engine was declared lost: hand the message back.
-    EngineLost,
+    /// The engine was lost or the drain timed out: hand the message back.
+    HandBack,
 }
 
 impl<Q, S, E> Worker<Q, S, E>
@@ -119,6 +126,7 @@ where
     E: Engine + ?Sized + 'static,
 {
     pub fn new(lanes: Lanes<Arc<Q>>, store: Arc<S>, engine: Arc<E>, config: WorkerConfig, metrics: Emf) -> Self {
+        let engine_lost = CancellationToken::new();
         Worker {
             lanes,
             store,
@@ -126,7 +134,8 @@ where
             config,
             metrics,
             webhooks: None,
-            engine_lost: CancellationToken::new(),
+            hand_back: engine_lost.child_token(),
+            engine_lost,
             draining: CancellationToken::new(),
         }
     }
@@ -137,8 +146,9 @@ where
         self
     }
 
-    /// Runs until `shutdown` (then stops receiving and finishes every request in flight) or until the
-    /// engine is lost (then stops receiving and releases every message it holds).
+    /// Runs until `shutdown` (then stops receiving and finishes the requests in flight, handing back what is
+    /// unfinished after the drain timeout) or until the engine is lost (then stops receiving and releases every
+    /// message it holds).
     pub async fn run(mut self, shutdown: CancellationToken) -> Stopped {
         let tier = self.config.tier;
         if !self.wait_for_engine(&shutdown).await {
@@ -203,10 +213,22 @@ where
         if worker.engine_lost.is_cancelled() {
             tracing::warn!(%tier, in_flight = in_flight.len(), "worker stopped receiving: releasing unfinished requests");
         } else {
-            tracing::info!(%tier, in_flight = in_flight.len(), "worker draining: finishing requests in flight");
+            let drain_timeout_s = worker.config.drain_timeout.as_secs_f64();
+            tracing::info!(%tier, in_flight = in_flight.len(), drain_timeout_s, "worker draining: finishing requests in flight");
         }
-        while let Some(done) = in_flight.join_next().await {
-            released += count_released(done);
+        let drain_deadline = tokio::time::sleep(worker.config.drain_timeout);
+        tokio::pin!(drain_deadline);
+        loop {
+            tokio::select! {
+                done = in_flight.join_next() => match done {
+                    Some(done) => released += count_released(done),
+                    None => break,
+                },
+                () = &mut drain_deadline, if !worker.hand_back.is_cancelled() => {
+                    tracing::warn!(%tier, unfinished = in_flight.len(), "drain timeout: handing the unfinished messages back to the queue");
+                    worker.hand_back.cancel();
+                }
+            }
         }
         watchdog.abort();
         if let Some(webhooks) = &worker.webhooks {
@@ -223,7 +245,7 @@ where
 
     /// Runs each lease in its own task, in a free slot; a lease received beyond the free slots (two lanes
     /// answering at once) waits for the next slot with its visibility renewed, and is released if the engine
-    /// is lost first.
+    /// is lost (or the drain times out) first.
     fn start(self: &Arc<Self>, in_flight: &mut JoinSet<Disposition>, slots: &Arc<Semaphore>, leases: Vec<Lease>) {
         for lease in leases {
             let worker = Arc::clone(self);
@@ -236,7 +258,7 @@ where
                         let waited = worker.with_heartbeat(&lease, async {
                             tokio::select! {
                                 biased;
-                                () = worker.engine_lost.cancelled() => None,
+                                () = worker.hand_back.cancelled() => None,
                                 slot = slots.acquire_owned() => slot.ok(),
                             }
                         });
@@ -351,7 +373,7 @@ where
                 self.delete(&lease).await;
                 return Disposition::Aborted;
             }
-            Inference::EngineLost => return self.release(&lease).await,
+            Inference::HandBack => return self.release(&lease).await,
         };
         let processing = processing(started);
         let document = match outcome {
@@ -428,9 +450,10 @@ where
         messages.len()
     }
 
-    /// Hands the message back at once for a task with a healthy engine.
+    /// Hands the message back at once, for another task (or this one's successor) to run.
     async fn release(&self, lease: &Lease) -> Disposition {
-        tracing::warn!(tier = %self.config.tier, "engine lost: message released for a task with a healthy engine");
+        let reason = if self.engine_lost.is_cancelled() { "engine lost" } else { "drain timeout" };
+        tracing::warn!(tier = %self.config.tier, reason, "message handed back for another task");
         self.set_visibility(lease, Duration::ZERO).await;
         Disposition::Released
     }
@@ -449,7 +472,7 @@ where
                 match self.engine.generate(request).await {
                     Err(error) if !matches!(error, EngineError::Permanent(_)) && !self.engine.healthy().await => {
                         tracing::warn!(request_id = %request.request_id, tier = %self.config.tier, %error, "engine not answering: holding the request until it answers again or is declared lost");
-                        self.wait_for_engine(&self.engine_lost).await;
+                        self.wait_for_engine(&self.hand_back).await;
                     }
                     outcome => return outcome,
                 }
@@ -457,7 +480,7 @@ where
         };
         tokio::select! {
             biased;
-            () = self.engine_lost.cancelled() => Inference::EngineLost,
+            () = self.hand_back.cancelled() => Inference::HandBack,
             () = self.document_stored(request.request_id) => Inference::Superseded,
             outcome = self.with_heartbeat(lease, attempts) => Inference::Done(outcome),
         }

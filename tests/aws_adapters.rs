@@ -89,7 +89,28 @@ async fn s3_store_writes_once_under_the_prefix_and_reads_back() {
     assert_eq!(store.put_if_absent(id, br#"{"n":2}"#).await.unwrap(), PutOutcome::AlreadyExists, "412 means done");
     assert!(store.exists(id).await.unwrap());
     assert_eq!(store.get(id).await.unwrap().unwrap(), br#"{"n":1}"#, "the first writer wins");
-    assert_eq!(moto::keys(&moto::s3().await, &bucket, "").await, [format!("team/a/results/{id}.json")]);
+    assert_eq!(
+        moto::keys(&moto::s3().await, &bucket, "").await,
+        [format!("team/a/{id}.json")],
+        "the seed's rule: destination prefix + {{requestId}}.json"
+    );
+}
+
+/// Real S3 answers 403, not 404, for a key that does not exist when the caller lacks s3:ListBucket (moto
+/// answers 404 either way): a store error must then name the permissions, not leave an opaque "service error".
+#[tokio::test]
+async fn s3_store_names_the_missing_permission_when_s3_answers_403() {
+    let forbidding = axum::Router::new().fallback(|| async { (axum::http::StatusCode::FORBIDDEN, "") });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, forbidding).await });
+    let store = S3Store::new(moto::s3_at(&endpoint).await, S3Location::parse("s3://results/results/").unwrap());
+    let id = uuid::Uuid::new_v4();
+    let read = store.exists(id).await.unwrap_err().to_string();
+    assert!(read.contains(&format!("HeadObject s3://results/results/{id}.json: 403 Forbidden")), "{read}");
+    assert!(read.contains("s3:GetObject") && read.contains("s3:ListBucket"), "{read}");
+    let write = store.put_if_absent(id, b"{}").await.unwrap_err().to_string();
+    assert!(write.contains("s3:PutObject") && !write.contains("ListBucket"), "{write}");
 }
 
 #[test]
@@ -119,6 +140,46 @@ fn gpuinfer(args: &[&str], env: &[(&str, String)]) -> Process {
         command.env(name, value);
     }
     Process(command.spawn().expect("start gpuinfer"))
+}
+
+/// The AWS sample's setup: one queue per tier and a shared DLQ, no high lanes. Router and worker run on it as they
+/// are; a high-priority request then shares its tier's queue.
+#[tokio::test]
+async fn the_samples_one_queue_per_tier_runs_without_high_lanes() {
+    let name = moto::unique("sample");
+    let (small, dlq) = moto::queue_with_dlq(&format!("{name}-request-queue"), 30, 3).await;
+    let (large, _) = moto::queue_with_dlq(&format!("{name}-large-request-queue"), 30, 3).await;
+    let bucket = moto::bucket(&name).await;
+    let destination = format!("s3://{bucket}/results/");
+    let engine = EngineDouble::start(Behavior::default()).await;
+    let port = free_port();
+    let _router = gpuinfer(
+        &["router", "--listen", &format!("127.0.0.1:{port}"), "--classifier", "none"],
+        &[("SMALL_QUEUE_URL", small.clone()), ("LARGE_QUEUE_URL", large), ("OUTPUT_DESTINATION", destination.clone())],
+    );
+    let _worker = gpuinfer(
+        &["worker", "--tier", "small"],
+        &[
+            ("REQUEST_QUEUE_URL", small),
+            ("DLQ_URL", dlq),
+            ("OUTPUT_DESTINATION", destination),
+            ("ENGINE_URL", engine.url.clone()),
+            ("WAIT_TIME_SECONDS", "1".into()),
+        ],
+    );
+    let http = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    support::router_listening(&http, &base).await;
+    for priority in ["normal", "high"] {
+        let request = json!({"prompt": format!("{priority} lane"), "maxTokens": 8, "priority": priority});
+        let response = http.post(format!("{base}/infer")).json(&request).send().await.unwrap();
+        assert_eq!(response.status(), 202, "{priority}");
+        let answer: Value = response.json().await.unwrap();
+        let document =
+            result_document(&http, &base, answer["requestId"].as_str().unwrap(), Duration::from_secs(30)).await;
+        assert_eq!(document["result"]["text"], format!("echo: {priority} lane"), "{document}");
+    }
+    assert_eq!(moto::keys(&moto::s3().await, &bucket, "results/").await.len(), 2);
 }
 
 /// Fifty requests, half of them sent one by one and half in one POST /infer/batch, one in three on the high
@@ -186,7 +247,7 @@ async fn router_sqs_worker_s3_carry_fifty_requests_end_to_end() {
         let document = result_document(&http, &base, id, Duration::from_secs(60)).await;
         assert_eq!(document["status"], "success", "{document}");
     }
-    let keys = moto::keys(&moto::s3().await, &bucket, "out/results/").await;
+    let keys = moto::keys(&moto::s3().await, &bucket, "out/").await;
     assert_eq!(keys.len(), 50);
     let sample = moto::object(&moto::s3().await, &bucket, &keys[0]).await;
     assert!(sample["result"]["text"].as_str().unwrap().starts_with("echo: request"));
@@ -244,7 +305,7 @@ async fn malformed_messages_are_dead_lettered_and_failing_requests_end_in_error_
     let url = &lanes.normal;
     let bucket = moto::bucket(&name).await;
     let store: Arc<dyn ResultStore> =
-        Arc::new(S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}")).unwrap()));
+        Arc::new(S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}/results/")).unwrap()));
     let engine = EngineDouble::start(Behavior { fail_rate: 1.0, fail_status: 500, ..Behavior::default() }).await;
     let shutdown = CancellationToken::new();
     let worker = in_process_worker(&lanes, &dlq, Arc::clone(&store), &engine, worker_config(), &shutdown).await;
@@ -278,7 +339,7 @@ async fn two_workers_racing_on_one_request_store_exactly_one_result() {
     let url = lanes.high.clone();
     let bucket = moto::bucket(&name).await;
     let store: Arc<dyn ResultStore> =
-        Arc::new(S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}")).unwrap()));
+        Arc::new(S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}/results/")).unwrap()));
     let engine = EngineDouble::start(Behavior { latency: Duration::from_millis(1500), ..Behavior::default() }).await;
     let (id, body) = request_body("the same request twice");
     let sqs = moto::sqs().await;
@@ -339,7 +400,7 @@ async fn on_sqs_one_slot_fills_from_the_high_lane_first_and_normal_gets_every_fi
     }
     let bucket = moto::bucket(&name).await;
     let store: Arc<dyn ResultStore> =
-        Arc::new(S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}")).unwrap()));
+        Arc::new(S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}/results/")).unwrap()));
     let engine = EngineDouble::start(Behavior { latency: Duration::from_millis(20), ..Behavior::default() }).await;
     let shutdown = CancellationToken::new();
     let config = WorkerConfig { concurrency: 1, ..worker_config() };

@@ -33,7 +33,7 @@ async fn api_gateway_events_get_the_same_answers_as_http() {
             ("SMALL_HIGH_QUEUE_URL", small.high.clone()),
             ("LARGE_QUEUE_URL", large.normal.clone()),
             ("LARGE_HIGH_QUEUE_URL", large.high.clone()),
-            ("OUTPUT_DESTINATION", format!("s3://{bucket}/")),
+            ("OUTPUT_DESTINATION", format!("s3://{bucket}/results/")),
             ("CLASSIFIER", "none".into()),
         ])
         .stdout(Stdio::piped())
@@ -70,7 +70,7 @@ async fn api_gateway_events_get_the_same_answers_as_http() {
     odd_query["rawQueryString"] = json!(r#"q="{a|b}"&é"#);
     let answer = runtime.invoke(odd_query).await;
     assert_eq!(answer["statusCode"], 404, "{answer}");
-    let store = S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}/")).unwrap());
+    let store = S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}/results/")).unwrap());
     store.put_if_absent(id, br#"{"status":"success"}"#).await.unwrap();
     let answer = runtime.invoke(http_event("GET", &format!("/results/{id}"), None)).await;
     assert_eq!((answer["statusCode"].as_u64(), body(&answer)), (Some(200), json!({"status": "success"})));

@@ -13,7 +13,7 @@ use gpuinfer::local::LocalBackends;
 use gpuinfer::metrics::Emf;
 use gpuinfer::ports::{FleetError, GpuUtilization, Queue, QueueCounts, Service, ServiceTasks, TaskCounts};
 use gpuinfer::routing::Tier;
-use gpuinfer::scaler::{PolicyError, Readings, ScaledTier, Scaler, ScalingPolicy, decide};
+use gpuinfer::scaler::{PolicyError, Readings, START_FAILURES_TO_STOP, ScaledTier, Scaler, ScalingPolicy, decide};
 use gpuinfer::simulate::policy::seed_metric;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{Value, json};
@@ -27,9 +27,29 @@ fn policy() -> ScalingPolicy {
 fn readings(visible: u64, in_flight: u64, delayed: u64, running: u32, desired: u32, gpu: Option<f64>) -> Readings {
     Readings {
         queue: QueueCounts { visible, in_flight, delayed },
-        tasks: TaskCounts { running, desired },
+        tasks: TaskCounts { running, desired, failed_starts: 0 },
         gpu_utilization: gpu,
     }
+}
+
+/// Before the first image is in ECR (or with a tag that is not), every start fails with CannotPullContainerError,
+/// each on a GPU instance launched for it: the backlog must stop asking for tasks once ECS counts the failures.
+#[test]
+fn a_tier_whose_task_starts_keep_failing_asks_for_no_capacity_until_one_starts() {
+    let failing = |failed_starts, running| Readings {
+        tasks: TaskCounts { running, desired: 2, failed_starts },
+        ..readings(40, 0, 0, running, 2, None)
+    };
+    let decision = decide(&failing(START_FAILURES_TO_STOP, 0), &policy());
+    assert!(decision.starts_failing && decision.backlog_without_capacity);
+    assert_eq!((decision.tasks_needed, decision.change), (0, -2), "back to MinTasks despite 40 queued");
+    assert!(decision.scaling_metric < 1.0, "the scale-in alarm, not the scale-out one");
+    let at_min_one = ScalingPolicy::new(5, 1, 10, 80.0).unwrap();
+    assert_eq!(decide(&failing(START_FAILURES_TO_STOP, 0), &at_min_one).tasks_needed, 1, "never below MinTasks");
+    let below = decide(&failing(START_FAILURES_TO_STOP - 1, 0), &policy());
+    assert!(!below.starts_failing && below.tasks_needed == 8, "two failures may be bad luck: still scaling out");
+    let one_runs = decide(&failing(START_FAILURES_TO_STOP, 1), &policy());
+    assert!(!one_runs.starts_failing && one_runs.tasks_needed == 8, "a running task proves the image starts");
 }
 
 #[test]
@@ -161,8 +181,8 @@ fn scheduled_event() -> LambdaEvent<ScheduledEvent> {
 #[tokio::test]
 async fn a_tick_publishes_emf_per_tier_with_the_seeds_names_and_dimensions() {
     let fleet = FakeFleet(vec![
-        ("svc-small", TaskCounts { running: 0, desired: 0 }, None),
-        ("svc-large", TaskCounts { running: 2, desired: 2 }, Some(0.0)),
+        ("svc-small", TaskCounts { running: 0, desired: 0, failed_starts: 0 }, None),
+        ("svc-large", TaskCounts { running: 2, desired: 2, failed_starts: 0 }, Some(0.0)),
     ]);
     let rig = rig((1, 0), fleet).await;
     let reports = rig.scaler.tick().await;
@@ -194,8 +214,8 @@ async fn a_tick_publishes_emf_per_tier_with_the_seeds_names_and_dimensions() {
 #[tokio::test]
 async fn the_lambda_handler_answers_a_scheduled_event_with_every_tier() {
     let fleet = FakeFleet(vec![
-        ("svc-small", TaskCounts { running: 1, desired: 1 }, Some(12.5)),
-        ("svc-large", TaskCounts { running: 0, desired: 0 }, None),
+        ("svc-small", TaskCounts { running: 1, desired: 1, failed_starts: 0 }, Some(12.5)),
+        ("svc-large", TaskCounts { running: 0, desired: 0, failed_starts: 0 }, None),
     ]);
     let rig = rig((7, 0), fleet).await;
     let report = handle_scheduled_event(scheduled_event(), &rig.scaler).await.unwrap();
@@ -205,9 +225,9 @@ async fn the_lambda_handler_answers_a_scheduled_event_with_every_tier() {
         answer["tiers"][0],
         json!({
             "tier": "small", "clusterName": "inference", "serviceName": "svc-small",
-            "visible": 7, "inFlight": 0, "delayed": 0, "runningTasks": 1, "desiredTasks": 1,
+            "visible": 7, "inFlight": 0, "delayed": 0, "runningTasks": 1, "desiredTasks": 1, "failedTaskStarts": 0,
             "gpuUtilization": 12.5, "tasksNeeded": 2, "change": 1,
-            "inferenceScalingMetric": 2.0, "hasBacklogWithoutCapacity": false
+            "inferenceScalingMetric": 2.0, "hasBacklogWithoutCapacity": false, "taskStartsFailing": false
         })
     );
     assert_eq!(answer["tiers"][1]["tier"], "large");
@@ -217,7 +237,7 @@ async fn the_lambda_handler_answers_a_scheduled_event_with_every_tier() {
 
 #[tokio::test]
 async fn the_lambda_handler_fails_when_a_tier_cannot_be_read_after_publishing_the_others() {
-    let fleet = FakeFleet(vec![("svc-small", TaskCounts { running: 0, desired: 0 }, None)]);
+    let fleet = FakeFleet(vec![("svc-small", TaskCounts { running: 0, desired: 0, failed_starts: 0 }, None)]);
     let rig = rig((1, 1), fleet).await;
     let error = handle_scheduled_event(scheduled_event(), &rig.scaler).await.unwrap_err().to_string();
     assert!(error.contains("large") && error.contains("svc-large not found"), "{error}");

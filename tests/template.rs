@@ -2,53 +2,14 @@
 //! privilege per tier, queue settings, security defaults and cost tags.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::collections::BTreeSet;
 
 use clap::CommandFactory;
 use gpuinfer::cli::Cli;
 use serde_json::{Value, json};
-
-/// template.yaml as JSON, short-form intrinsics (`!Ref X`) turned into their long form (`{"Ref": "X"}`).
-fn template() -> Value {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/template.yaml")).unwrap();
-    normalize(serde_yaml_ng::from_str(&text).unwrap())
-}
-
-fn normalize(value: serde_yaml_ng::Value) -> Value {
-    use serde_yaml_ng::Value as Y;
-    match value {
-        Y::Null => Value::Null,
-        Y::Bool(b) => json!(b),
-        Y::Number(n) => serde_json::to_value(n).unwrap(),
-        Y::String(s) => json!(s),
-        Y::Sequence(items) => Value::Array(items.into_iter().map(normalize).collect()),
-        Y::Mapping(map) => Value::Object(
-            map.into_iter()
-                .map(|(k, v)| (k.as_str().map(str::to_owned).unwrap_or_else(|| format!("{k:?}")), normalize(v)))
-                .collect(),
-        ),
-        Y::Tagged(tagged) => {
-            let name = tagged.tag.to_string().trim_start_matches('!').to_owned();
-            let inner = normalize(tagged.value);
-            match name.as_str() {
-                "Ref" | "Condition" => json!({ name: inner }),
-                "GetAtt" => match inner {
-                    Value::String(s) => json!({ "Fn::GetAtt": s.split('.').collect::<Vec<_>>() }),
-                    other => json!({ "Fn::GetAtt": other }),
-                },
-                _ => json!({ format!("Fn::{name}"): inner }),
-            }
-        }
-    }
-}
-
-fn resources(template: &Value) -> impl Iterator<Item = (&String, &Value)> {
-    template["Resources"].as_object().unwrap().iter()
-}
-
-fn of_type<'a>(template: &'a Value, kind: &'a str) -> impl Iterator<Item = (&'a String, &'a Value)> + 'a {
-    resources(template).filter(move |(_, r)| r["Type"] == kind)
-}
+use support::cfn::{of_type, resources, statements, template};
 
 /// Environment names a subcommand reads, from its clap definition (global flags included).
 fn env_names(subcommand: &str) -> BTreeSet<String> {
@@ -106,9 +67,7 @@ fn each_task_role_touches_only_its_lanes_the_dead_letter_queue_and_results() {
     for (role, own, high) in
         [("SmallTaskRole", "SmallQueue", "SmallHighQueue"), ("LargeTaskRole", "LargeQueue", "LargeHighQueue")]
     {
-        let statements =
-            t["Resources"][role]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"].as_array().unwrap();
-        for statement in statements {
+        for statement in statements(&t["Resources"][role]) {
             let actions: Vec<&str> = match &statement["Action"] {
                 Value::String(a) => vec![a.as_str()],
                 other => other.as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect(),
@@ -117,9 +76,10 @@ fn each_task_role_touches_only_its_lanes_the_dead_letter_queue_and_results() {
             assert_ne!(statement["Resource"], "*", "{role} grants {actions:?} on every resource");
             for action in actions {
                 match action {
-                    "sqs:SendMessage" => {
-                        assert!(resource.contains("DeadLetterQueue"), "{role} may send only to the DLQ: {resource}")
-                    }
+                    "sqs:SendMessage" => assert!(
+                        resource.contains("DeadLetterQueue") || resource.contains("OutputDestination"),
+                        "{role} may send only to the DLQ and a queue named as OutputDestination: {resource}"
+                    ),
                     a if a.starts_with("sqs:") => {
                         assert_eq!(
                             statement["Resource"],
@@ -128,12 +88,16 @@ fn each_task_role_touches_only_its_lanes_the_dead_letter_queue_and_results() {
                         )
                     }
                     "s3:PutObject" => assert!(
-                        resource.contains("/results/*") && resource.contains("ResultsBucket"),
+                        (resource.contains("/results/*") && resource.contains("ResultsBucket"))
+                            || resource.contains("OutputDestination"),
                         "{role}: {resource}"
                     ),
                     "s3:GetObject" | "s3:ListBucket" => {
                         assert!(
-                            resource.contains("/results/*") || resource.contains("ModelS3Path"),
+                            resource.contains("/results/*")
+                                || statement["Resource"] == json!({"Fn::GetAtt": ["ResultsBucket", "Arn"]})
+                                || resource.contains("ModelS3Path")
+                                || resource.contains("OutputDestination"),
                             "{role}: {resource}"
                         )
                     }
@@ -147,8 +111,7 @@ fn each_task_role_touches_only_its_lanes_the_dead_letter_queue_and_results() {
 #[test]
 fn the_router_role_only_enqueues_reads_and_cancels_results_and_asks_one_model() {
     let t = template();
-    let statements =
-        t["Resources"]["RouterRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"].as_array().unwrap();
+    let statements = statements(&t["Resources"]["RouterRole"]);
     let actions = |statement: &Value| -> Vec<String> {
         match &statement["Action"] {
             Value::String(action) => vec![action.clone()],
@@ -161,6 +124,11 @@ fn the_router_role_only_enqueues_reads_and_cancels_results_and_asks_one_model() 
         .collect();
     let arn = |name: &str| json!({"Fn::GetAtt": [name, "Arn"]});
     let results = json!({"Fn::Sub": "${ResultsBucket.Arn}/results/*"});
+    let bucket = |suffix: &str| {
+        json!({"Fn::Sub": [format!("arn:${{AWS::Partition}}:s3:::${{Bucket}}{suffix}"),
+            {"Bucket": {"Fn::Select": [2, {"Fn::Split": ["/", {"Ref": "OutputDestination"}]}]}}]})
+    };
+    let output_bucket = json!([bucket(""), bucket("/*")]);
     let expected: BTreeSet<(String, String)> = [
         (
             "sqs:SendMessage",
@@ -168,6 +136,10 @@ fn the_router_role_only_enqueues_reads_and_cancels_results_and_asks_one_model() 
         ),
         ("s3:GetObject", results.clone()),
         ("s3:PutObject", results),
+        ("s3:ListBucket", arn("ResultsBucket")),
+        ("s3:GetObject", output_bucket.clone()),
+        ("s3:PutObject", output_bucket.clone()),
+        ("s3:ListBucket", output_bucket),
         (
             "bedrock:InvokeModel",
             json!({"Fn::Sub": "arn:${AWS::Partition}:bedrock:${AWS::Region}::foundation-model/${BedrockModelId}"}),
@@ -186,8 +158,8 @@ fn no_role_is_allowed_every_action_of_a_service() {
     let t = template();
     let mut wildcards = Vec::new();
     for (name, role) in of_type(&t, "AWS::IAM::Role") {
-        for policy in role["Properties"]["Policies"].as_array().into_iter().flatten() {
-            for statement in policy["PolicyDocument"]["Statement"].as_array().unwrap() {
+        {
+            for statement in statements(role) {
                 let actions = match &statement["Action"] {
                     Value::Array(actions) => actions.iter().collect(),
                     action => vec![action],
@@ -321,6 +293,7 @@ fn stateful_resources_say_what_happens_on_delete_and_every_taggable_one_carries_
         "AWS::Events::Rule",
         "AWS::ApplicationAutoScaling::ScalableTarget",
         "AWS::ApplicationAutoScaling::ScalingPolicy",
+        "AWS::ECR::PullThroughCacheRule",
     ];
     for (name, resource) in resources(&t) {
         let kind = resource["Type"].as_str().unwrap();

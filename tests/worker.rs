@@ -153,6 +153,32 @@ async fn shutdown_stops_receiving_and_finishes_requests_in_flight() {
     );
 }
 
+/// ECS kills a container StopTimeout seconds after SIGTERM (120 s in the template) whatever runs in it; a longer
+/// generation must not leave its message invisible for the rest of the visibility timeout.
+#[tokio::test]
+async fn a_drain_that_times_out_hands_the_unfinished_messages_back_at_once() {
+    let behavior = Behavior { latency: Duration::from_secs(30), ..Behavior::default() };
+    let config = WorkerConfig {
+        concurrency: 2,
+        visibility_timeout: Duration::from_secs(300),
+        drain_timeout: Duration::from_millis(500),
+        ..config()
+    };
+    let rig = rig(behavior, config).await;
+    let ids = [rig.send("long a").await, rig.send("long b").await];
+    rig.engine_called(2).await;
+    let started = Instant::now();
+    rig.shutdown.cancel();
+    let Rig { worker, backends, queue, .. } = rig;
+    let stopped = tokio::time::timeout(Duration::from_secs(5), worker).await.expect("stops after the drain timeout");
+    assert_eq!(stopped.unwrap(), Stopped::Drained);
+    assert!(started.elapsed() >= Duration::from_millis(500), "finishing was tried for the whole drain timeout");
+    assert_eq!(queue.counts().await.unwrap(), QueueCounts { visible: 2, in_flight: 0, delayed: 0 }, "visible at once");
+    for id in ids {
+        assert!(backends.store.get(id).await.unwrap().is_none(), "no document for the handed-back {id}");
+    }
+}
+
 #[tokio::test]
 async fn the_worker_waits_for_a_healthy_engine_before_receiving() {
     let rig = rig(Behavior { healthy: false, ..Behavior::default() }, config()).await;

@@ -1,4 +1,5 @@
-//! ECS service task counts for the scaler (DescribeServices: running and desired).
+//! ECS service task counts for the scaler (DescribeServices: running, desired, and the current deployment's
+//! failed task starts).
 
 use async_trait::async_trait;
 use aws_sdk_ecs::Client;
@@ -30,6 +31,11 @@ impl ServiceTasks for EcsServices {
             return Err(FleetError(format!("service {} not found in cluster {}", service.name, service.cluster)));
         };
         let count = |n: i32| u32::try_from(n).unwrap_or(0);
-        Ok(TaskCounts { running: count(found.running_count), desired: count(found.desired_count) })
+        let primary = found.deployments().iter().find(|d| d.status() == Some("PRIMARY"));
+        Ok(TaskCounts {
+            running: count(found.running_count),
+            desired: count(found.desired_count),
+            failed_starts: primary.map_or(0, |d| count(d.failed_tasks)),
+        })
     }
 }

@@ -1,8 +1,10 @@
-//! S3 result store: `s3://bucket/prefix/` → `prefix/results/{requestId}.json`, written with If-None-Match: *.
+//! S3 result store: `s3://bucket/prefix/` → `prefix/{requestId}.json` (the seed's key rule), written with If-None-Match: *.
 
 use async_trait::async_trait;
 use aws_sdk_s3::Client;
+use aws_sdk_s3::error::SdkError;
 use aws_sdk_s3::primitives::ByteStream;
+use aws_smithy_runtime_api::http::Response as HttpResponse;
 use uuid::Uuid;
 
 use super::{describe, endpoint_overridden};
@@ -35,7 +37,7 @@ impl S3Location {
     }
 
     pub fn key(&self, request_id: Uuid) -> String {
-        format!("{}results/{request_id}.json", self.prefix)
+        format!("{}{request_id}.json", self.prefix)
     }
 }
 
@@ -51,28 +53,53 @@ impl S3Store {
     }
 }
 
-fn unavailable<E: std::error::Error + 'static>(action: &'static str) -> impl FnOnce(E) -> StoreError {
-    move |e| StoreError(format!("{action}: {}", describe(&e)))
+/// The permission a 403 to `action` says is missing.
+fn missing_permission(action: &str) -> &'static str {
+    match action {
+        "PutObject" => "s3:PutObject on the key",
+        // S3 answers a read of a key that does not exist with 403 instead of 404 unless the caller may list the
+        // bucket: without ListBucket every pending result reads as an error.
+        _ => {
+            "s3:GetObject on the key and s3:ListBucket on the bucket (without ListBucket, S3 answers 403, not 404, for a result not written yet)"
+        }
+    }
+}
+
+impl S3Store {
+    /// A failed call as a store error; a 403 names the permission the role lacks.
+    fn unavailable<E>(&self, action: &'static str, key: &str) -> impl FnOnce(SdkError<E, HttpResponse>) -> StoreError
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let url = format!("s3://{}/{key}", self.location.bucket);
+        move |e| match e.raw_response().map(|r| r.status().as_u16()) {
+            Some(403) => {
+                StoreError(format!("{action} {url}: 403 Forbidden: the role needs {}", missing_permission(action)))
+            }
+            _ => StoreError(format!("{action} {url}: {}", describe(&e))),
+        }
+    }
 }
 
 #[async_trait]
 impl ResultStore for S3Store {
     async fn exists(&self, request_id: Uuid) -> Result<bool, StoreError> {
-        let head =
-            self.client.head_object().bucket(&self.location.bucket).key(self.location.key(request_id)).send().await;
+        let key = self.location.key(request_id);
+        let head = self.client.head_object().bucket(&self.location.bucket).key(&key).send().await;
         match head {
             Ok(_) => Ok(true),
             Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => Ok(false),
-            Err(e) => Err(unavailable("HeadObject")(e)),
+            Err(e) => Err(self.unavailable("HeadObject", &key)(e)),
         }
     }
 
     async fn put_if_absent(&self, request_id: Uuid, document: &[u8]) -> Result<PutOutcome, StoreError> {
+        let key = self.location.key(request_id);
         let put = self
             .client
             .put_object()
             .bucket(&self.location.bucket)
-            .key(self.location.key(request_id))
+            .key(&key)
             .content_type("application/json")
             .if_none_match("*")
             .body(ByteStream::from(document.to_vec()))
@@ -84,20 +111,20 @@ impl ResultStore for S3Store {
             Err(e) if e.raw_response().is_some_and(|r| matches!(r.status().as_u16(), 412 | 409)) => {
                 Ok(PutOutcome::AlreadyExists)
             }
-            Err(e) => Err(unavailable("PutObject")(e)),
+            Err(e) => Err(self.unavailable("PutObject", &key)(e)),
         }
     }
 
     async fn get(&self, request_id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
-        let get =
-            self.client.get_object().bucket(&self.location.bucket).key(self.location.key(request_id)).send().await;
+        let key = self.location.key(request_id);
+        let get = self.client.get_object().bucket(&self.location.bucket).key(&key).send().await;
         match get {
             Ok(object) => {
                 let bytes = object.body.collect().await.map_err(|e| StoreError(format!("reading the object: {e}")))?;
                 Ok(Some(bytes.into_bytes().to_vec()))
             }
             Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => Ok(None),
-            Err(e) => Err(unavailable("GetObject")(e)),
+            Err(e) => Err(self.unavailable("GetObject", &key)(e)),
         }
     }
 }

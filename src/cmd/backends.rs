@@ -16,6 +16,7 @@ use crate::lanes::{Lanes, Priority};
 use crate::local::LocalBackends;
 use crate::ports::{Queue, ResultStore};
 use crate::routing::{PerTier, Tier};
+use crate::shared_lane::SharedLane;
 
 /// Where result documents are written and read (OUTPUT_DESTINATION).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,13 +44,13 @@ pub struct TierQueueArgs {
     /// SQS queue URL of the small tier [default: the embedded queue in --data-dir].
     #[arg(long, env = "SMALL_QUEUE_URL")]
     pub small_queue_url: Option<String>,
-    /// SQS queue URL of the small tier's high-priority lane (required with SMALL_QUEUE_URL).
+    /// SQS queue URL of the small tier's high-priority lane [default: high-priority requests share SMALL_QUEUE_URL].
     #[arg(long, env = "SMALL_HIGH_QUEUE_URL")]
     pub small_high_queue_url: Option<String>,
     /// SQS queue URL of the large tier [default: the embedded queue in --data-dir].
     #[arg(long, env = "LARGE_QUEUE_URL")]
     pub large_queue_url: Option<String>,
-    /// SQS queue URL of the large tier's high-priority lane (required with LARGE_QUEUE_URL).
+    /// SQS queue URL of the large tier's high-priority lane [default: high-priority requests share LARGE_QUEUE_URL].
     #[arg(long, env = "LARGE_HIGH_QUEUE_URL")]
     pub large_high_queue_url: Option<String>,
 }
@@ -72,8 +73,8 @@ impl TierQueueArgs {
         let on_sqs = tiers.iter().filter(|&&tier| !queues.get(tier).normal.is_embedded()).count();
         if on_sqs != 0 && on_sqs != tiers.len() {
             bail!(
-                "give the queue URLs of every tier in use (SMALL_QUEUE_URL, SMALL_HIGH_QUEUE_URL, LARGE_QUEUE_URL, \
-                 LARGE_HIGH_QUEUE_URL), or none for the embedded queues in --data-dir"
+                "give the queue URL of every tier in use (SMALL_QUEUE_URL and LARGE_QUEUE_URL, each with its optional \
+                 *_HIGH_QUEUE_URL), or none for the embedded queues in --data-dir"
             );
         }
         Ok(queues)
@@ -89,6 +90,8 @@ pub enum QueueSource {
         url: String,
         dead_letter_url: Option<String>,
     },
+    /// The high lane of a tier on SQS with one queue (the AWS sample's setup): it shares the normal lane's queue.
+    SharedWithNormal,
 }
 
 impl QueueSource {
@@ -99,21 +102,22 @@ impl QueueSource {
         }
     }
 
-    /// A tier's two lanes from their URLs (`names`: the variables that set them): SQS when both are set,
-    /// embedded when neither is.
+    /// A tier's two lanes from their URLs (`names`: the variables that set them): SQS when the normal lane's is
+    /// set (without a high lane's, high-priority requests share the normal queue), embedded when neither is.
     pub fn lanes(
         urls: Lanes<Option<String>>,
         dead_letter_url: Option<String>,
         names: Lanes<&str>,
     ) -> anyhow::Result<Lanes<QueueSource>> {
-        let sources = Lanes {
-            high: QueueSource::from_url(urls.high, dead_letter_url.clone()),
-            normal: QueueSource::from_url(urls.normal, dead_letter_url),
+        let normal = QueueSource::from_url(urls.normal, dead_letter_url.clone());
+        let high = match QueueSource::from_url(urls.high, dead_letter_url) {
+            QueueSource::Embedded if !normal.is_embedded() => QueueSource::SharedWithNormal,
+            QueueSource::Sqs { .. } if normal.is_embedded() => {
+                bail!("{} is set but {} is not: set both (SQS), or neither (embedded queues)", names.high, names.normal)
+            }
+            high => high,
         };
-        if (sources.high == QueueSource::Embedded) != (sources.normal == QueueSource::Embedded) {
-            bail!("set both {} and {} (SQS), or neither (embedded queues in --data-dir)", names.normal, names.high);
-        }
-        Ok(sources)
+        Ok(Lanes { high, normal })
     }
 
     pub fn is_embedded(&self) -> bool {
@@ -155,10 +159,12 @@ impl Wiring {
         visibility_timeout: Duration,
         max_receive_count: u32,
     ) -> anyhow::Result<Lanes<Arc<dyn Queue>>> {
-        Ok(Lanes {
-            high: self.queue(&sources.high, tier, Priority::High, visibility_timeout, max_receive_count).await?,
-            normal: self.queue(&sources.normal, tier, Priority::Normal, visibility_timeout, max_receive_count).await?,
-        })
+        let normal = self.queue(&sources.normal, tier, Priority::Normal, visibility_timeout, max_receive_count).await?;
+        let high = match sources.high {
+            QueueSource::SharedWithNormal => Arc::new(SharedLane::new(Arc::clone(&normal))),
+            ref high => self.queue(high, tier, Priority::High, visibility_timeout, max_receive_count).await?,
+        };
+        Ok(Lanes { high, normal })
     }
 
     async fn queue(
@@ -176,6 +182,7 @@ impl Wiring {
                 url.clone(),
                 dead_letter_url.clone(),
             )),
+            QueueSource::SharedWithNormal => bail!("the {tier} tier's {lane} lane has no queue of its own"),
         })
     }
 

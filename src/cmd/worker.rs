@@ -45,6 +45,10 @@ pub struct TuningArgs {
     /// Seconds between two looks for a cancel while a request runs (a cancel then aborts the engine call).
     #[arg(long, env = "CANCEL_POLL_SECONDS", default_value_t = 5.0)]
     pub cancel_poll_seconds: f64,
+    /// Seconds a stopping worker (SIGTERM) keeps finishing requests in flight before it hands the unfinished
+    /// ones back to the queue; keep it below the container's stop timeout (the template: 100 of 120).
+    #[arg(long, env = "DRAIN_TIMEOUT_SECONDS", default_value_t = 100)]
+    pub drain_timeout_seconds: u64,
     /// Task identifier written into each result when the ECS metadata endpoint does not give one.
     #[arg(long, env = "ECS_TASK_ARN", default_value = "local")]
     pub task_arn: String,
@@ -98,6 +102,7 @@ impl TuningArgs {
             health_interval: Duration::from_secs(1),
             engine_loss_window: Duration::from_secs(self.engine_loss_window_seconds),
             cancel_poll: Duration::from_secs_f64(self.cancel_poll_seconds),
+            drain_timeout: Duration::from_secs(self.drain_timeout_seconds),
             task_arn: self.task_arn.clone(),
         })
     }
@@ -125,7 +130,8 @@ pub struct Args {
     /// SQS queue to consume [default: the tier's embedded queue in --data-dir].
     #[arg(long, env = "REQUEST_QUEUE_URL")]
     pub request_queue_url: Option<String>,
-    /// SQS queue of the tier's high-priority lane, served first (required with REQUEST_QUEUE_URL).
+    /// SQS queue of the tier's high-priority lane, served first [default: none; high-priority requests then
+    /// share REQUEST_QUEUE_URL, as in the AWS sample's one queue per tier].
     #[arg(long, env = "HIGH_QUEUE_URL")]
     pub high_queue_url: Option<String>,
     /// SQS dead-letter queue for malformed messages (required with REQUEST_QUEUE_URL).

@@ -13,7 +13,7 @@ pub struct FixedFleet {
 #[async_trait]
 impl ServiceTasks for FixedFleet {
     async fn task_counts(&self, _service: &Service) -> Result<TaskCounts, FleetError> {
-        Ok(TaskCounts { running: self.tasks_per_tier, desired: self.tasks_per_tier })
+        Ok(TaskCounts { running: self.tasks_per_tier, desired: self.tasks_per_tier, failed_starts: 0 })
     }
 }
 

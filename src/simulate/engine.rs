@@ -310,7 +310,7 @@ impl<'a> Simulation<'a> {
         let in_flight: u32 = self.tasks.iter().map(|t| t.busy).sum();
         Observation {
             queue: QueueCounts { visible: self.waiting.len() as u64, in_flight: u64::from(in_flight), delayed: 0 },
-            tasks: TaskCounts { running, desired: self.target.desired() },
+            tasks: TaskCounts { running, desired: self.target.desired(), failed_starts: 0 },
             gpu_utilization: (running > 0).then(|| 100.0 * serving.iter().sum::<f64>() / f64::from(running)),
         }
     }

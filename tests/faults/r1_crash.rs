@@ -106,7 +106,7 @@ async fn r1_a_worker_sigkilled_five_times_on_sqs_and_s3_loses_and_overwrites_not
         ("REQUEST_QUEUE_URL", queue_url.clone()),
         ("HIGH_QUEUE_URL", moto::high_lane_of(&queue_url).await),
         ("DLQ_URL", dlq_url.clone()),
-        ("OUTPUT_DESTINATION", format!("s3://{bucket}/")),
+        ("OUTPUT_DESTINATION", format!("s3://{bucket}/results/")),
     ]);
     let args = worker_args(&engine.url, "16", MAX_RECEIVE_COUNT, "1");
     let start = || ChildProcess::gpuinfer(&args, &env, &log);

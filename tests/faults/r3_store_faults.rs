@@ -131,7 +131,7 @@ async fn r3_s3_stopped_and_restarted_under_a_worker_delays_requests_but_loses_no
         ("REQUEST_QUEUE_URL", queue_url.clone()),
         ("HIGH_QUEUE_URL", moto::high_lane_of(&queue_url).await),
         ("DLQ_URL", dlq_url.clone()),
-        ("OUTPUT_DESTINATION", format!("s3://{bucket}/")),
+        ("OUTPUT_DESTINATION", format!("s3://{bucket}/results/")),
     ]);
     let args = worker_args(&engine.url, "8", "5", "1");
     let mut worker = ChildProcess::gpuinfer(&args, &env, &dir.path().join("worker.log"));

@@ -31,7 +31,7 @@ async fn r4_sigterm_completes_the_requests_in_flight_and_hands_back_what_arrives
         ("REQUEST_QUEUE_URL", queue_url.clone()),
         ("HIGH_QUEUE_URL", moto::high_lane_of(&queue_url).await),
         ("DLQ_URL", dlq_url),
-        ("OUTPUT_DESTINATION", format!("s3://{bucket}/")),
+        ("OUTPUT_DESTINATION", format!("s3://{bucket}/results/")),
     ]);
     // Twice the slots in flight: the worker keeps a long poll open for the free ones.
     let args = worker_args(&engine.url, "8", "3", "5");

@@ -2,10 +2,12 @@
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
 
 pub mod answers;
+pub mod cfn;
 pub mod dev;
 pub mod engine_double;
 pub mod engine_process;
 pub mod faulty_store;
+pub mod iam_moto;
 pub mod lambda_runtime;
 pub mod moto;
 pub mod process;
