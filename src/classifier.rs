@@ -3,6 +3,8 @@
 use async_trait::async_trait;
 use uuid::Uuid;
 
+use crate::request_id::RequestId;
+
 use crate::engine::EngineClient;
 use crate::lanes::Priority;
 use crate::ports::{Classifier, ClassifyError, Engine};
@@ -35,7 +37,7 @@ impl OpenAiClassifier {
 impl Classifier for OpenAiClassifier {
     async fn classify(&self, text: &str) -> Result<Tier, ClassifyError> {
         let question = InferenceRequest {
-            request_id: Uuid::nil(),
+            request_id: RequestId::from(Uuid::nil()),
             input: Input::Messages(vec![
                 ChatMessage { role: "system".into(), content: INSTRUCTION.into() },
                 ChatMessage { role: "user".into(), content: text.into() },

@@ -2,7 +2,7 @@
 //!
 //! Layout:
 //! - `cli`, `cmd::*`: the command line; one module per subcommand (flags → checked config → `run`)
-//! - `request`: the request contract and its validation (router and worker)
+//! - `request`: the request contract and its validation (router and worker); `request_id`: ids kept as sent
 //! - `outcome`: result and error documents
 //! - `routing`: tier heuristics and the classifier call; `classifier`: the OpenAI-compatible classifier
 //! - `router`: the HTTP API; `worker`: lease → infer → store → delete
@@ -34,6 +34,7 @@ pub mod outbound;
 pub mod outcome;
 pub mod ports;
 pub mod request;
+pub mod request_id;
 pub mod router;
 pub mod routing;
 pub mod scaler;

@@ -1,7 +1,7 @@
 //! The result and error documents written to the store at `results/{requestId}.json`.
 
+use crate::request_id::RequestId;
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 use crate::routing::Tier;
 
@@ -62,7 +62,7 @@ impl Status {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResultDocument {
-    pub request_id: Uuid,
+    pub request_id: RequestId,
     pub status: Status,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Generation>,
@@ -81,7 +81,7 @@ pub struct ResultDocument {
 /// Facts about the processing of one message, shared by success and error documents.
 #[derive(Debug, Clone)]
 pub struct Processing {
-    pub request_id: Uuid,
+    pub request_id: RequestId,
     pub tier: Tier,
     pub task_arn: String,
     pub processing_time_ms: u64,
@@ -126,13 +126,13 @@ impl ResultDocument {
 }
 
 /// The body of GET /results/{id} while no document exists yet.
-pub fn pending(request_id: Uuid) -> serde_json::Value {
+pub fn pending(request_id: RequestId) -> serde_json::Value {
     serde_json::json!({ "requestId": request_id, "status": "pending" })
 }
 
 /// The document DELETE /results/{id} stores for a request that has none yet. Stored first, it wins over any
 /// later result (first writer wins); the worker finds it before it runs the request, or while it runs.
-pub fn canceled(request_id: Uuid) -> serde_json::Value {
+pub fn canceled(request_id: RequestId) -> serde_json::Value {
     let error = ErrorDetail {
         code: ErrorCode::Canceled,
         message: "canceled by the client before it finished (DELETE /results/{requestId})".into(),

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
+use crate::request_id::RequestId;
 use async_trait::async_trait;
 use serde::Serialize;
-use uuid::Uuid;
 
 use crate::outcome::Generation;
 use crate::request::InferenceRequest;
@@ -88,9 +88,9 @@ pub enum PutOutcome {
 /// Where result documents live: `results/{requestId}.json`, first writer wins.
 #[async_trait]
 pub trait ResultStore: Send + Sync {
-    async fn exists(&self, request_id: Uuid) -> Result<bool, StoreError>;
-    async fn put_if_absent(&self, request_id: Uuid, document: &[u8]) -> Result<PutOutcome, StoreError>;
-    async fn get(&self, request_id: Uuid) -> Result<Option<Vec<u8>>, StoreError>;
+    async fn exists(&self, request_id: RequestId) -> Result<bool, StoreError>;
+    async fn put_if_absent(&self, request_id: RequestId, document: &[u8]) -> Result<PutOutcome, StoreError>;
+    async fn get(&self, request_id: RequestId) -> Result<Option<Vec<u8>>, StoreError>;
 }
 
 /// Engine failures, typed by what the worker must do about them.

@@ -1,10 +1,10 @@
 //! The inference request: wire format, validation rules and the queue body, shared by router and worker.
 
+use crate::request_id::RequestId;
 use chrono::{DateTime, Utc};
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use uuid::Uuid;
 
 use crate::lanes::Priority;
 use crate::routing::Tier;
@@ -40,7 +40,7 @@ const ROLES: [&str; 4] = ["system", "user", "assistant", "tool"];
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InferenceRequest {
-    pub request_id: Uuid,
+    pub request_id: RequestId,
     #[serde(flatten)]
     pub input: Input,
     pub max_tokens: u32,
@@ -161,7 +161,7 @@ impl InferenceRequest {
         object.retain(|_, v| !v.is_null());
         let request_id = match (object.remove("requestId"), intake) {
             (Some(value), _) => parse_request_id(&value)?,
-            (None, Intake::Api(_)) => Uuid::new_v4(),
+            (None, Intake::Api(_)) => RequestId::new_v4(),
             (None, Intake::Queue(_)) => return Err(RequestError::invalid("requestId", "required")),
         };
         let input = match (object.remove("prompt"), object.remove("messages")) {
@@ -300,11 +300,10 @@ impl<'de> Visitor<'de> for StrictVisitor {
     }
 }
 
-fn parse_request_id(value: &Value) -> Result<Uuid, RequestError> {
+fn parse_request_id(value: &Value) -> Result<RequestId, RequestError> {
     value
         .as_str()
-        .and_then(|s| Uuid::parse_str(s).ok())
-        .filter(|uuid| uuid.get_version_num() == 4)
+        .and_then(RequestId::parse)
         .ok_or_else(|| RequestError::invalid("requestId", format!("must be a UUID v4 string, got {}", clip(value))))
 }
 

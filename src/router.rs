@@ -16,7 +16,6 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use lambda_http::request::LambdaRequest;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
-use uuid::Uuid;
 
 use crate::lanes::{Lanes, Priority};
 use crate::metrics::{self, Emf, Metric};
@@ -24,6 +23,7 @@ use crate::outbound::OutboundPolicy;
 use crate::outcome::{self, Ending};
 use crate::ports::{Classifier, PutOutcome, Queue, ResultStore, StoreError};
 use crate::request::{InferenceRequest, Intake, MAX_REQUEST_BYTES, RequestError, shorten};
+use crate::request_id::RequestId;
 use crate::routing::{self, PerTier, Reason, RoutingConfig, Tier};
 
 /// Most requests in one POST /infer/batch.
@@ -70,7 +70,7 @@ impl ApiError {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "queue: unavailable, retry later")
     }
 
-    fn store_unavailable(request_id: Uuid, error: &StoreError) -> Self {
+    fn store_unavailable(request_id: RequestId, error: &StoreError) -> Self {
         tracing::error!(%request_id, %error, "result store call failed");
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "results: store unavailable, retry later")
     }
@@ -271,10 +271,10 @@ fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
 }
 
 /// The requestId of a /results path; a path that is not even text is refused the same way.
-fn parse_request_id(path: Result<Path<String>, PathRejection>) -> Result<Uuid, ApiError> {
-    let must_be_a_uuid = || ApiError::new(StatusCode::BAD_REQUEST, "requestId: must be a UUID");
+fn parse_request_id(path: Result<Path<String>, PathRejection>) -> Result<RequestId, ApiError> {
+    let must_be_a_uuid = || ApiError::new(StatusCode::BAD_REQUEST, "requestId: must be a UUID v4");
     let Path(text) = path.map_err(|_| must_be_a_uuid())?;
-    Uuid::parse_str(&text).map_err(|_| must_be_a_uuid())
+    RequestId::parse(&text).ok_or_else(must_be_a_uuid)
 }
 
 async fn result(

@@ -12,13 +12,13 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
+use crate::request_id::RequestId;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use hmac::{Hmac, KeyInit, Mac};
 use reqwest::Url;
 use sha2::Sha256;
 use tokio_util::task::TaskTracker;
-use uuid::Uuid;
 
 use crate::metrics::{self, Emf, Metric};
 use crate::outbound::{OutboundPolicy, Refusal, refusal_in};
@@ -82,7 +82,7 @@ pub struct WebhookConfig {
 #[derive(Debug, Clone)]
 pub struct Callback {
     pub url: String,
-    pub request_id: Uuid,
+    pub request_id: RequestId,
     pub tier: Tier,
     pub body: Vec<u8>,
 }

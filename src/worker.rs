@@ -5,11 +5,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::request_id::RequestId;
 use chrono::{DateTime, Utc};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
 use crate::lanes::{LaneReceiver, Lanes, Lease};
 use crate::metrics::{self, Emf, Metric};
@@ -417,7 +417,7 @@ where
     /// Writes the document, first writer wins. A store that refuses is retried with back-off, keeping the
     /// generation, until the visibility timeout is spent or the worker drains: a store outage then costs no
     /// receive (and no attempt toward the dead-letter queue) per retry.
-    async fn store_result(&self, id: uuid::Uuid, body: &[u8]) -> Result<PutOutcome, StoreError> {
+    async fn store_result(&self, id: RequestId, body: &[u8]) -> Result<PutOutcome, StoreError> {
         let tier = self.config.tier;
         let give_up = Instant::now() + self.config.visibility_timeout;
         let mut attempt = 0;
@@ -488,7 +488,7 @@ where
 
     /// Resolves once a document for `request_id` exists, looking every `cancel_poll`; a failed look is ignored
     /// (the next one may succeed, and the result write settles who was first anyway).
-    async fn document_stored(&self, request_id: Uuid) {
+    async fn document_stored(&self, request_id: RequestId) {
         loop {
             tokio::time::sleep(self.config.cancel_poll).await;
             if let Ok(true) = self.store.exists(request_id).await {

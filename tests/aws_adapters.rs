@@ -82,7 +82,7 @@ async fn s3_store_writes_once_under_the_prefix_and_reads_back() {
     let bucket = moto::bucket(&moto::unique("results")).await;
     let location = S3Location::parse(&format!("s3://{bucket}/team/a/")).unwrap();
     let store = S3Store::new(moto::s3().await, location);
-    let id = uuid::Uuid::new_v4();
+    let id = gpuinfer::request_id::RequestId::new_v4();
     assert!(!store.exists(id).await.unwrap());
     assert_eq!(store.get(id).await.unwrap(), None);
     assert_eq!(store.put_if_absent(id, br#"{"n":1}"#).await.unwrap(), PutOutcome::Created);
@@ -105,7 +105,7 @@ async fn s3_store_names_the_missing_permission_when_s3_answers_403() {
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, forbidding).await });
     let store = S3Store::new(moto::s3_at(&endpoint).await, S3Location::parse("s3://results/results/").unwrap());
-    let id = uuid::Uuid::new_v4();
+    let id = gpuinfer::request_id::RequestId::new_v4();
     let read = store.exists(id).await.unwrap_err().to_string();
     assert!(read.contains(&format!("HeadObject s3://results/results/{id}.json: 403 Forbidden")), "{read}");
     assert!(read.contains("s3:GetObject") && read.contains("s3:ListBucket"), "{read}");
@@ -121,6 +121,9 @@ fn s3_destinations_parse_into_bucket_and_prefix() {
     assert_eq!(parse("s3://b/p/q"), Ok(("b".into(), "p/q/".into())));
     assert!(parse("s3:///p").is_err());
     assert!(parse("https://b/p").is_err());
+    let sent = "550E8400-E29B-41D4-A716-44665544ABCD";
+    let key = S3Location::parse("s3://b/results/").unwrap().key(gpuinfer::request_id::RequestId::parse(sent).unwrap());
+    assert_eq!(key, format!("results/{sent}.json"), "the sample's key: prefix + the requestId as sent");
 }
 
 /// A `gpuinfer` child process with moto's environment; killed when dropped.
@@ -392,7 +395,7 @@ async fn on_sqs_one_slot_fills_from_the_high_lane_first_and_normal_gets_every_fi
     for (lane, url, count) in [("high", &lanes.high, 6), ("normal", &lanes.normal, 4)] {
         let bodies: Vec<String> = (0..count)
             .map(|i| {
-                json!({"requestId": uuid::Uuid::new_v4(), "prompt": format!("{lane} {i}"), "maxTokens": 4}).to_string()
+                json!({"requestId": gpuinfer::request_id::RequestId::new_v4(), "prompt": format!("{lane} {i}"), "maxTokens": 4}).to_string()
             })
             .collect();
         let sent = SqsQueue::new(sqs.clone(), url.clone(), None).send_batch(&bodies).await;

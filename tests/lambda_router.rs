@@ -41,7 +41,7 @@ async fn api_gateway_events_get_the_same_answers_as_http() {
         .spawn()
         .unwrap();
 
-    let id = uuid::Uuid::new_v4();
+    let id = gpuinfer::request_id::RequestId::new_v4();
     let valid = json!({"requestId": id, "prompt": "What is Amazon ECS?", "maxTokens": 64}).to_string();
     let answer = runtime.invoke(http_event("POST", "/infer", Some(&valid))).await;
     assert_eq!(answer["statusCode"], 202, "{answer}");
@@ -83,7 +83,7 @@ async fn api_gateway_events_get_the_same_answers_as_http() {
     assert_eq!(results[1]["status"], 400);
     assert!(results[1]["error"].as_str().unwrap().starts_with("priority: must be"), "{results}");
 
-    let canceled = uuid::Uuid::new_v4();
+    let canceled = gpuinfer::request_id::RequestId::new_v4();
     let answer = runtime.invoke(http_event("DELETE", &format!("/results/{canceled}"), None)).await;
     assert_eq!((answer["statusCode"].as_u64(), &body(&answer)["error"]["code"]), (Some(200), &json!("canceled")));
     let answer = runtime.invoke(http_event("DELETE", &format!("/results/{id}"), None)).await;

@@ -10,20 +10,20 @@ use std::time::{Duration, Instant};
 use gpuinfer::lanes::{NORMAL_SHARE, Priority, Share};
 use gpuinfer::outcome::Status;
 use gpuinfer::ports::Queue;
+use gpuinfer::request_id::RequestId;
 use gpuinfer::worker::WorkerConfig;
 use serde_json::json;
 use support::engine_double::Behavior;
 use support::rig::{Rig, config, rig};
-use uuid::Uuid;
 
 /// A request whose prompt names its lane.
-fn request(lane: Priority, i: usize) -> (Uuid, serde_json::Value) {
-    let id = Uuid::new_v4();
+fn request(lane: Priority, i: usize) -> (RequestId, serde_json::Value) {
+    let id = RequestId::new_v4();
     (id, json!({"requestId": id, "prompt": format!("{lane} {i}"), "maxTokens": 4, "priority": lane}))
 }
 
 /// A worker with `slots`, started once `high` and `normal` requests wait in their lanes.
-async fn preloaded(slots: usize, high: usize, normal: usize, latency: Duration) -> (Rig, Vec<Uuid>) {
+async fn preloaded(slots: usize, high: usize, normal: usize, latency: Duration) -> (Rig, Vec<RequestId>) {
     let ids = std::sync::Mutex::new(Vec::new());
     let behavior = Behavior { latency, ..Behavior::default() };
     let worker = WorkerConfig { concurrency: slots, ..config() };

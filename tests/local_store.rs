@@ -13,7 +13,7 @@ use gpuinfer::worker::WorkerConfig;
 async fn the_first_writer_wins_and_readers_never_see_a_partial_document() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(FileStore::open(dir.path()).unwrap());
-    let id = uuid::Uuid::new_v4();
+    let id = gpuinfer::request_id::RequestId::new_v4();
     assert!(!store.exists(id).await.unwrap());
     assert_eq!(store.get(id).await.unwrap(), None);
     let writers: Vec<_> = (0..16)

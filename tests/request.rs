@@ -109,7 +109,7 @@ fn rejects_bodies_over_one_mebibyte_before_parsing() {
 fn generates_a_v4_request_id_only_when_asked_to() {
     let body = json!({"prompt": "hi"}).to_string();
     let request = InferenceRequest::parse(body.as_bytes(), Intake::Api(chrono::Utc::now())).unwrap();
-    assert_eq!(request.request_id.get_version_num(), 4);
+    assert_eq!(request.request_id.uuid().get_version_num(), 4);
     assert!(InferenceRequest::parse(body.as_bytes(), Intake::Queue(chrono::Utc::now())).is_err());
 }
 

@@ -13,6 +13,7 @@ use gpuinfer::lanes::{Lanes, Priority};
 use gpuinfer::metrics::Emf;
 use gpuinfer::outbound::OutboundPolicy;
 use gpuinfer::ports::{Message, Queue, QueueCounts, QueueError, ResultStore};
+use gpuinfer::request_id::RequestId;
 use gpuinfer::router::AppState;
 use gpuinfer::routing::{PerTier, RoutingConfig, Tier};
 use serde_json::{Value, json};
@@ -135,7 +136,7 @@ async fn a_refusing_queue_gives_503_never_2xx() {
 #[tokio::test]
 async fn results_are_served_pending_or_refused() {
     let f = fixture();
-    let id = uuid::Uuid::new_v4();
+    let id = gpuinfer::request_id::RequestId::new_v4();
     let (status, body) = call(&f.state, get(&format!("/results/{id}"))).await;
     assert_eq!((status, body), (StatusCode::NOT_FOUND, json!({"requestId": id, "status": "pending"})));
 
@@ -144,11 +145,28 @@ async fn results_are_served_pending_or_refused() {
     let (status, body) = call(&f.state, get(&format!("/results/{id}"))).await;
     assert_eq!((status, body), (StatusCode::OK, document));
 
-    for bad in ["not-a-uuid", "..%2F..%2Fetc%2Fpasswd"] {
+    for bad in ["not-a-uuid", "..%2F..%2Fetc%2Fpasswd", "550e8400-e29b-11d4-a716-446655440000"] {
         let (status, body) = call(&f.state, get(&format!("/results/{bad}"))).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
-        assert_eq!(body["error"], "requestId: must be a UUID");
+        assert_eq!(body["error"], "requestId: must be a UUID v4");
     }
+}
+
+/// The AWS sample accepts a requestId in any case and keys its result by the id as sent: the 202, the stored
+/// document's name and GET /results all use the client's own letters.
+#[tokio::test]
+async fn a_request_id_in_upper_case_is_kept_as_sent() {
+    let f = fixture();
+    let sent = "550E8400-E29B-41D4-A716-44665544ABCD";
+    let (status, body) = call(&f.state, post(json!({"requestId": sent, "prompt": "hi"}).to_string())).await;
+    assert_eq!((status, &body["requestId"]), (StatusCode::ACCEPTED, &json!(sent)));
+    let queued = f.lane(Tier::Small, Priority::Normal).receive(1, Duration::ZERO).await.unwrap();
+    assert!(queued[0].body.contains(sent), "the queued request carries the id as sent: {}", queued[0].body);
+    let id = RequestId::parse(sent).unwrap();
+    let document = json!({"requestId": sent, "status": "success"});
+    f.backends.store.put_if_absent(id, document.to_string().as_bytes()).await.unwrap();
+    assert!(f.backends.store.path_of(id).ends_with(format!("results/{sent}.json")), "stored under the id as sent");
+    assert_eq!(call(&f.state, get(&format!("/results/{sent}"))).await, (StatusCode::OK, document));
 }
 
 #[tokio::test]
@@ -211,7 +229,7 @@ async fn callback_urls_follow_the_operators_policy() {
 #[tokio::test]
 async fn a_batch_answers_every_entry_and_queues_the_valid_ones_on_their_lanes() {
     let f = fixture();
-    let repeated = uuid::Uuid::new_v4();
+    let repeated = gpuinfer::request_id::RequestId::new_v4();
     let batch = json!([
         {"prompt": "first"},
         {"prompt": ""},
@@ -278,14 +296,14 @@ fn delete(path: &str) -> Request<Body> {
 #[tokio::test]
 async fn cancel_stores_a_canceled_document_once_and_refuses_finished_requests() {
     let f = fixture();
-    let id = uuid::Uuid::new_v4();
+    let id = gpuinfer::request_id::RequestId::new_v4();
     let (status, canceled) = call(&f.state, delete(&format!("/results/{id}"))).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!((&canceled["status"], &canceled["error"]["code"]), (&json!("error"), &json!("canceled")));
     assert_eq!(call(&f.state, get(&format!("/results/{id}"))).await, (StatusCode::OK, canceled.clone()));
     assert_eq!(call(&f.state, delete(&format!("/results/{id}"))).await, (StatusCode::OK, canceled), "idempotent");
 
-    let done = uuid::Uuid::new_v4();
+    let done = gpuinfer::request_id::RequestId::new_v4();
     let document = json!({"requestId": done, "status": "success", "result": {"text": "ok"}});
     f.backends.store.put_if_absent(done, document.to_string().as_bytes()).await.unwrap();
     let (status, body) = call(&f.state, delete(&format!("/results/{done}"))).await;

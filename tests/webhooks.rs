@@ -11,6 +11,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use gpuinfer::lanes::Priority;
 use gpuinfer::metrics::Emf;
 use gpuinfer::outbound::{OutboundPolicy, Refusal};
+use gpuinfer::request_id::RequestId;
 use gpuinfer::routing::Tier;
 use gpuinfer::webhook::{Callback, DeliveryError, WebhookConfig, WebhookSecret, Webhooks};
 use hmac::{Hmac, KeyInit, Mac};
@@ -19,7 +20,6 @@ use sha2::Sha256;
 use support::engine_double::Behavior;
 use support::receiver::{Delivery, Receiver};
 use support::rig::{Rig, config};
-use uuid::Uuid;
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const LOCAL: OutboundPolicy = OutboundPolicy { allow_http: true, allow_private: true };
@@ -59,7 +59,7 @@ fn signatures_match_the_standard_webhooks_reference_vector() {
 async fn a_stored_result_is_posted_signed_and_retried_after_a_500() {
     let receiver = Receiver::start([500]).await;
     let rig = Rig::start(Behavior::default(), config(), Some(webhook_config(LOCAL)), |_| async {}).await;
-    let id = Uuid::new_v4();
+    let id = RequestId::new_v4();
     let request = json!({"requestId": id, "prompt": "call me back", "callbackUrl": receiver.url});
     rig.send_to(Priority::High, &request).await;
     let started = Instant::now();
@@ -86,7 +86,7 @@ async fn a_stored_result_is_posted_signed_and_retried_after_a_500() {
 async fn an_expired_request_gets_its_error_document_posted_too() {
     let receiver = Receiver::start([]).await;
     let rig = Rig::start(Behavior::default(), config(), Some(webhook_config(LOCAL)), |_| async {}).await;
-    let id = Uuid::new_v4();
+    let id = RequestId::new_v4();
     let past = (chrono::Utc::now() - chrono::Duration::seconds(5)).to_rfc3339();
     rig.send_to(
         Priority::Normal,
@@ -104,7 +104,8 @@ async fn an_expired_request_gets_its_error_document_posted_too() {
 /// A callback for `url` from a sender with `policy`.
 async fn deliver(policy: OutboundPolicy, url: &str) -> (Result<u32, DeliveryError>, Duration) {
     let webhooks = Webhooks::new(webhook_config(policy), Emf::discard()).unwrap();
-    let callback = Callback { url: url.into(), request_id: Uuid::new_v4(), tier: Tier::Small, body: b"{}".to_vec() };
+    let callback =
+        Callback { url: url.into(), request_id: RequestId::new_v4(), tier: Tier::Small, body: b"{}".to_vec() };
     let started = Instant::now();
     let outcome = webhooks.deliver(&callback).await;
     (outcome, started.elapsed())
@@ -149,7 +150,8 @@ async fn http_is_refused_unless_allowed_and_nothing_is_sent_unsigned() {
     let policy = OutboundPolicy { allow_http: false, allow_private: true };
     assert_eq!(deliver(policy, &receiver.url).await.0, Err(DeliveryError::Refused(Refusal::Http)));
     let unsigned = Webhooks::new(WebhookConfig { secret: None, ..webhook_config(LOCAL) }, Emf::discard()).unwrap();
-    let callback = Callback { url: receiver.url.clone(), request_id: Uuid::new_v4(), tier: Tier::Small, body: vec![] };
+    let callback =
+        Callback { url: receiver.url.clone(), request_id: RequestId::new_v4(), tier: Tier::Small, body: vec![] };
     assert_eq!(unsigned.deliver(&callback).await, Err(DeliveryError::NoSecret));
     assert!(receiver.deliveries().is_empty());
 }
@@ -161,7 +163,7 @@ async fn a_receiver_that_keeps_failing_is_given_up_after_the_retry_window_and_a_
             .unwrap();
     let callback = |receiver: &Receiver| Callback {
         url: receiver.url.clone(),
-        request_id: Uuid::new_v4(),
+        request_id: RequestId::new_v4(),
         tier: Tier::Small,
         body: vec![],
     };

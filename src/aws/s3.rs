@@ -1,11 +1,11 @@
 //! S3 result store: `s3://bucket/prefix/` → `prefix/{requestId}.json` (the seed's key rule), written with If-None-Match: *.
 
+use crate::request_id::RequestId;
 use async_trait::async_trait;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::error::SdkError;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_smithy_runtime_api::http::Response as HttpResponse;
-use uuid::Uuid;
 
 use super::{describe, endpoint_overridden};
 use crate::ports::{PutOutcome, ResultStore, StoreError};
@@ -36,7 +36,7 @@ impl S3Location {
         Ok(S3Location { bucket: bucket.to_owned(), prefix })
     }
 
-    pub fn key(&self, request_id: Uuid) -> String {
+    pub fn key(&self, request_id: RequestId) -> String {
         format!("{}{request_id}.json", self.prefix)
     }
 }
@@ -83,7 +83,7 @@ impl S3Store {
 
 #[async_trait]
 impl ResultStore for S3Store {
-    async fn exists(&self, request_id: Uuid) -> Result<bool, StoreError> {
+    async fn exists(&self, request_id: RequestId) -> Result<bool, StoreError> {
         let key = self.location.key(request_id);
         let head = self.client.head_object().bucket(&self.location.bucket).key(&key).send().await;
         match head {
@@ -93,7 +93,7 @@ impl ResultStore for S3Store {
         }
     }
 
-    async fn put_if_absent(&self, request_id: Uuid, document: &[u8]) -> Result<PutOutcome, StoreError> {
+    async fn put_if_absent(&self, request_id: RequestId, document: &[u8]) -> Result<PutOutcome, StoreError> {
         let key = self.location.key(request_id);
         let put = self
             .client
@@ -115,7 +115,7 @@ impl ResultStore for S3Store {
         }
     }
 
-    async fn get(&self, request_id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+    async fn get(&self, request_id: RequestId) -> Result<Option<Vec<u8>>, StoreError> {
         let key = self.location.key(request_id);
         let get = self.client.get_object().bucket(&self.location.bucket).key(&key).send().await;
         match get {

@@ -1,7 +1,7 @@
 //! Result delivery to an SQS queue (the seed's alternative OUTPUT_DESTINATION): each document is one message.
 
+use crate::request_id::RequestId;
 use async_trait::async_trait;
-use uuid::Uuid;
 
 use crate::ports::{PutOutcome, Queue, ResultStore, StoreError};
 
@@ -23,17 +23,17 @@ impl SqsResults {
 
 #[async_trait]
 impl ResultStore for SqsResults {
-    async fn exists(&self, _request_id: Uuid) -> Result<bool, StoreError> {
+    async fn exists(&self, _request_id: RequestId) -> Result<bool, StoreError> {
         Ok(false)
     }
 
-    async fn put_if_absent(&self, _request_id: Uuid, document: &[u8]) -> Result<PutOutcome, StoreError> {
+    async fn put_if_absent(&self, _request_id: RequestId, document: &[u8]) -> Result<PutOutcome, StoreError> {
         let body = String::from_utf8_lossy(document);
         self.queue.send(&body).await.map_err(|e| StoreError(e.to_string()))?;
         Ok(PutOutcome::Created)
     }
 
-    async fn get(&self, _request_id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+    async fn get(&self, _request_id: RequestId) -> Result<Option<Vec<u8>>, StoreError> {
         Err(StoreError(format!("results are delivered as messages to {}; read them from that queue", self.url)))
     }
 }

@@ -78,7 +78,7 @@ impl ClientArgs {
 #[command(after_help = EXIT_STATUS)]
 pub struct Args {
     /// The requestId that `submit` (or POST /infer) answered.
-    pub request_id: uuid::Uuid,
+    pub request_id: crate::request_id::RequestId,
     #[command(flatten)]
     pub client: ClientArgs,
 }

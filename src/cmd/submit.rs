@@ -22,7 +22,7 @@ pub struct Args {
     pub json_request: Option<PathBuf>,
     /// requestId (UUID v4) [default: the router generates one].
     #[arg(long, env = "GPUINFER_REQUEST_ID")]
-    pub request_id: Option<uuid::Uuid>,
+    pub request_id: Option<crate::request_id::RequestId>,
     /// Most tokens to generate (1–2048) [router default: 256].
     #[arg(long, env = "GPUINFER_MAX_TOKENS")]
     pub max_tokens: Option<u32>,

@@ -3,8 +3,8 @@
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 
+use crate::request_id::RequestId;
 use async_trait::async_trait;
-use uuid::Uuid;
 
 use crate::ports::{PutOutcome, ResultStore, StoreError};
 
@@ -22,14 +22,14 @@ impl FileStore {
         Ok(FileStore { results })
     }
 
-    pub fn path_of(&self, request_id: Uuid) -> PathBuf {
+    pub fn path_of(&self, request_id: RequestId) -> PathBuf {
         self.results.join(format!("{request_id}.json"))
     }
 
     /// Writes the whole document to a private temporary file, then hard-links it into place:
     /// the link fails if the name exists, so a reader never sees a partial document and a
     /// second writer never replaces the first.
-    fn create(&self, request_id: Uuid, document: &[u8]) -> Result<PutOutcome, StoreError> {
+    fn create(&self, request_id: RequestId, document: &[u8]) -> Result<PutOutcome, StoreError> {
         let target = self.path_of(request_id);
         let mut temp = tempfile::NamedTempFile::new_in(&self.results).map_err(io_error)?;
         temp.write_all(document).map_err(io_error)?;
@@ -43,15 +43,15 @@ impl FileStore {
 
 #[async_trait]
 impl ResultStore for FileStore {
-    async fn exists(&self, request_id: Uuid) -> Result<bool, StoreError> {
+    async fn exists(&self, request_id: RequestId) -> Result<bool, StoreError> {
         self.path_of(request_id).try_exists().map_err(io_error)
     }
 
-    async fn put_if_absent(&self, request_id: Uuid, document: &[u8]) -> Result<PutOutcome, StoreError> {
+    async fn put_if_absent(&self, request_id: RequestId, document: &[u8]) -> Result<PutOutcome, StoreError> {
         self.create(request_id, document)
     }
 
-    async fn get(&self, request_id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+    async fn get(&self, request_id: RequestId) -> Result<Option<Vec<u8>>, StoreError> {
         match std::fs::read(self.path_of(request_id)) {
             Ok(bytes) => Ok(Some(bytes)),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use gpuinfer::ports::{PutOutcome, ResultStore, StoreError};
-use uuid::Uuid;
+use gpuinfer::request_id::RequestId;
 
 pub struct FaultyStore {
     inner: Arc<dyn ResultStore>,
@@ -38,17 +38,17 @@ impl FaultyStore {
 
 #[async_trait]
 impl ResultStore for FaultyStore {
-    async fn exists(&self, request_id: Uuid) -> Result<bool, StoreError> {
+    async fn exists(&self, request_id: RequestId) -> Result<bool, StoreError> {
         self.check()?;
         self.inner.exists(request_id).await
     }
 
-    async fn put_if_absent(&self, request_id: Uuid, document: &[u8]) -> Result<PutOutcome, StoreError> {
+    async fn put_if_absent(&self, request_id: RequestId, document: &[u8]) -> Result<PutOutcome, StoreError> {
         self.check()?;
         self.inner.put_if_absent(request_id, document).await
     }
 
-    async fn get(&self, request_id: Uuid) -> Result<Option<Vec<u8>>, StoreError> {
+    async fn get(&self, request_id: RequestId) -> Result<Option<Vec<u8>>, StoreError> {
         self.check()?;
         self.inner.get(request_id).await
     }

@@ -11,12 +11,12 @@ use gpuinfer::local::queue::LocalQueue;
 use gpuinfer::metrics::Emf;
 use gpuinfer::outcome::ResultDocument;
 use gpuinfer::ports::{Queue, QueueCounts, ResultStore};
+use gpuinfer::request_id::RequestId;
 use gpuinfer::routing::Tier;
 use gpuinfer::webhook::{WebhookConfig, Webhooks};
 use gpuinfer::worker::{Stopped, Worker, WorkerConfig};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
 use super::engine_double::{Behavior, EngineDouble};
 use super::{SharedBuf, eventually, request_body};
@@ -87,7 +87,7 @@ impl Rig {
     }
 
     /// Sends a fresh request for `prompt` to the normal lane.
-    pub async fn send(&self, prompt: &str) -> Uuid {
+    pub async fn send(&self, prompt: &str) -> RequestId {
         let (id, body) = request_body(prompt);
         self.queue.send(&body).await.unwrap();
         id
@@ -99,14 +99,14 @@ impl Rig {
     }
 
     /// Cancels `id` the way DELETE /results/{id} does (a canceled document); returns the document.
-    pub async fn cancel(&self, id: Uuid) -> Value {
+    pub async fn cancel(&self, id: RequestId) -> Value {
         let canceled = gpuinfer::outcome::canceled(id);
         self.backends.store.put_if_absent(id, canceled.to_string().as_bytes()).await.unwrap();
         canceled
     }
 
     /// The document stored for `id`, once there is one.
-    pub async fn document(&self, id: Uuid) -> Value {
+    pub async fn document(&self, id: RequestId) -> Value {
         let store = Arc::clone(&self.backends.store);
         eventually(Duration::from_secs(10), "a result document", || {
             let store = Arc::clone(&store);
@@ -116,7 +116,7 @@ impl Rig {
     }
 
     /// The worker's document for `id`, once there is one.
-    pub async fn result(&self, id: Uuid) -> ResultDocument {
+    pub async fn result(&self, id: RequestId) -> ResultDocument {
         serde_json::from_value(self.document(id).await).unwrap()
     }
 
