@@ -89,6 +89,7 @@ impl<'de> Deserialize<'de> for RequestId {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

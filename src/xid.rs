@@ -10,17 +10,39 @@ use std::time::Duration;
 /// DCGM field id of a GPU's XID errors (`DCGM_FI_DEV_XID_ERRORS`): injecting a value there is an XID.
 pub const XID_FIELD_ID: u32 = 230;
 
-/// XIDs that ECS Managed Instances treats as a GPU impairment and repairs by replacing the instance.
-pub const CRITICAL_XIDS: [(u32, &str); 5] = [
+/// XIDs that ECS Managed Instances treats as a GPU impairment and repairs by replacing the instance: the table
+/// "Monitored XID error codes" of the ECS Developer Guide's "GPU auto repair for Amazon ECS managed instances"
+/// (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/managed-instances-gpu-auto-repair.html), the 18
+/// the AWS sample lists too. The meanings are NVIDIA's XID catalog's
+/// (https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html).
+pub const CRITICAL_XIDS: [(u32, &str); 18] = [
+    (46, "GPU stopped processing"),
     (48, "Double Bit ECC Error"),
+    (54, "Auxiliary power is not connected to the GPU board"),
+    (62, "Internal micro-controller halt"),
+    (64, "GPU memory remapping failure"),
     (74, "NVLink Error"),
     (79, "GPU has fallen off the bus"),
     (95, "Uncontained memory error"),
-    (140, "Unrecoverable ECC Error"),
+    (109, "Context Switch Timeout Error"),
+    (110, "Security Fault Error"),
+    (136, "Link Training Failed"),
+    (140, "ECC Unrecovered Error"),
+    (142, "NVENC3 Error"),
+    (143, "GPU Initialization Error"),
+    (151, "Key rotation Error"),
+    (155, "NVLink: SW Defined Error"),
+    (156, "Resource Retirement Event"),
+    (158, "GPU Fatal Timeout"),
 ];
 
 /// Longest wait for one dcgmi run (it hangs when nv-hostengine accepts but never answers).
 const DCGMI_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The critical XIDs as a list for messages: "46, 48, 54, …".
+pub fn critical_xid_list() -> String {
+    CRITICAL_XIDS.iter().map(|(xid, _)| xid.to_string()).collect::<Vec<_>>().join(", ")
+}
 
 /// What `xid` means, if ECS auto-repair acts on it.
 pub fn critical_xid(xid: u32) -> Option<&'static str> {
@@ -29,7 +51,7 @@ pub fn critical_xid(xid: u32) -> Option<&'static str> {
 
 #[derive(Debug, thiserror::Error)]
 pub enum XidError {
-    #[error("XID {0} is not one ECS auto-repair acts on (48, 74, 79, 95, 140); pass --force to inject it anyway")]
+    #[error("XID {0} is not one ECS auto-repair acts on ({list}); pass --force to inject it anyway", list = critical_xid_list())]
     NotCritical(u32),
     #[error("{flag} must be an absolute path inside the host root, got {path}")]
     NotAbsolute { flag: &'static str, path: PathBuf },
@@ -40,7 +62,7 @@ pub enum XidError {
          at the host's /"
     )]
     HostRootMissing(PathBuf, std::io::Error),
-    #[error("cannot enter the host root {0}: {1} (the task must be privileged)")]
+    #[error("cannot enter the host root {0}: {1} (the task must be privileged and run as root, user 0)")]
     CannotEnter(PathBuf, std::io::Error),
     #[error(
         "dcgmi not found at {dcgmi} in the host root {host_root}: install DCGM on the host, or set its path with --dcgmi"
@@ -49,8 +71,9 @@ pub enum XidError {
     #[error("cannot run `{command}`: {source}")]
     CannotRun { command: String, source: std::io::Error },
     #[error(
-        "nv-hostengine socket not found at {socket} in the host root {host_root}: is nv-hostengine running with \
-         --domain-socket? (--socket sets the path)"
+        "nv-hostengine socket not found at {socket} in the host root {host_root}: is DCGM's nv-hostengine running \
+         (systemd unit nvidia-dcgm)? On the host, `ss -xlp | grep nv-hostengine` shows its socket; --socket sets the \
+         path"
     )]
     SocketMissing { host_root: PathBuf, socket: PathBuf },
     #[error("{socket} in the host root {host_root} is not a unix socket: point --socket at nv-hostengine's socket")]

@@ -21,7 +21,7 @@ fn check(body: &[u8]) {
 }
 
 fn check_accepted(request: &InferenceRequest) {
-    assert_eq!(request.request_id.get_version_num(), 4);
+    assert_eq!(request.request_id.uuid().get_version_num(), 4);
     assert!((1..=MAX_TOKENS_LIMIT).contains(&request.max_tokens));
     assert!((0.0..=2.0).contains(&request.temperature));
     assert!(request.top_p > 0.0 && request.top_p <= 1.0);

@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use anyhow::bail;
 use serde::Deserialize;
+use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
-use crate::xid::{HostDcgm, Injection, discovery_args, find_gpu};
+use crate::xid::{HostDcgm, Injection, critical_xid_list, discovery_args, find_gpu};
 
 /// The exit statuses `XidError::exit_code` gives, as `--help` shows them.
 pub const EXIT_STATUS: &str = "\
@@ -15,15 +16,15 @@ Exit status:
   0  injected (with --dry-run: the commands printed, nothing run)
   1  dcgmi ran but failed: nv-hostengine refused the injection or did not answer
   2  bad arguments: a non-critical XID without --force, a GPU DCGM does not list, a relative --dcgmi or --socket
-  3  the host root is missing or cannot be entered: run the task with pidMode host and privileged
+  3  the host root is missing or cannot be entered: run the task with pidMode host, privileged, as root
   4  dcgmi is not in the host root, or cannot run
   5  nv-hostengine's socket is not in the host root";
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXIT_STATUS)]
 pub struct Args {
-    /// XID to inject. Critical (ECS replaces the instance): 48 Double Bit ECC, 74 NVLink, 79 fallen off the bus,
-    /// 95 uncontained memory error, 140 unrecoverable ECC.
+    /// XID to inject. Critical (ECS replaces the instance): 46, 48, 54, 62, 64, 74, 79, 95, 109, 110, 136, 140, 142,
+    /// 143, 151, 155, 156, 158 (79: the GPU has fallen off the bus).
     #[arg(long, env = "XID", value_parser = clap::value_parser!(u32).range(1..))]
     pub xid: u32,
     /// DCGM id of the GPU to inject it on (as `dcgmi discovery -l` lists them).
@@ -42,11 +43,16 @@ pub struct Args {
     #[arg(long, env = "XID_DCGMI", default_value = "/usr/bin/dcgmi")]
     pub dcgmi: PathBuf,
     /// nv-hostengine's unix socket on the host.
-    // nv-hostengine --domain-socket with no path listens on /tmp/nv-hostengine, and dcgmi reaches a unix
-    // socket with --host unix://<path>. Unlike its TCP default (127.0.0.1:5555, in the host's network
-    // namespace), a socket file is reachable from a task with its own network namespace.
-    #[arg(long, env = "XID_HOSTENGINE_SOCKET", default_value = "/tmp/nv-hostengine")]
+    // On ECS Managed Instances the host's DCGM (systemd unit nvidia-dcgm, the nv-hostengine the ECS agent's GPU
+    // health monitor reads) listens on the unix socket /run/nvidia-dcgm/nv-hostengine, not on TCP 5555: the AWS
+    // sample found it there on a live g6e.xlarge. dcgmi reaches a unix socket with --host unix://<path>, and a
+    // socket file is reachable from a task with its own network namespace.
+    #[arg(long, env = "XID_HOSTENGINE_SOCKET", default_value = "/run/nvidia-dcgm/nv-hostengine")]
     pub socket: PathBuf,
+    /// Then keep running this many seconds (until SIGTERM), so that `aws ecs execute-command` can run more
+    /// `gpuinfer inject-xid` in this task; 0 exits at once.
+    #[arg(long, env = "XID_STAY_SECONDS", default_value_t = 0)]
+    pub stay_seconds: u64,
     /// ECS task metadata endpoint (ECS sets it), to print which task was the injector.
     #[arg(long, env = "ECS_CONTAINER_METADATA_URI_V4")]
     pub ecs_metadata_uri: Option<String>,
@@ -59,6 +65,7 @@ pub struct Config {
     injection: Injection,
     host: HostDcgm,
     dry_run: bool,
+    stay: Duration,
     ecs_metadata_uri: Option<String>,
 }
 
@@ -68,18 +75,41 @@ impl Args {
             injection: Injection::new(self.xid, self.gpu, self.force)?,
             host: HostDcgm::new(self.host_root, self.dcgmi, self.socket, self.chroot_bin)?,
             dry_run: self.dry_run,
+            stay: Duration::from_secs(self.stay_seconds),
             ecs_metadata_uri: self.ecs_metadata_uri,
         })
     }
 }
 
 pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let Config { injection, host, dry_run, ecs_metadata_uri } = config;
+    let stay = config.stay;
+    // A staying injector ends when ECS stops its task: SIGTERM is listened to from here on, so one that comes
+    // before `shutdown`'s own listener is in place still ends it cleanly (exit 0).
+    let mut terminate = if stay.is_zero() { None } else { Some(signal(SignalKind::terminate())?) };
+    inject_once(config, &shutdown).await?;
+    if let Some(terminate) = &mut terminate {
+        println!(
+            "staying {} s for more injections: aws ecs execute-command --interactive --command \"gpuinfer inject-xid \
+             --xid N\" (stop the task when done)",
+            stay.as_secs()
+        );
+        tokio::select! {
+            () = tokio::time::sleep(stay) => {}
+            () = shutdown.cancelled() => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    Ok(())
+}
+
+async fn inject_once(config: Config, shutdown: &CancellationToken) -> anyhow::Result<()> {
+    let Config { injection, host, dry_run, ecs_metadata_uri, .. } = config;
     let xid = injection.xid;
     if injection.meaning.is_none() {
         tracing::warn!(
             xid,
-            "XID {xid} is outside the critical set (48, 74, 79, 95, 140): ECS may not repair the instance"
+            "XID {xid} is outside the critical set ({}): ECS may not repair the instance",
+            critical_xid_list()
         );
     }
     let discover = discovery_args(&host.socket);
@@ -117,8 +147,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     }
     if injection.meaning.is_some() {
         println!(
-            "injected: ECS should mark the instance IMPAIRED within ~2 min and finish replacing it in ~8 min \
-             (watch it with demos/gpu-auto-repair/observe.sh)"
+            "injected: ECS should mark the instance IMPAIRED and replace it (the AWS sample, on a g6e.xlarge, saw \
+             IMPAIRED ~2 min after injecting and the repair done ~8 min later); watch it with \
+             demos/gpu-auto-repair/observe.sh"
         );
     } else {
         println!("injected: XID {xid} is not critical, so ECS may leave the instance in service");
