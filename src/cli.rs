@@ -1,13 +1,9 @@
-//! The command line: `Cli` and its subcommands (each subcommand's flags live in its `cmd` module), and
-//! `TierSetting`, the value of a flag that can differ per tier.
-
-use std::fmt::Display;
-use std::str::FromStr;
+//! The command line: `Cli` and its subcommands (each subcommand's flags live in its `cmd` module, flags shared by
+//! several in `cmd::args`).
 
 use clap::{Parser, Subcommand};
 
 use crate::cmd;
-use crate::routing::Tier;
 use crate::telemetry::TelemetryArgs;
 
 /// Names the subcommand when the binary runs with no arguments, as a Lambda `bootstrap` does.
@@ -59,38 +55,4 @@ pub enum Command {
     Submit(cmd::submit::Args),
     /// Print a request's result from a router (with --wait, once it exists).
     Get(cmd::get::Args),
-}
-
-/// A flag value for one tier (`small=10`) or for every tier (`10`); given repeated or comma-separated,
-/// the last one that names a tier wins.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct TierSetting<T> {
-    tier: Option<Tier>,
-    value: T,
-}
-
-impl<T: FromStr> FromStr for TierSetting<T>
-where
-    T::Err: Display,
-{
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<Self, String> {
-        let (tier, value) = match text.split_once('=') {
-            Some((tier, value)) => {
-                let tier = Tier::parse(tier.trim()).ok_or_else(|| format!("unknown tier `{tier}` (small or large)"))?;
-                (Some(tier), value.trim())
-            }
-            None => (None, text.trim()),
-        };
-        let value = value.parse().map_err(|e| format!("`{value}`: {e}"))?;
-        Ok(TierSetting { tier, value })
-    }
-}
-
-impl<T: Copy> TierSetting<T> {
-    /// The value `settings` give `tier`, or `default` when none names it.
-    pub fn pick(settings: &[TierSetting<T>], tier: Tier, default: T) -> T {
-        settings.iter().rev().find(|s| s.tier.is_none_or(|t| t == tier)).map_or(default, |s| s.value)
-    }
 }

@@ -38,7 +38,7 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Router(args) => async { cmd::router::run(args.into_config()?, shutdown).await }.await,
         Command::Worker(args) => async { cmd::worker::run(args.into_config()?, shutdown).await }.await,
         Command::FetchModel(args) => async { cmd::fetch_model::run(args.into_config()?, shutdown).await }.await,
-        Command::Dev(args) => async { cmd::dev::run(args.into_config()?, shutdown).await }.await,
+        Command::Dev(args) => Box::pin(async { cmd::dev::run(args.into_config()?, shutdown).await }).await,
         Command::Healthcheck(args) => async { cmd::healthcheck::run(args.into_config()?, shutdown).await }.await,
         Command::InjectXid(args) => async { cmd::inject_xid::run(args.into_config()?, shutdown).await }.await,
         Command::Scaler(args) => async { cmd::scaler::run(args.into_config()?, shutdown).await }.await,

@@ -53,6 +53,10 @@ pub enum QueueError {
     ReceiptExpired,
 }
 
+/// The queues' maxReceiveCount unless one is configured (the template's redrive policy): the attempt with this
+/// receive count is a message's last.
+pub const DEFAULT_MAX_RECEIVE_COUNT: u32 = 3;
+
 /// An SQS-like queue: at-least-once delivery, visibility timeout, dead-letter redrive.
 #[async_trait]
 pub trait Queue: Send + Sync {

@@ -26,6 +26,8 @@ use crate::request::{InferenceRequest, Intake, MAX_REQUEST_BYTES, RequestError, 
 use crate::request_id::RequestId;
 use crate::routing::{self, PerTier, Reason, RoutingConfig, Tier};
 
+/// Where the local HTTP server listens unless told.
+pub const DEFAULT_LISTEN_ADDR: &str = "127.0.0.1:8080";
 /// Most requests in one POST /infer/batch.
 pub const MAX_BATCH_REQUESTS: usize = 100;
 /// Largest POST /infer/batch body (under Lambda's 6 MB invocation payload).

@@ -33,6 +33,15 @@ impl Tier {
             _ => None,
         }
     }
+
+    /// How long a received message stays invisible unless configured: longer on the large tier, whose
+    /// generations are slower (the seed's queues: 300 s and 600 s).
+    pub fn default_visibility_timeout(self) -> std::time::Duration {
+        std::time::Duration::from_secs(match self {
+            Tier::Small => 300,
+            Tier::Large => 600,
+        })
+    }
 }
 
 impl fmt::Display for Tier {
@@ -77,14 +86,19 @@ pub struct RoutingConfig {
     pub classifier_timeout: Duration,
 }
 
+impl RoutingConfig {
+    /// The seed's thresholds; the command line's defaults read them.
+    pub const DEFAULT: RoutingConfig = RoutingConfig {
+        prompt_length_threshold: 2000,
+        max_tokens_threshold: 1024,
+        ambiguous_min_chars: 500,
+        classifier_timeout: Duration::from_millis(1500),
+    };
+}
+
 impl Default for RoutingConfig {
     fn default() -> Self {
-        RoutingConfig {
-            prompt_length_threshold: 2000,
-            max_tokens_threshold: 1024,
-            ambiguous_min_chars: 500,
-            classifier_timeout: Duration::from_millis(1500),
-        }
+        RoutingConfig::DEFAULT
     }
 }
 

@@ -52,7 +52,7 @@ use tokio_util::sync::CancellationToken;
 use crate::lanes::Lanes;
 use crate::metrics::{self, Emf, Metric};
 use crate::ports::{FleetError, GpuUtilization, Queue, QueueCounts, QueueError, Service, ServiceTasks, TaskCounts};
-use crate::routing::Tier;
+use crate::routing::{PerTier, Tier};
 
 /// What one tier is scaled toward; checked once by `ScalingPolicy::new`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -134,6 +134,17 @@ pub struct Decision {
     #[serde(rename = "taskStartsFailing")]
     pub starts_failing: bool,
 }
+
+/// Messages one task should carry unless configured (the seed's QueueDepthScaleThreshold).
+pub const DEFAULT_BACKLOG_PER_TASK: u32 = 5;
+/// Fewest and most tasks per tier unless configured (the seed's MinTaskCount, MaxTaskCount and
+/// LargeModelMaxTaskCount).
+pub const DEFAULT_MIN_TASKS: u32 = 0;
+pub const DEFAULT_MAX_TASKS: PerTier<u32> = PerTier { small: 10, large: 4 };
+/// GPU compute utilization (percent) above which running tasks ask for more, unless configured.
+pub const DEFAULT_UTILIZATION_TARGET: f64 = 80.0;
+/// Seconds between two decisions of the local loop unless configured (the template's schedule: every minute).
+pub const DEFAULT_INTERVAL_SECONDS: u64 = 60;
 
 /// GPU compute utilization (percent) at or below which a GPU counts as idle.
 pub const IDLE_UTILIZATION: f64 = 1.0;

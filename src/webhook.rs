@@ -29,6 +29,10 @@ pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// How long a stopping worker waits for deliveries still in progress.
 pub const DRAIN_GRACE: Duration = Duration::from_secs(10);
+/// How long one callback is retried unless configured.
+pub const DEFAULT_RETRY_SECONDS: u64 = 300;
+/// Longest wait for one attempt's answer.
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The signing key shared with receivers.
 #[derive(Clone, PartialEq, Eq)]

@@ -14,10 +14,26 @@ use tokio_util::sync::CancellationToken;
 use crate::lanes::{LaneReceiver, Lanes, Lease};
 use crate::metrics::{self, Emf, Metric};
 use crate::outcome::{ErrorCode, Processing, ResultDocument};
-use crate::ports::{Completion, Engine, EngineError, Message, PutOutcome, Queue, ResultStore, StoreError};
+use crate::ports::{
+    Completion, DEFAULT_MAX_RECEIVE_COUNT, Engine, EngineError, Message, PutOutcome, Queue, ResultStore, StoreError,
+};
 use crate::request::{InferenceRequest, Intake};
 use crate::routing::Tier;
 use crate::webhook::{Callback, DRAIN_GRACE, Webhooks};
+
+/// The worker's defaults: `WorkerConfig::new` and the command line (`cmd::args::TuningArgs`) both read them.
+pub mod defaults {
+    pub const CONCURRENCY: u32 = 8;
+    pub const WAIT_TIME_SECONDS: u64 = 20;
+    pub const RETRY_BASE_SECONDS: f64 = 2.0;
+    pub const ENGINE_LOSS_WINDOW_SECONDS: u64 = 30;
+    pub const CANCEL_POLL_SECONDS: f64 = 5.0;
+    pub const DRAIN_TIMEOUT_SECONDS: u64 = 100;
+    pub const TASK_ARN: &str = "local";
+}
+
+/// How often the engine's health is probed, before receiving and all along.
+pub const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -49,16 +65,16 @@ impl WorkerConfig {
     pub fn new(tier: Tier) -> Self {
         WorkerConfig {
             tier,
-            concurrency: 8,
-            wait_time: Duration::from_secs(20),
-            visibility_timeout: Duration::from_secs(300),
-            max_receive_count: 3,
-            retry_base: Duration::from_secs(2),
-            health_interval: Duration::from_secs(1),
-            engine_loss_window: Duration::from_secs(30),
-            cancel_poll: Duration::from_secs(5),
-            drain_timeout: Duration::from_secs(100),
-            task_arn: "local".into(),
+            concurrency: defaults::CONCURRENCY as usize,
+            wait_time: Duration::from_secs(defaults::WAIT_TIME_SECONDS),
+            visibility_timeout: tier.default_visibility_timeout(),
+            max_receive_count: DEFAULT_MAX_RECEIVE_COUNT,
+            retry_base: Duration::from_secs_f64(defaults::RETRY_BASE_SECONDS),
+            health_interval: HEALTH_INTERVAL,
+            engine_loss_window: Duration::from_secs(defaults::ENGINE_LOSS_WINDOW_SECONDS),
+            cancel_poll: Duration::from_secs_f64(defaults::CANCEL_POLL_SECONDS),
+            drain_timeout: Duration::from_secs(defaults::DRAIN_TIMEOUT_SECONDS),
+            task_arn: defaults::TASK_ARN.into(),
         }
     }
 
@@ -157,18 +173,41 @@ where
         tracing::info!(%tier, concurrency = self.config.concurrency, "worker polling");
         self.draining = shutdown.clone();
         let worker = Arc::new(self);
+        // Receiving stops when this is cancelled: by shutdown (its parent), or by the watchdog on engine loss.
         let receiving = shutdown.child_token();
-        let (answering_tx, mut answering) = watch::channel(true);
+        let (answering_tx, answering) = watch::channel(true);
         let watchdog = tokio::spawn(Arc::clone(&worker).watch_engine(answering_tx, receiving.clone()));
-        let slots = Arc::new(Semaphore::new(worker.config.concurrency));
-        let mut lanes = LaneReceiver::new(worker.lanes.clone(), worker.config.wait_time);
-        let mut in_flight = JoinSet::new();
-        let mut released = 0;
+        let mut in_flight = InFlight::default();
+        worker.receive_until_stopped(&mut in_flight, &receiving, answering).await;
+        worker.finish_in_flight(&mut in_flight).await;
+        watchdog.abort();
+        if let Some(webhooks) = &worker.webhooks {
+            webhooks.finish(DRAIN_GRACE).await;
+        }
+        if worker.engine_lost.is_cancelled() {
+            let released = in_flight.released;
+            tracing::error!(%tier, released, "worker stopped: engine lost; its messages are back in the queue");
+            Stopped::EngineLost { released }
+        } else {
+            tracing::info!(%tier, "worker stopped");
+            Stopped::Drained
+        }
+    }
+
+    /// Fills free slots from the lanes (high first, see `lanes`) while the engine answers, until `receiving` is
+    /// cancelled; then hands back, unstarted, whatever a receive brought after that.
+    async fn receive_until_stopped(
+        self: &Arc<Self>,
+        in_flight: &mut InFlight,
+        receiving: &CancellationToken,
+        mut answering: watch::Receiver<bool>,
+    ) {
+        let tier = self.config.tier;
+        let slots = Arc::new(Semaphore::new(self.config.concurrency));
+        let mut lanes = LaneReceiver::new(self.lanes.clone(), self.config.wait_time);
         loop {
-            while let Some(done) = in_flight.try_join_next() {
-                released += count_released(done);
-            }
-            if !wait_until_answering(&mut answering, &receiving).await {
+            in_flight.reap_finished();
+            if !wait_until_answering(&mut answering, receiving).await {
                 break;
             }
             let available = slots.available_permits();
@@ -177,12 +216,12 @@ where
                 // A zero-wait receive: let it finish, so a stop never drops messages it already took.
                 let ready = lanes.take_ready(free).await;
                 if receiving.is_cancelled() {
-                    released += worker.hand_back_unstarted(ready.unwrap_or_default()).await;
+                    in_flight.released += self.hand_back_unstarted(ready.unwrap_or_default()).await;
                     break;
                 }
                 match ready {
                     Ok(leases) if !leases.is_empty() => {
-                        worker.start(&mut in_flight, &slots, leases);
+                        self.start(&mut in_flight.tasks, &slots, leases);
                         continue;
                     }
                     Ok(_) => {}
@@ -203,43 +242,39 @@ where
                 biased;
                 () = receiving.cancelled() => break,
                 (lane, polled) = lanes.next_polled() => match polled {
-                    Ok(leases) => worker.start(&mut in_flight, &slots, leases),
+                    Ok(leases) => self.start(&mut in_flight.tasks, &slots, leases),
                     Err(error) => tracing::warn!(%tier, %lane, %error, "long poll failed; polling again"),
                 },
-                Some(done) = in_flight.join_next(), if !in_flight.is_empty() => released += count_released(done),
+                Some(done) = in_flight.tasks.join_next(), if !in_flight.tasks.is_empty() => in_flight.record(done),
             }
         }
-        released += worker.hand_back_unstarted(lanes.close().await).await;
-        if worker.engine_lost.is_cancelled() {
-            tracing::warn!(%tier, in_flight = in_flight.len(), "worker stopped receiving: releasing unfinished requests");
+        in_flight.released += self.hand_back_unstarted(lanes.close().await).await;
+    }
+
+    /// Waits for every request in flight. After an engine loss they are already handing their messages back;
+    /// on shutdown they may finish for the drain timeout, then `hand_back` makes the rest hand theirs back.
+    async fn finish_in_flight(&self, in_flight: &mut InFlight) {
+        let tier = self.config.tier;
+        let unfinished = in_flight.tasks.len();
+        if self.engine_lost.is_cancelled() {
+            tracing::warn!(%tier, in_flight = unfinished, "worker stopped receiving: releasing unfinished requests");
         } else {
-            let drain_timeout_s = worker.config.drain_timeout.as_secs_f64();
-            tracing::info!(%tier, in_flight = in_flight.len(), drain_timeout_s, "worker draining: finishing requests in flight");
+            let drain_timeout_s = self.config.drain_timeout.as_secs_f64();
+            tracing::info!(%tier, in_flight = unfinished, drain_timeout_s, "worker draining: finishing requests in flight");
         }
-        let drain_deadline = tokio::time::sleep(worker.config.drain_timeout);
+        let drain_deadline = tokio::time::sleep(self.config.drain_timeout);
         tokio::pin!(drain_deadline);
         loop {
             tokio::select! {
-                done = in_flight.join_next() => match done {
-                    Some(done) => released += count_released(done),
+                done = in_flight.tasks.join_next() => match done {
+                    Some(done) => in_flight.record(done),
                     None => break,
                 },
-                () = &mut drain_deadline, if !worker.hand_back.is_cancelled() => {
-                    tracing::warn!(%tier, unfinished = in_flight.len(), "drain timeout: handing the unfinished messages back to the queue");
-                    worker.hand_back.cancel();
+                () = &mut drain_deadline, if !self.hand_back.is_cancelled() => {
+                    tracing::warn!(%tier, unfinished = in_flight.tasks.len(), "drain timeout: handing the unfinished messages back to the queue");
+                    self.hand_back.cancel();
                 }
             }
-        }
-        watchdog.abort();
-        if let Some(webhooks) = &worker.webhooks {
-            webhooks.finish(DRAIN_GRACE).await;
-        }
-        if worker.engine_lost.is_cancelled() {
-            tracing::error!(%tier, released, "worker stopped: engine lost; its messages are back in the queue");
-            Stopped::EngineLost { released }
-        } else {
-            tracing::info!(%tier, "worker stopped");
-            Stopped::Drained
         }
     }
 
@@ -575,13 +610,27 @@ async fn wait_until_answering(answering: &mut watch::Receiver<bool>, receiving: 
     }
 }
 
-/// 1 if a finished request task released its message, else 0; logs a panicked one.
-fn count_released(done: Result<Disposition, tokio::task::JoinError>) -> usize {
-    match done {
-        Ok(disposition) => usize::from(disposition == Disposition::Released),
-        Err(error) => {
-            tracing::error!(%error, "a request task panicked; its message will be retried after the visibility timeout");
-            0
+/// The request tasks a worker runs, and how many of them handed their message back.
+#[derive(Default)]
+struct InFlight {
+    tasks: JoinSet<Disposition>,
+    released: usize,
+}
+
+impl InFlight {
+    /// Counts a finished task; logs a panicked one.
+    fn record(&mut self, done: Result<Disposition, tokio::task::JoinError>) {
+        match done {
+            Ok(disposition) => self.released += usize::from(disposition == Disposition::Released),
+            Err(error) => {
+                tracing::error!(%error, "a request task panicked; its message will be retried after the visibility timeout");
+            }
+        }
+    }
+
+    fn reap_finished(&mut self) {
+        while let Some(done) = self.tasks.try_join_next() {
+            self.record(done);
         }
     }
 }

@@ -15,7 +15,7 @@ use crate::aws::sqs_results::SqsResults;
 use crate::lanes::{Lanes, Priority};
 use crate::local::LocalBackends;
 use crate::ports::{Queue, ResultStore};
-use crate::routing::{PerTier, Tier};
+use crate::routing::Tier;
 use crate::shared_lane::SharedLane;
 
 /// Where result documents are written and read (OUTPUT_DESTINATION).
@@ -35,49 +35,6 @@ impl Destination {
             Some(v) if v.starts_with("https://") || v.starts_with("http://") => Destination::Queue(v.to_owned()),
             Some(v) => Destination::Folder(PathBuf::from(v.strip_prefix("file://").unwrap_or(v))),
         })
-    }
-}
-
-/// The SQS queue URLs of both lanes of both tiers; shared by `router` and `scaler`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct TierQueueArgs {
-    /// SQS queue URL of the small tier [default: the embedded queue in --data-dir].
-    #[arg(long, env = "SMALL_QUEUE_URL")]
-    pub small_queue_url: Option<String>,
-    /// SQS queue URL of the small tier's high-priority lane [default: high-priority requests share SMALL_QUEUE_URL].
-    #[arg(long, env = "SMALL_HIGH_QUEUE_URL")]
-    pub small_high_queue_url: Option<String>,
-    /// SQS queue URL of the large tier [default: the embedded queue in --data-dir].
-    #[arg(long, env = "LARGE_QUEUE_URL")]
-    pub large_queue_url: Option<String>,
-    /// SQS queue URL of the large tier's high-priority lane [default: high-priority requests share LARGE_QUEUE_URL].
-    #[arg(long, env = "LARGE_HIGH_QUEUE_URL")]
-    pub large_high_queue_url: Option<String>,
-}
-
-impl TierQueueArgs {
-    /// Each tier's lanes; the `tiers` in use must all be on SQS, or all on the embedded queues.
-    pub fn sources(self, tiers: &[Tier]) -> anyhow::Result<PerTier<Lanes<QueueSource>>> {
-        let queues = PerTier {
-            small: QueueSource::lanes(
-                Lanes { high: self.small_high_queue_url, normal: self.small_queue_url },
-                None,
-                Lanes { high: "SMALL_HIGH_QUEUE_URL", normal: "SMALL_QUEUE_URL" },
-            )?,
-            large: QueueSource::lanes(
-                Lanes { high: self.large_high_queue_url, normal: self.large_queue_url },
-                None,
-                Lanes { high: "LARGE_HIGH_QUEUE_URL", normal: "LARGE_QUEUE_URL" },
-            )?,
-        };
-        let on_sqs = tiers.iter().filter(|&&tier| !queues.get(tier).normal.is_embedded()).count();
-        if on_sqs != 0 && on_sqs != tiers.len() {
-            bail!(
-                "give the queue URL of every tier in use (SMALL_QUEUE_URL and LARGE_QUEUE_URL, each with its optional \
-                 *_HIGH_QUEUE_URL), or none for the embedded queues in --data-dir"
-            );
-        }
-        Ok(queues)
     }
 }
 

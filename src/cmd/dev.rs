@@ -7,29 +7,31 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
+use crate::cmd::args::{DataDirArgs, RoutingArgs, ScalerArgs, TuningArgs, WebhookArgs};
 use crate::cmd::backends::Wiring;
-use crate::cmd::router::{RoutingArgs, serve};
-use crate::cmd::scaler::ScalerArgs;
-use crate::cmd::worker::{TuningArgs, WebhookArgs, build, engine_lost};
-use crate::engine::base_url;
+use crate::cmd::router::serve;
+use crate::cmd::worker::{build, engine_lost};
+use crate::engine::DEFAULT_ENGINE_URL;
+use crate::engine::{EngineConfig, base_url};
 use crate::lanes::Lanes;
 use crate::local::fleet::FixedFleet;
 use crate::metrics::Emf;
 use crate::ports::{Queue, ResultStore};
 use crate::router::AppState;
+use crate::router::DEFAULT_LISTEN_ADDR;
 use crate::routing::{PerTier, Tier};
-use crate::worker::Stopped;
+use crate::webhook::{WebhookConfig, Webhooks};
+use crate::worker::{Stopped, WorkerConfig};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Address of the router's HTTP server.
-    #[arg(long, env = "LISTEN_ADDR", default_value = "127.0.0.1:8080")]
+    #[arg(long, env = "LISTEN_ADDR", default_value = DEFAULT_LISTEN_ADDR)]
     pub listen: SocketAddr,
-    /// Data directory: queue.db (embedded queues), results/, metrics.jsonl (EMF lines).
-    #[arg(long, env = "GPUINFER_DATA_DIR", default_value = ".gpuinfer")]
-    pub data_dir: PathBuf,
+    #[command(flatten)]
+    pub data: DataDirArgs,
     /// Engine of the small tier (any OpenAI-compatible server: vLLM, llama.cpp, SGLang…).
-    #[arg(long, env = "SMALL_ENGINE_URL", default_value = "http://127.0.0.1:8000")]
+    #[arg(long, env = "SMALL_ENGINE_URL", default_value = DEFAULT_ENGINE_URL)]
     pub small_engine_url: String,
     /// Engine of the large tier [default: the small tier's engine].
     #[arg(long, env = "LARGE_ENGINE_URL")]
@@ -51,48 +53,69 @@ pub struct Args {
 }
 
 pub struct Config {
-    args: Args,
+    listen: SocketAddr,
+    data_dir: PathBuf,
+    engines: PerTier<EngineConfig>,
+    workers: PerTier<WorkerConfig>,
+    routing: RoutingArgs,
+    webhooks: WebhookConfig,
+    scaler: ScalerArgs,
     wiring: Wiring,
 }
 
 impl Args {
     pub fn into_config(self) -> anyhow::Result<Config> {
-        let wiring = Wiring::new(self.data_dir.clone());
+        let large_engine_url = self.large_engine_url.as_deref().unwrap_or(&self.small_engine_url);
+        let engines = PerTier {
+            small: self.tuning.engine_config(&self.small_engine_url, self.small_model.clone()),
+            large: self.tuning.engine_config(large_engine_url, self.large_model.clone()),
+        };
+        let workers =
+            PerTier { small: self.tuning.worker_config(Tier::Small)?, large: self.tuning.worker_config(Tier::Large)? };
+        for tier in Tier::ALL {
+            self.scaler.policy.policy(tier)?;
+        }
+        let wiring = Wiring::new(self.data.data_dir.clone());
         wiring.local()?;
-        Ok(Config { args: self, wiring })
+        Ok(Config {
+            listen: self.listen,
+            data_dir: self.data.data_dir,
+            engines,
+            workers,
+            routing: self.routing,
+            webhooks: self.webhooks.config(),
+            scaler: self.scaler,
+            wiring,
+        })
     }
 }
 
 pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let Config { args, wiring } = config;
-    let backends = wiring.local()?;
+    let backends = config.wiring.local()?;
     let store: Arc<dyn ResultStore> = backends.store.clone();
-    let metrics_path = args.data_dir.join("metrics.jsonl");
+    let metrics_path = config.data_dir.join("metrics.jsonl");
     let metrics_file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&metrics_path)
         .with_context(|| format!("cannot open {}", metrics_path.display()))?;
     let metrics = Emf::to_writer(metrics_file);
-    let engine_urls = PerTier {
-        small: args.small_engine_url.clone(),
-        large: args.large_engine_url.clone().unwrap_or_else(|| args.small_engine_url.clone()),
-    };
-    let models = PerTier { small: args.small_model.clone(), large: args.large_model.clone() };
-    let configs =
-        PerTier { small: args.tuning.worker_config(Tier::Small)?, large: args.tuning.worker_config(Tier::Large)? };
-
     let lanes = |tier: Tier| -> Lanes<Arc<dyn Queue>> {
-        let config = configs.get(tier);
-        backends.tier_lanes(tier, config.visibility_timeout, config.max_receive_count).map(|q| q as Arc<dyn Queue>)
+        let worker = config.workers.get(tier);
+        backends.tier_lanes(tier, worker.visibility_timeout, worker.max_receive_count).map(|q| q as Arc<dyn Queue>)
     };
 
-    let webhooks = args.webhooks.webhooks(metrics.clone())?;
+    let webhooks = Webhooks::new(config.webhooks.clone(), metrics.clone())?;
     let mut pools = tokio::task::JoinSet::new();
     for tier in Tier::ALL {
-        let engine = args.tuning.engine_config(engine_urls.get(tier), models.get(tier).clone());
-        let worker = build(lanes(tier), Arc::clone(&store), &engine, configs.get(tier).clone(), metrics.clone())?
-            .with_webhooks(webhooks.clone());
+        let worker = build(
+            lanes(tier),
+            Arc::clone(&store),
+            config.engines.get(tier),
+            config.workers.get(tier).clone(),
+            metrics.clone(),
+        )?
+        .with_webhooks(webhooks.clone());
         let shutdown = shutdown.clone();
         pools.spawn(async move {
             let stopped = worker.run(shutdown.clone()).await;
@@ -104,23 +127,23 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     }
     let fleet = Arc::new(FixedFleet { tasks_per_tier: 1 });
     let scaler =
-        args.scaler.scaler(Tier::ALL.map(|tier| (tier, lanes(tier))), fleet.clone(), fleet, metrics.clone())?;
-    let scaler = tokio::spawn(scaler.run(args.scaler.interval(), shutdown.clone()));
+        config.scaler.scaler(Tier::ALL.map(|tier| (tier, lanes(tier))), fleet.clone(), fleet, metrics.clone())?;
+    let scaler = tokio::spawn(scaler.run(config.scaler.interval(), shutdown.clone()));
     let state = Arc::new(AppState {
         queues: PerTier { small: lanes(Tier::Small), large: lanes(Tier::Large) },
         store,
-        routing: args.routing.config(),
-        classifier: args.routing.classifier(&wiring, Some(&engine_urls.small)).await?,
-        callbacks: args.webhooks.policy.policy(),
+        routing: config.routing.config(),
+        classifier: config.routing.classifier(&config.wiring, Some(&config.engines.small.base_url)).await?,
+        callbacks: config.webhooks.policy,
         metrics,
     });
-    print_banner(&args, &engine_urls, &metrics_path);
-    let served = serve(args.listen, state, shutdown.clone()).await;
+    print_banner(&config, &metrics_path);
+    let served = serve(config.listen, state, shutdown.clone()).await;
     shutdown.cancel();
     let mut lost = None;
     while let Some(done) = pools.join_next().await {
         if let Ok((tier, Stopped::EngineLost { released })) = done {
-            lost = Some(engine_lost(configs.get(tier), engine_urls.get(tier), released));
+            lost = Some(engine_lost(config.workers.get(tier), &config.engines.get(tier).base_url, released));
         }
     }
     let _ = scaler.await;
@@ -128,11 +151,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     lost.map_or(Ok(()), Err)
 }
 
-fn print_banner(args: &Args, engines: &PerTier<String>, metrics_path: &std::path::Path) {
-    let url = format!("http://{}", args.listen);
+fn print_banner(config: &Config, metrics_path: &std::path::Path) {
+    let url = format!("http://{}", config.listen);
+    let engines = &config.engines;
     println!("gpuinfer dev: router on {url}");
-    println!("  data      {}", args.data_dir.display());
-    println!("  engines   small {}   large {}", base_url(&engines.small), base_url(&engines.large));
+    println!("  data      {}", config.data_dir.display());
+    println!("  engines   small {}   large {}", base_url(&engines.small.base_url), base_url(&engines.large.base_url));
     println!(
         "  send      curl -s {url}/infer -H 'content-type: application/json' -d '{{\"prompt\":\"What is Amazon ECS? Answer briefly.\",\"maxTokens\":64}}'"
     );
@@ -140,7 +164,7 @@ fn print_banner(args: &Args, engines: &PerTier<String>, metrics_path: &std::path
     println!("  client    gpuinfer submit --url {url} --wait 'What is Amazon ECS?'");
     println!(
         "  scaler    a decision per tier every {} s in the log; EMF lines in {}",
-        args.scaler.scaler_interval,
+        config.scaler.scaler_interval,
         metrics_path.display()
     );
     println!("  stop      Ctrl-C (requests in flight finish first; queued ones wait in the data directory)");

@@ -5,12 +5,13 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use tokio_util::sync::CancellationToken;
 
+use crate::engine::DEFAULT_ENGINE_URL;
 use crate::engine::{EngineClient, EngineConfig};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Base URL of the engine whose /health is asked.
-    #[arg(long, env = "ENGINE_URL", default_value = "http://127.0.0.1:8000")]
+    #[arg(long, env = "ENGINE_URL", default_value = DEFAULT_ENGINE_URL)]
     pub engine_url: String,
     /// Longest wait for the answer, in seconds.
     #[arg(long, env = "HEALTHCHECK_TIMEOUT_SECONDS", default_value_t = 2.0)]

@@ -1,5 +1,6 @@
 //! One module per subcommand: its flags (`Args`, each also an environment variable), checked once into a config, and `run`.
 
+pub mod args;
 pub mod backends;
 pub mod dev;
 pub mod fetch_model;
@@ -11,3 +12,8 @@ pub mod scaler;
 pub mod simulate;
 pub mod submit;
 pub mod worker;
+
+/// Whether this process runs as an AWS Lambda function (the runtime API is set), not on a machine of its own.
+pub fn running_on_lambda() -> bool {
+    std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some()
+}

@@ -6,8 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context, bail, ensure};
 use clap::ValueEnum;
 
-use crate::cli::TierSetting;
-use crate::cmd::scaler::PolicyArgs;
+use crate::cmd::args::{PolicyArgs, TierSetting};
 use crate::routing::{PerTier, Tier};
 use crate::simulate::engine::{self, TierModel, Timing};
 use crate::simulate::plot::{self, TierSeries};

@@ -10,12 +10,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::lanes::{Lanes, Priority};
-use crate::ports::{QueueError, StoreError};
+use crate::ports::{DEFAULT_MAX_RECEIVE_COUNT, QueueError, StoreError};
 use crate::routing::Tier;
 use queue::{LocalQueue, QueueDb, QueueSettings};
 use store::FileStore;
 
 pub const DEAD_LETTER_QUEUE: &str = "dead-letter";
+
+/// Where the embedded backends live when no data directory is given.
+pub const DEFAULT_DATA_DIR: &str = ".gpuinfer";
 
 /// The embedded queue of one lane of a tier: the tier's name, with `-high` for the high lane.
 pub fn queue_name(tier: Tier, lane: Priority) -> String {
@@ -75,7 +78,7 @@ impl LocalBackends {
 
     /// A tier's request queues for a process that sends to them or counts them but never receives.
     pub fn lane_handles(&self, tier: Tier) -> Lanes<Arc<LocalQueue>> {
-        self.tier_lanes(tier, Duration::from_secs(300), 3)
+        self.tier_lanes(tier, tier.default_visibility_timeout(), DEFAULT_MAX_RECEIVE_COUNT)
     }
 
     pub fn dead_letter_queue(&self) -> LocalQueue {

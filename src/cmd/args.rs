@@ -1,0 +1,396 @@
+//! Argument groups shared by several subcommands: each is a set of flags (every one also an environment variable)
+//! and the checked settings it turns into. A subcommand's own flags stay in its `cmd` module.
+
+use std::fmt::Display;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::ValueEnum;
+
+use crate::aws::bedrock::{BedrockClassifier, DEFAULT_MODEL_ID};
+use crate::classifier::OpenAiClassifier;
+use crate::cmd::backends::{QueueSource, Wiring};
+use crate::cmd::running_on_lambda;
+use crate::engine::{DEFAULT_REQUEST_TIMEOUT_SECONDS, EngineClient, EngineConfig};
+use crate::lanes::Lanes;
+use crate::local::DEFAULT_DATA_DIR;
+use crate::metrics::Emf;
+use crate::outbound::OutboundPolicy;
+use crate::ports::{Classifier, DEFAULT_MAX_RECEIVE_COUNT, GpuUtilization, Queue, Service, ServiceTasks};
+use crate::routing::{PerTier, RoutingConfig, Tier};
+use crate::scaler::{
+    DEFAULT_BACKLOG_PER_TASK, DEFAULT_INTERVAL_SECONDS, DEFAULT_MAX_TASKS, DEFAULT_MIN_TASKS,
+    DEFAULT_UTILIZATION_TARGET, ScaledTier, Scaler, ScalingPolicy,
+};
+use crate::webhook::{self, WebhookConfig, WebhookSecret, Webhooks};
+use crate::worker::{HEALTH_INTERVAL, WorkerConfig, defaults};
+
+/// The data directory of the embedded queues and results; shared by `router`, `worker`, `scaler` and `dev`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DataDirArgs {
+    /// Data directory: queue.db (embedded queues), results/, metrics.jsonl (dev's EMF lines).
+    #[arg(long, env = "GPUINFER_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
+    pub data_dir: PathBuf,
+}
+
+/// The SQS queue URLs of both lanes of both tiers; shared by `router` and `scaler`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TierQueueArgs {
+    /// SQS queue URL of the small tier [default: the embedded queue in --data-dir].
+    #[arg(long, env = "SMALL_QUEUE_URL")]
+    pub small_queue_url: Option<String>,
+    /// SQS queue URL of the small tier's high-priority lane [default: high-priority requests share SMALL_QUEUE_URL].
+    #[arg(long, env = "SMALL_HIGH_QUEUE_URL")]
+    pub small_high_queue_url: Option<String>,
+    /// SQS queue URL of the large tier [default: the embedded queue in --data-dir].
+    #[arg(long, env = "LARGE_QUEUE_URL")]
+    pub large_queue_url: Option<String>,
+    /// SQS queue URL of the large tier's high-priority lane [default: high-priority requests share LARGE_QUEUE_URL].
+    #[arg(long, env = "LARGE_HIGH_QUEUE_URL")]
+    pub large_high_queue_url: Option<String>,
+}
+
+impl TierQueueArgs {
+    /// Each tier's lanes; the `tiers` in use must all be on SQS, or all on the embedded queues.
+    pub fn sources(self, tiers: &[Tier]) -> anyhow::Result<PerTier<Lanes<QueueSource>>> {
+        let queues = PerTier {
+            small: QueueSource::lanes(
+                Lanes { high: self.small_high_queue_url, normal: self.small_queue_url },
+                None,
+                Lanes { high: "SMALL_HIGH_QUEUE_URL", normal: "SMALL_QUEUE_URL" },
+            )?,
+            large: QueueSource::lanes(
+                Lanes { high: self.large_high_queue_url, normal: self.large_queue_url },
+                None,
+                Lanes { high: "LARGE_HIGH_QUEUE_URL", normal: "LARGE_QUEUE_URL" },
+            )?,
+        };
+        let on_sqs = tiers.iter().filter(|&&tier| !queues.get(tier).normal.is_embedded()).count();
+        if on_sqs != 0 && on_sqs != tiers.len() {
+            bail!(
+                "give the queue URL of every tier in use (SMALL_QUEUE_URL and LARGE_QUEUE_URL, each with its optional \
+                 *_HIGH_QUEUE_URL), or none for the embedded queues in --data-dir"
+            );
+        }
+        Ok(queues)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ClassifierKind {
+    /// Bedrock on Lambda; the OpenAI-compatible endpoint when one is known; else none.
+    Auto,
+    /// No classifier: the ambiguous zone goes to the small tier.
+    None,
+    /// Ask a model behind an OpenAI-compatible endpoint (--classifier-url).
+    Openai,
+    /// Ask a Bedrock model through the Converse API (--bedrock-model-id).
+    Bedrock,
+}
+
+/// Routing thresholds and the classifier for the ambiguous zone.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RoutingArgs {
+    /// Prompts longer than this many characters go to the large tier.
+    #[arg(long, env = "PROMPT_LENGTH_THRESHOLD", default_value_t = RoutingConfig::DEFAULT.prompt_length_threshold)]
+    pub prompt_length_threshold: usize,
+    /// Requests with maxTokens above this go to the large tier.
+    #[arg(long, env = "MAX_TOKENS_THRESHOLD", default_value_t = RoutingConfig::DEFAULT.max_tokens_threshold)]
+    pub max_tokens_threshold: u32,
+    /// Prompts longer than this (and under the thresholds) are asked of the classifier.
+    #[arg(long, env = "AMBIGUOUS_MIN_CHARS", default_value_t = RoutingConfig::DEFAULT.ambiguous_min_chars)]
+    pub ambiguous_min_chars: usize,
+    /// Who decides the ambiguous zone.
+    #[arg(long, env = "CLASSIFIER", value_enum, default_value = "auto")]
+    pub classifier: ClassifierKind,
+    /// Base URL of the OpenAI-compatible classifier model [dev: the small tier's engine].
+    #[arg(long, env = "CLASSIFIER_URL")]
+    pub classifier_url: Option<String>,
+    /// Model name for the OpenAI-compatible classifier [default: the first one the endpoint lists].
+    #[arg(long, env = "CLASSIFIER_MODEL")]
+    pub classifier_model: Option<String>,
+    /// Bedrock model for the Bedrock classifier.
+    #[arg(long, env = "BEDROCK_MODEL_ID", default_value = DEFAULT_MODEL_ID)]
+    pub bedrock_model_id: String,
+    /// Longest wait for the classifier before routing to small.
+    #[arg(long, env = "CLASSIFIER_TIMEOUT_MS", default_value_t = RoutingConfig::DEFAULT.classifier_timeout.as_millis() as u64)]
+    pub classifier_timeout_ms: u64,
+}
+
+impl RoutingArgs {
+    pub fn config(&self) -> RoutingConfig {
+        RoutingConfig {
+            prompt_length_threshold: self.prompt_length_threshold,
+            max_tokens_threshold: self.max_tokens_threshold,
+            ambiguous_min_chars: self.ambiguous_min_chars,
+            classifier_timeout: Duration::from_millis(self.classifier_timeout_ms),
+        }
+    }
+
+    /// The classifier; `local_engine` is the OpenAI-compatible endpoint used when none is configured.
+    pub async fn classifier(
+        &self,
+        wiring: &Wiring,
+        local_engine: Option<&str>,
+    ) -> anyhow::Result<Option<Arc<dyn Classifier>>> {
+        let url = self.classifier_url.as_deref().or(local_engine);
+        let kind = match self.classifier {
+            ClassifierKind::Auto if running_on_lambda() => ClassifierKind::Bedrock,
+            ClassifierKind::Auto if url.is_some() => ClassifierKind::Openai,
+            ClassifierKind::Auto => ClassifierKind::None,
+            chosen => chosen,
+        };
+        Ok(match kind {
+            ClassifierKind::Bedrock => {
+                let client = aws_sdk_bedrockruntime::Client::new(wiring.sdk().await);
+                Some(Arc::new(BedrockClassifier::new(client, self.bedrock_model_id.clone())))
+            }
+            ClassifierKind::Openai => {
+                let Some(url) = url else {
+                    bail!("--classifier openai needs --classifier-url (CLASSIFIER_URL), or use --classifier none");
+                };
+                let engine = EngineClient::new(&EngineConfig {
+                    base_url: url.to_owned(),
+                    model: self.classifier_model.clone(),
+                    request_timeout: Duration::from_millis(self.classifier_timeout_ms),
+                })?;
+                Some(Arc::new(OpenAiClassifier::new(engine)))
+            }
+            ClassifierKind::None | ClassifierKind::Auto => None,
+        })
+    }
+}
+
+/// Which callback URLs are accepted; shared by `router`, `worker` and `dev`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CallbackPolicyArgs {
+    /// Accept http:// callback URLs (local development); https only otherwise.
+    #[arg(long, env = "ALLOW_HTTP_CALLBACKS")]
+    pub allow_http_callbacks: bool,
+    /// Let callbacks reach loopback and private-network addresses (local development); link-local and
+    /// instance-metadata addresses stay refused.
+    #[arg(long, env = "ALLOW_PRIVATE_CALLBACKS")]
+    pub allow_private_callbacks: bool,
+}
+
+impl CallbackPolicyArgs {
+    pub fn policy(&self) -> OutboundPolicy {
+        OutboundPolicy { allow_http: self.allow_http_callbacks, allow_private: self.allow_private_callbacks }
+    }
+}
+
+/// How a worker pool behaves; shared by `worker` and `dev`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TuningArgs {
+    /// Requests in flight at once (match the engine's parallel slots / max batch).
+    #[arg(long, env = "WORKER_CONCURRENCY", default_value_t = defaults::CONCURRENCY, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub concurrency: u32,
+    /// Seconds a received message stays invisible, renewed while it runs [default: 300 small, 600 large].
+    #[arg(long, env = "VISIBILITY_TIMEOUT")]
+    pub visibility_timeout: Option<u64>,
+    /// The queue's maxReceiveCount: the last attempt writes an error result instead of retrying.
+    #[arg(long, env = "MAX_RECEIVE_COUNT", default_value_t = DEFAULT_MAX_RECEIVE_COUNT, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_receive_count: u32,
+    /// First retry delay in seconds after a transient failure; doubles with each attempt.
+    #[arg(long, env = "RETRY_BASE_SECONDS", default_value_t = defaults::RETRY_BASE_SECONDS)]
+    pub retry_base_seconds: f64,
+    /// Long-poll wait of one receive, in seconds (SQS allows at most 20).
+    #[arg(long, env = "WAIT_TIME_SECONDS", default_value_t = defaults::WAIT_TIME_SECONDS)]
+    pub wait_time_seconds: u64,
+    /// Longest single generation, in seconds, before it counts as a transient failure.
+    #[arg(long, env = "ENGINE_TIMEOUT_SECONDS", default_value_t = DEFAULT_REQUEST_TIMEOUT_SECONDS)]
+    pub engine_timeout_seconds: u64,
+    /// Seconds the engine may fail its health probe before the worker releases its messages and exits non-zero.
+    #[arg(long, env = "ENGINE_LOSS_WINDOW_SECONDS", default_value_t = defaults::ENGINE_LOSS_WINDOW_SECONDS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub engine_loss_window_seconds: u64,
+    /// Seconds between two looks for a cancel while a request runs (a cancel then aborts the engine call).
+    #[arg(long, env = "CANCEL_POLL_SECONDS", default_value_t = defaults::CANCEL_POLL_SECONDS)]
+    pub cancel_poll_seconds: f64,
+    /// Seconds a stopping worker (SIGTERM) keeps finishing requests in flight before it hands the unfinished
+    /// ones back to the queue; keep it below the container's stop timeout (the template: 100 of 120).
+    #[arg(long, env = "DRAIN_TIMEOUT_SECONDS", default_value_t = defaults::DRAIN_TIMEOUT_SECONDS)]
+    pub drain_timeout_seconds: u64,
+    /// Task identifier written into each result when the ECS metadata endpoint does not give one.
+    #[arg(long, env = "ECS_TASK_ARN", default_value = defaults::TASK_ARN)]
+    pub task_arn: String,
+}
+
+/// How result callbacks are signed and sent; shared by `worker` and `dev`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WebhookArgs {
+    /// Key that signs result callbacks, Standard Webhooks style: base64, `whsec_` prefix accepted
+    /// [default: none, and callbacks are not sent].
+    #[arg(long, env = "WEBHOOK_SECRET", hide_env_values = true)]
+    pub webhook_secret: Option<WebhookSecret>,
+    /// Seconds a callback is retried (back-off from 1 s to 60 s) before it is given up.
+    #[arg(long, env = "WEBHOOK_RETRY_SECONDS", default_value_t = webhook::DEFAULT_RETRY_SECONDS)]
+    pub webhook_retry_seconds: u64,
+    #[command(flatten)]
+    pub policy: CallbackPolicyArgs,
+}
+
+impl WebhookArgs {
+    pub fn config(&self) -> WebhookConfig {
+        WebhookConfig {
+            secret: self.webhook_secret.clone(),
+            policy: self.policy.policy(),
+            retry_for: Duration::from_secs(self.webhook_retry_seconds),
+            attempt_timeout: webhook::ATTEMPT_TIMEOUT,
+        }
+    }
+
+    pub fn webhooks(&self, metrics: Emf) -> anyhow::Result<Webhooks> {
+        Ok(Webhooks::new(self.config(), metrics)?)
+    }
+}
+
+impl TuningArgs {
+    pub fn worker_config(&self, tier: Tier) -> anyhow::Result<WorkerConfig> {
+        if !(self.retry_base_seconds.is_finite() && self.retry_base_seconds >= 0.0) {
+            bail!("--retry-base-seconds must be a non-negative number of seconds");
+        }
+        if !(self.cancel_poll_seconds.is_finite() && self.cancel_poll_seconds >= 0.05) {
+            bail!("--cancel-poll-seconds must be at least 0.05 seconds");
+        }
+        Ok(WorkerConfig {
+            tier,
+            concurrency: self.concurrency as usize,
+            wait_time: Duration::from_secs(self.wait_time_seconds),
+            visibility_timeout: self
+                .visibility_timeout
+                .map_or(tier.default_visibility_timeout(), |seconds| Duration::from_secs(seconds.max(3))),
+            max_receive_count: self.max_receive_count,
+            retry_base: Duration::from_secs_f64(self.retry_base_seconds),
+            health_interval: HEALTH_INTERVAL,
+            engine_loss_window: Duration::from_secs(self.engine_loss_window_seconds),
+            cancel_poll: Duration::from_secs_f64(self.cancel_poll_seconds),
+            drain_timeout: Duration::from_secs(self.drain_timeout_seconds),
+            task_arn: self.task_arn.clone(),
+        })
+    }
+
+    pub fn engine_config(&self, base_url: &str, model: Option<String>) -> EngineConfig {
+        EngineConfig {
+            base_url: base_url.to_owned(),
+            model,
+            request_timeout: Duration::from_secs(self.engine_timeout_seconds),
+        }
+    }
+}
+
+/// What each tier is scaled toward; shared by `scaler`, `dev` and `simulate`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PolicyArgs {
+    /// Messages (queued, delayed or in flight) one task should carry: a backlog of B asks for ⌈B / this⌉
+    /// tasks. One value (`5`) or per tier (`small=5,large=2`) [default: 5].
+    #[arg(long, env = "QUEUE_DEPTH_THRESHOLD", value_delimiter = ',')]
+    pub queue_depth_threshold: Vec<TierSetting<u32>>,
+    /// Fewest tasks per tier, e.g. `0` or `small=1,large=0` [default: 0].
+    #[arg(long, env = "MIN_TASK_COUNT", value_delimiter = ',')]
+    pub min_tasks: Vec<TierSetting<u32>>,
+    /// Most tasks per tier [default: small=10,large=4].
+    #[arg(long, env = "MAX_TASK_COUNT", value_delimiter = ',')]
+    pub max_tasks: Vec<TierSetting<u32>>,
+    /// GPU compute utilization, in percent, above which running tasks ask for more.
+    #[arg(long, env = "GPU_UTILIZATION_TARGET", default_value_t = DEFAULT_UTILIZATION_TARGET)]
+    pub utilization_target: f64,
+}
+
+impl PolicyArgs {
+    pub fn policy(&self, tier: Tier) -> anyhow::Result<ScalingPolicy> {
+        ScalingPolicy::new(
+            TierSetting::pick(&self.queue_depth_threshold, tier, DEFAULT_BACKLOG_PER_TASK),
+            TierSetting::pick(&self.min_tasks, tier, DEFAULT_MIN_TASKS),
+            TierSetting::pick(&self.max_tasks, tier, *DEFAULT_MAX_TASKS.get(tier)),
+            self.utilization_target,
+        )
+        .with_context(|| format!("scaling settings of the {tier} tier"))
+    }
+}
+
+/// The scaler's loop and metric dimensions; shared by `scaler` and `dev`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ScalerArgs {
+    /// Seconds between two scaling decisions of the local loop (on Lambda, the schedule decides).
+    #[arg(long, env = "SCALER_INTERVAL_SECONDS", default_value_t = DEFAULT_INTERVAL_SECONDS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub scaler_interval: u64,
+    /// ECS cluster of the tiers' services: the `ClusterName` dimension of the scaling metrics.
+    #[arg(long, env = "CLUSTER_NAME", default_value = "local")]
+    pub cluster_name: String,
+    /// ECS service of each tier, `{tier}` standing for the tier's name: the `ServiceName` dimension.
+    #[arg(long, env = "SERVICE_NAME", default_value = "gpuinfer-{tier}")]
+    pub service_name: String,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+}
+
+impl ScalerArgs {
+    pub fn interval(&self) -> Duration {
+        Duration::from_secs(self.scaler_interval)
+    }
+
+    /// A scaler over each tier's lanes, reading task counts from `tasks` and GPU utilization from `gpu`.
+    pub fn scaler(
+        &self,
+        queues: impl IntoIterator<Item = (Tier, Lanes<Arc<dyn Queue>>)>,
+        tasks: Arc<dyn ServiceTasks>,
+        gpu: Arc<dyn GpuUtilization>,
+        metrics: Emf,
+    ) -> anyhow::Result<Scaler> {
+        let tiers: Vec<ScaledTier> = queues
+            .into_iter()
+            .map(|(tier, lanes)| {
+                Ok(ScaledTier {
+                    tier,
+                    service: Service {
+                        cluster: self.cluster_name.clone(),
+                        name: self.service_name.replace("{tier}", tier.as_str()),
+                    },
+                    lanes,
+                    policy: self.policy.policy(tier)?,
+                })
+            })
+            .collect::<anyhow::Result<_>>()?;
+        if tiers.len() > 1 && !self.service_name.contains("{tier}") {
+            bail!("SERVICE_NAME `{}` must contain {{tier}} when more than one tier is scaled", self.service_name);
+        }
+        Ok(Scaler::new(tiers, tasks, gpu, metrics))
+    }
+}
+
+/// A flag value for one tier (`small=10`) or for every tier (`10`); given repeated or comma-separated,
+/// the last one that names a tier wins.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TierSetting<T> {
+    tier: Option<Tier>,
+    value: T,
+}
+
+impl<T: FromStr> FromStr for TierSetting<T>
+where
+    T::Err: Display,
+{
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let (tier, value) = match text.split_once('=') {
+            Some((tier, value)) => {
+                let tier = Tier::parse(tier.trim()).ok_or_else(|| format!("unknown tier `{tier}` (small or large)"))?;
+                (Some(tier), value.trim())
+            }
+            None => (None, text.trim()),
+        };
+        let value = value.parse().map_err(|e| format!("`{value}`: {e}"))?;
+        Ok(TierSetting { tier, value })
+    }
+}
+
+impl<T: Copy> TierSetting<T> {
+    /// The value `settings` give `tier`, or `default` when none names it.
+    pub fn pick(settings: &[TierSetting<T>], tier: Tier, default: T) -> T {
+        settings.iter().rev().find(|s| s.tier.is_none_or(|t| t == tier)).map_or(default, |s| s.value)
+    }
+}
