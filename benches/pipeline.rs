@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use gpuinfer::local::LocalBackends;
 use gpuinfer::ports::Queue;
-use gpuinfer::routing::Tier;
+use gpuinfer::vocabulary::Tier;
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 

@@ -18,89 +18,18 @@
 //!   the next slot frees: at most one message per lane beyond the free slots, and never more requests in the
 //!   engine than slots.
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tokio::task::{JoinError, JoinHandle};
 
 use crate::ports::{Message, Queue, QueueError};
+use crate::vocabulary::{Lanes, Priority};
 
 /// Of every this many slots filled while both lanes have work, at least one goes to the normal lane.
 pub const NORMAL_SHARE: usize = 5;
 /// Most messages one receive asks for (SQS's limit).
 pub const MAX_BATCH: usize = 10;
-
-/// A request's lane within its tier.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Priority {
-    High,
-    #[default]
-    Normal,
-}
-
-impl Priority {
-    pub const ALL: [Priority; 2] = [Priority::High, Priority::Normal];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Priority::High => "high",
-            Priority::Normal => "normal",
-        }
-    }
-
-    pub fn parse(value: &str) -> Option<Priority> {
-        match value {
-            "high" => Some(Priority::High),
-            "normal" => Some(Priority::Normal),
-            _ => None,
-        }
-    }
-
-    pub fn is_normal(&self) -> bool {
-        *self == Priority::Normal
-    }
-}
-
-impl fmt::Display for Priority {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A value kept once per lane (a tier's two queues).
-#[derive(Debug, Clone, Default)]
-pub struct Lanes<T> {
-    pub high: T,
-    pub normal: T,
-}
-
-impl<T> Lanes<T> {
-    pub fn get(&self, lane: Priority) -> &T {
-        match lane {
-            Priority::High => &self.high,
-            Priority::Normal => &self.normal,
-        }
-    }
-
-    pub fn get_mut(&mut self, lane: Priority) -> &mut T {
-        match lane {
-            Priority::High => &mut self.high,
-            Priority::Normal => &mut self.normal,
-        }
-    }
-
-    /// Builds both lanes from one function of the lane.
-    pub fn from_fn(mut make: impl FnMut(Priority) -> T) -> Self {
-        Lanes { high: make(Priority::High), normal: make(Priority::Normal) }
-    }
-
-    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> Lanes<U> {
-        Lanes { high: f(self.high), normal: f(self.normal) }
-    }
-}
 
 /// A message received from one lane; its receipt is valid on that lane's queue only.
 #[derive(Debug, Clone)]

@@ -1,7 +1,9 @@
 //! gpuinfer: an asynchronous two-tier GPU inference pipeline for AWS, in one binary.
 //!
 //! Layout:
-//! - `cli`, `cmd::*`: the command line; one module per subcommand (flags → checked config → `run`)
+//! - `cli`, `cmd::*`: the command line; one module per subcommand (flags → checked config → `run`), shared flag
+//!   groups in `cmd::args`, the client behind `submit` and `get` in `cmd::client`
+//! - `vocabulary`: `Tier`, `Priority`, `PerTier`, `Lanes` (imports nothing of the crate)
 //! - `request`: the request contract and its validation (router and worker); `request_id`: ids kept as sent
 //! - `outcome`: result and error documents
 //! - `routing`: tier heuristics and the classifier call; `classifier`: the OpenAI-compatible classifier
@@ -9,7 +11,6 @@
 //! - `lanes`: priority lanes (high and normal queue per tier), their share of free slots, the lane receiver;
 //!   `shared_lane`: a high lane without a queue of its own
 //! - `webhook`: signed result callbacks; `outbound`: where callbacks may go (URL and address rules)
-//! - `client`: the HTTP client behind `gpuinfer submit` and `gpuinfer get` (SigV4 signing, waiting for results)
 //! - `ports`: the traits the core uses (Queue, ResultStore, Engine, Classifier, ServiceTasks, GpuUtilization)
 //! - `scaler`: the per-tier scaling decision and the tick that reads the ports and publishes it
 //! - `simulate`: the discrete-event simulation of the seed's scaling policy against ours
@@ -17,15 +18,16 @@
 //! - `aws`: SQS, S3, Bedrock, ECS, CloudWatch adapters; `deletes`: SQS deletes coalesced into batch calls;
 //!   `fetch`: parallel model download from S3
 //! - `xid`: synthetic XIDs through the host's DCGM (dcgmi command lines, checks, the shell-out)
+//! - `error_chain`: an error and its causes on one line
 //! - `metrics`: metric names and EMF lines; `telemetry`: logging; `shutdown`: signals
 
 pub mod aws;
 pub mod classifier;
 pub mod cli;
-pub mod client;
 pub mod cmd;
 pub mod deletes;
 pub mod engine;
+pub mod error_chain;
 pub mod fetch;
 pub mod lanes;
 pub mod local;
@@ -42,6 +44,7 @@ pub mod shared_lane;
 pub mod shutdown;
 pub mod simulate;
 pub mod telemetry;
+pub mod vocabulary;
 pub mod webhook;
 pub mod worker;
 pub mod xid;

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use gpuinfer::cli::{self, Cli, Command};
-use gpuinfer::client::ClientError;
+use gpuinfer::cmd::client::ClientError;
 use gpuinfer::xid::XidError;
 use gpuinfer::{cmd, shutdown, telemetry};
 

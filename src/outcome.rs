@@ -1,9 +1,8 @@
 //! The result and error documents written to the store at `results/{requestId}.json`.
 
 use crate::request_id::RequestId;
+use crate::vocabulary::Tier;
 use serde::{Deserialize, Serialize};
-
-use crate::routing::Tier;
 
 /// What the engine produced for one request (the seed's `result` object).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

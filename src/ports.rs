@@ -4,12 +4,12 @@
 use std::time::Duration;
 
 use crate::request_id::RequestId;
+use crate::vocabulary::Tier;
 use async_trait::async_trait;
 use serde::Serialize;
 
 use crate::outcome::Generation;
 use crate::request::InferenceRequest;
-use crate::routing::Tier;
 
 /// One received message, as the worker sees it.
 #[derive(Debug, Clone)]

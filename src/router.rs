@@ -17,14 +17,14 @@ use lambda_http::request::LambdaRequest;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
-use crate::lanes::{Lanes, Priority};
 use crate::metrics::{self, Emf, Metric};
 use crate::outbound::OutboundPolicy;
 use crate::outcome::{self, Ending};
 use crate::ports::{Classifier, PutOutcome, Queue, ResultStore, StoreError};
 use crate::request::{InferenceRequest, Intake, MAX_REQUEST_BYTES, RequestError, shorten};
 use crate::request_id::RequestId;
-use crate::routing::{self, PerTier, Reason, RoutingConfig, Tier};
+use crate::routing::{self, Reason, RoutingConfig};
+use crate::vocabulary::{Lanes, PerTier, Priority, Tier};
 
 /// Where the local HTTP server listens unless told.
 pub const DEFAULT_LISTEN_ADDR: &str = "127.0.0.1:8080";

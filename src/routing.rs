@@ -1,77 +1,10 @@
 //! Tier classification: the pure routing heuristics and the call into a `Classifier` for the ambiguous zone.
 
-use std::fmt;
 use std::time::Duration;
-
-use serde::{Deserialize, Serialize};
 
 use crate::ports::Classifier;
 use crate::request::InferenceRequest;
-
-/// One of the two model tiers, each with its own queue, workers and scaling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Tier {
-    Small,
-    Large,
-}
-
-impl Tier {
-    pub const ALL: [Tier; 2] = [Tier::Small, Tier::Large];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Tier::Small => "small",
-            Tier::Large => "large",
-        }
-    }
-
-    pub fn parse(value: &str) -> Option<Tier> {
-        match value {
-            "small" => Some(Tier::Small),
-            "large" => Some(Tier::Large),
-            _ => None,
-        }
-    }
-
-    /// How long a received message stays invisible unless configured: longer on the large tier, whose
-    /// generations are slower (the seed's queues: 300 s and 600 s).
-    pub fn default_visibility_timeout(self) -> std::time::Duration {
-        std::time::Duration::from_secs(match self {
-            Tier::Small => 300,
-            Tier::Large => 600,
-        })
-    }
-}
-
-impl fmt::Display for Tier {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A value kept once per tier (queues, engine URLs, worker pools).
-#[derive(Debug, Clone)]
-pub struct PerTier<T> {
-    pub small: T,
-    pub large: T,
-}
-
-impl<T> PerTier<T> {
-    pub fn get(&self, tier: Tier) -> &T {
-        match tier {
-            Tier::Small => &self.small,
-            Tier::Large => &self.large,
-        }
-    }
-
-    pub fn get_mut(&mut self, tier: Tier) -> &mut T {
-        match tier {
-            Tier::Small => &mut self.small,
-            Tier::Large => &mut self.large,
-        }
-    }
-}
+use crate::vocabulary::Tier;
 
 /// Thresholds of the routing heuristics (seed defaults).
 #[derive(Debug, Clone)]

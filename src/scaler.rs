@@ -49,10 +49,9 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::lanes::Lanes;
 use crate::metrics::{self, Emf, Metric};
 use crate::ports::{FleetError, GpuUtilization, Queue, QueueCounts, QueueError, Service, ServiceTasks, TaskCounts};
-use crate::routing::{PerTier, Tier};
+use crate::vocabulary::{Lanes, PerTier, Tier};
 
 /// What one tier is scaled toward; checked once by `ScalingPolicy::new`.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -13,6 +13,7 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use crate::request_id::RequestId;
+use crate::vocabulary::Tier;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use hmac::{Hmac, KeyInit, Mac};
@@ -22,7 +23,6 @@ use tokio_util::task::TaskTracker;
 
 use crate::metrics::{self, Emf, Metric};
 use crate::outbound::{OutboundPolicy, Refusal, refusal_in};
-use crate::routing::Tier;
 
 /// First wait between two attempts; it doubles up to [`MAX_BACKOFF`].
 pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -185,7 +185,7 @@ impl Webhooks {
                     if let Some(refusal) = refusal_in(&error) {
                         return Err(DeliveryError::Refused(refusal.clone()));
                     }
-                    crate::aws::describe(&error)
+                    crate::error_chain::describe(&error)
                 }
             };
             if started.elapsed() + backoff > self.config.retry_for {

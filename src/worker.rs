@@ -6,19 +6,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::request_id::RequestId;
+use crate::vocabulary::{Lanes, Tier};
 use chrono::{DateTime, Utc};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::lanes::{LaneReceiver, Lanes, Lease};
+use crate::lanes::{LaneReceiver, Lease};
 use crate::metrics::{self, Emf, Metric};
 use crate::outcome::{ErrorCode, Processing, ResultDocument};
 use crate::ports::{
     Completion, DEFAULT_MAX_RECEIVE_COUNT, Engine, EngineError, Message, PutOutcome, Queue, ResultStore, StoreError,
 };
 use crate::request::{InferenceRequest, Intake};
-use crate::routing::Tier;
 use crate::webhook::{Callback, DRAIN_GRACE, Webhooks};
 
 /// The worker's defaults: `WorkerConfig::new` and the command line (`cmd::args::TuningArgs`) both read them.

@@ -10,10 +10,9 @@ use std::time::Duration;
 
 use gpuinfer::aws::s3::{S3Location, S3Store};
 use gpuinfer::aws::sqs::SqsQueue;
-use gpuinfer::lanes::Lanes;
 use gpuinfer::metrics::Emf;
 use gpuinfer::ports::{PutOutcome, Queue, QueueCounts, QueueError, ResultStore};
-use gpuinfer::routing::Tier;
+use gpuinfer::vocabulary::{Lanes, Tier};
 use gpuinfer::worker::WorkerConfig;
 use serde_json::{Value, json};
 use support::engine_double::{Behavior, EngineDouble};

@@ -9,7 +9,8 @@ use axum::routing::post;
 use axum::{Json, Router};
 use gpuinfer::aws::bedrock::BedrockClassifier;
 use gpuinfer::request::{InferenceRequest, Intake};
-use gpuinfer::routing::{Reason, RoutingConfig, Tier, route};
+use gpuinfer::routing::{Reason, RoutingConfig, route};
+use gpuinfer::vocabulary::Tier;
 use serde_json::{Value, json};
 
 #[derive(Default)]

@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use gpuinfer::deletes::{BatchDelete, DeleteBatcher, MAX_BATCH};
-use gpuinfer::lanes::Priority;
 use gpuinfer::local::LocalBackends;
 use gpuinfer::local::queue::LocalQueue;
 use gpuinfer::ports::{Queue, QueueCounts, QueueError};
-use gpuinfer::routing::Tier;
+use gpuinfer::vocabulary::{Priority, Tier};
 
 /// Deletes from the embedded queue, 20 ms per call, recording each call's size.
 struct SlowDeletes {

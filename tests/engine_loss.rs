@@ -8,12 +8,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gpuinfer::lanes::Priority;
 use gpuinfer::local::LocalBackends;
 use gpuinfer::local::queue::LocalQueue;
 use gpuinfer::outcome::{ResultDocument, Status};
 use gpuinfer::ports::{Queue, QueueCounts, ResultStore};
-use gpuinfer::routing::Tier;
+use gpuinfer::vocabulary::{Priority, Tier};
 use support::engine_process::EngineProcess;
 use support::process::ChildProcess;
 use support::{eventually, request_body};

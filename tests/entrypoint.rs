@@ -6,10 +6,9 @@ mod support;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
-use gpuinfer::lanes::Priority;
 use gpuinfer::local::LocalBackends;
 use gpuinfer::ports::{Queue, ResultStore};
-use gpuinfer::routing::Tier;
+use gpuinfer::vocabulary::{Priority, Tier};
 use support::{eventually, free_port, request_body};
 
 fn start(data_dir: &std::path::Path, port: u16) -> Child {

@@ -7,10 +7,11 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use gpuinfer::lanes::{NORMAL_SHARE, Priority, Share};
+use gpuinfer::lanes::{NORMAL_SHARE, Share};
 use gpuinfer::outcome::Status;
 use gpuinfer::ports::Queue;
 use gpuinfer::request_id::RequestId;
+use gpuinfer::vocabulary::Priority;
 use gpuinfer::worker::WorkerConfig;
 use serde_json::json;
 use support::engine_double::Behavior;

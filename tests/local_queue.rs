@@ -3,10 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use gpuinfer::lanes::Priority;
 use gpuinfer::local::LocalBackends;
 use gpuinfer::ports::{Queue, QueueCounts, QueueError};
-use gpuinfer::routing::Tier;
+use gpuinfer::vocabulary::{Priority, Tier};
 
 fn open(
     dir: &std::path::Path,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use gpuinfer::local::store::FileStore;
 use gpuinfer::ports::{PutOutcome, ResultStore};
-use gpuinfer::routing::Tier;
+use gpuinfer::vocabulary::Tier;
 use gpuinfer::worker::WorkerConfig;
 
 #[tokio::test]

@@ -2,9 +2,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use chrono::{DateTime, Utc};
-use gpuinfer::lanes::Priority;
 use gpuinfer::request::{InferenceRequest, Input, Intake, MAX_REQUEST_BYTES, RequestError};
-use gpuinfer::routing::Tier;
+use gpuinfer::vocabulary::{Priority, Tier};
 use serde_json::json;
 
 const ID: &str = "550e8400-e29b-41d4-a716-446655440000";

@@ -9,13 +9,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use gpuinfer::lanes::{Lanes, Priority};
 use gpuinfer::metrics::Emf;
 use gpuinfer::outbound::OutboundPolicy;
 use gpuinfer::ports::{Message, Queue, QueueCounts, QueueError, ResultStore};
 use gpuinfer::request_id::RequestId;
 use gpuinfer::router::AppState;
-use gpuinfer::routing::{PerTier, RoutingConfig, Tier};
+use gpuinfer::routing::RoutingConfig;
+use gpuinfer::vocabulary::{Lanes, PerTier, Priority, Tier};
 use serde_json::{Value, json};
 use support::router::{Fixture, call, fixture, get, post};
 

@@ -12,7 +12,7 @@ use axum::body::{Body, Bytes};
 use axum::http::{Request, StatusCode};
 use gpuinfer::ports::Queue;
 use gpuinfer::request::MAX_REQUEST_BYTES;
-use gpuinfer::routing::Tier;
+use gpuinfer::vocabulary::Tier;
 use serde_json::json;
 use support::router::{call, fixture, get, post};
 
@@ -100,7 +100,7 @@ async fn hostile_bodies_get_400_naming_the_problem() {
         let message = body["error"].as_str().unwrap_or_else(|| panic!("{shown}: a JSON error body, got {body}"));
         assert!(message.starts_with(expected), "{shown}: {message:?} should start with {expected:?}");
     }
-    let small = f.lane(Tier::Small, gpuinfer::lanes::Priority::Normal);
+    let small = f.lane(Tier::Small, gpuinfer::vocabulary::Priority::Normal);
     assert_eq!(small.counts().await.unwrap().visible, 0, "nothing refused is enqueued");
 }
 

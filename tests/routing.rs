@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use gpuinfer::classifier::parse_answer;
 use gpuinfer::ports::{Classifier, ClassifyError};
 use gpuinfer::request::{InferenceRequest, Intake};
-use gpuinfer::routing::{Heuristic, Reason, RoutingConfig, Tier, heuristic, route};
+use gpuinfer::routing::{Heuristic, Reason, RoutingConfig, heuristic, route};
+use gpuinfer::vocabulary::Tier;
 use serde_json::json;
 
 fn request(chars: usize, max_tokens: u32, route: Option<&str>) -> InferenceRequest {

@@ -8,13 +8,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use gpuinfer::cmd::scaler::{ScheduledEvent, handle_scheduled_event};
-use gpuinfer::lanes::Priority;
 use gpuinfer::local::LocalBackends;
 use gpuinfer::metrics::Emf;
 use gpuinfer::ports::{FleetError, GpuUtilization, Queue, QueueCounts, Service, ServiceTasks, TaskCounts};
-use gpuinfer::routing::Tier;
 use gpuinfer::scaler::{PolicyError, Readings, START_FAILURES_TO_STOP, ScaledTier, Scaler, ScalingPolicy, decide};
 use gpuinfer::simulate::policy::seed_metric;
+use gpuinfer::vocabulary::{Priority, Tier};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{Value, json};
 use support::SharedBuf;

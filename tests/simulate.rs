@@ -2,14 +2,15 @@
 //! modes (a lone request, a tier that never goes back to zero) and on bursty traffic; `gpuinfer simulate`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use gpuinfer::routing::Tier;
 use gpuinfer::scaler::ScalingPolicy;
+use gpuinfer::simulate::TierModel;
 use gpuinfer::simulate::autoscaling::ScalableTarget;
-use gpuinfer::simulate::engine::{self, Run, TierModel, Timing};
+use gpuinfer::simulate::event_loop::{self, Run, Timing};
 use gpuinfer::simulate::policy::{LARGEST_STEP, Policy, PolicyKind};
 use gpuinfer::simulate::report::Summary;
 use gpuinfer::simulate::trace::{self, Traffic};
 use gpuinfer::simulate::{HOUR, MINUTE, Millis, SECOND};
+use gpuinfer::vocabulary::Tier;
 
 fn small_tier() -> TierModel {
     TierModel {
@@ -47,7 +48,7 @@ fn bursty(seed: u64) -> Vec<Millis> {
 #[test]
 fn a_lone_request_is_never_served_by_the_seed_and_served_by_ours_which_then_returns_to_zero() {
     let model = small_tier();
-    let comparison = engine::compare(&model, &timing(26 * HOUR), &[0]);
+    let comparison = event_loop::compare(&model, &timing(26 * HOUR), &[0]);
 
     let seed = &comparison.seed;
     assert!(seed.latencies.is_empty(), "the seed serves nothing: 1/5 = 0.2 never crosses 1.0");
@@ -71,7 +72,7 @@ fn a_lone_request_is_never_served_by_the_seed_and_served_by_ours_which_then_retu
 fn the_seed_never_returns_to_zero_under_the_90_percent_memory_reading_and_ours_does() {
     let model = small_tier();
     let burst: Vec<Millis> = (0..10).map(|i| i * SECOND).collect();
-    let comparison = engine::compare(&model, &timing(12 * HOUR), &burst);
+    let comparison = event_loop::compare(&model, &timing(12 * HOUR), &burst);
 
     let seed = &comparison.seed;
     assert_eq!(seed.latencies.len(), 10);
@@ -86,7 +87,7 @@ fn the_seed_never_returns_to_zero_under_the_90_percent_memory_reading_and_ours_d
 
     let honest_memory = TierModel { gpu_memory_when_running: 5.0, ..small_tier() };
     let seed_without_the_reading =
-        engine::run(&honest_memory, &Policy::new(PolicyKind::Seed, &honest_memory), &timing(12 * HOUR), &burst);
+        event_loop::run(&honest_memory, &Policy::new(PolicyKind::Seed, &honest_memory), &timing(12 * HOUR), &burst);
     assert!(settled_at_zero(&seed_without_the_reading).is_some(), "the memory reading is what holds the seed up");
 }
 
@@ -95,7 +96,7 @@ fn on_bursty_traffic_ours_serves_everything_for_no_more_than_the_seed() {
     for seed in [1, 2, 3] {
         let arrivals = bursty(seed);
         let model = small_tier();
-        let comparison = engine::compare(&model, &timing(26 * HOUR), &arrivals);
+        let comparison = event_loop::compare(&model, &timing(26 * HOUR), &arrivals);
         let (theirs, ours) =
             (Summary::of(&comparison.seed, model.price_per_hour), Summary::of(&comparison.ours, model.price_per_hour));
         assert_eq!(ours.served, arrivals.len() as u64, "random seed {seed}");
@@ -117,8 +118,8 @@ fn runs_are_deterministic_for_a_random_seed() {
     let model = small_tier();
     let arrivals = bursty(7);
     assert_eq!(
-        engine::compare(&model, &timing(26 * HOUR), &arrivals),
-        engine::compare(&model, &timing(26 * HOUR), &arrivals)
+        event_loop::compare(&model, &timing(26 * HOUR), &arrivals),
+        event_loop::compare(&model, &timing(26 * HOUR), &arrivals)
     );
 
     let raw = trace::generate(Traffic::Poisson { rate: 120.0 }, HOUR, &mut fastrand::Rng::with_seed(3));

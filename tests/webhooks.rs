@@ -8,11 +8,10 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use gpuinfer::lanes::Priority;
 use gpuinfer::metrics::Emf;
 use gpuinfer::outbound::{OutboundPolicy, Refusal};
 use gpuinfer::request_id::RequestId;
-use gpuinfer::routing::Tier;
+use gpuinfer::vocabulary::{Priority, Tier};
 use gpuinfer::webhook::{Callback, DeliveryError, WebhookConfig, WebhookSecret, Webhooks};
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::json;

@@ -6,10 +6,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use gpuinfer::lanes::Priority;
 use gpuinfer::outcome::{ErrorCode, Status};
 use gpuinfer::ports::{Queue, QueueCounts, ResultStore};
-use gpuinfer::routing::Tier;
+use gpuinfer::vocabulary::{Priority, Tier};
 use gpuinfer::worker::{Stopped, WorkerConfig};
 use serde_json::json;
 use support::engine_double::{Behavior, Reply};

@@ -10,11 +10,12 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use axum::http::Request;
+use gpuinfer::vocabulary::{PerTier, Tier};
 use gpuinfer::local::LocalBackends;
 use gpuinfer::metrics::Emf;
 use gpuinfer::ports::Queue;
 use gpuinfer::router::{AppState, app, lambda_event};
-use gpuinfer::routing::{PerTier, RoutingConfig, Tier};
+use gpuinfer::routing::RoutingConfig;
 use http_body_util::BodyExt;
 use lambda_http::request::LambdaRequest;
 use libfuzzer_sys::fuzz_target;

@@ -9,7 +9,7 @@ use aws_sdk_bedrockruntime::types::{
 use super::describe;
 use crate::classifier::{INSTRUCTION, parse_answer};
 use crate::ports::{Classifier, ClassifyError};
-use crate::routing::Tier;
+use crate::vocabulary::Tier;
 
 pub const DEFAULT_MODEL_ID: &str = "amazon.nova-micro-v1:0";
 

@@ -15,16 +15,16 @@ use crate::classifier::OpenAiClassifier;
 use crate::cmd::backends::{QueueSource, Wiring};
 use crate::cmd::running_on_lambda;
 use crate::engine::{DEFAULT_REQUEST_TIMEOUT_SECONDS, EngineClient, EngineConfig};
-use crate::lanes::Lanes;
 use crate::local::DEFAULT_DATA_DIR;
 use crate::metrics::Emf;
 use crate::outbound::OutboundPolicy;
 use crate::ports::{Classifier, DEFAULT_MAX_RECEIVE_COUNT, GpuUtilization, Queue, Service, ServiceTasks};
-use crate::routing::{PerTier, RoutingConfig, Tier};
+use crate::routing::RoutingConfig;
 use crate::scaler::{
     DEFAULT_BACKLOG_PER_TASK, DEFAULT_INTERVAL_SECONDS, DEFAULT_MAX_TASKS, DEFAULT_MIN_TASKS,
     DEFAULT_UTILIZATION_TARGET, ScaledTier, Scaler, ScalingPolicy,
 };
+use crate::vocabulary::{Lanes, PerTier, Tier};
 use crate::webhook::{self, WebhookConfig, WebhookSecret, Webhooks};
 use crate::worker::{HEALTH_INTERVAL, WorkerConfig, defaults};
 
@@ -197,8 +197,8 @@ pub struct TuningArgs {
     /// First retry delay in seconds after a transient failure; doubles with each attempt.
     #[arg(long, env = "RETRY_BASE_SECONDS", default_value_t = defaults::RETRY_BASE_SECONDS)]
     pub retry_base_seconds: f64,
-    /// Long-poll wait of one receive, in seconds (SQS allows at most 20).
-    #[arg(long, env = "WAIT_TIME_SECONDS", default_value_t = defaults::WAIT_TIME_SECONDS)]
+    /// Long-poll wait of one receive, in seconds: 1 to 20 (SQS's most); 0 would poll an idle queue in a tight loop.
+    #[arg(long, env = "WAIT_TIME_SECONDS", default_value_t = defaults::WAIT_TIME_SECONDS, value_parser = clap::value_parser!(u64).range(1..=20))]
     pub wait_time_seconds: u64,
     /// Longest single generation, in seconds, before it counts as a transient failure.
     #[arg(long, env = "ENGINE_TIMEOUT_SECONDS", default_value_t = DEFAULT_REQUEST_TIMEOUT_SECONDS)]

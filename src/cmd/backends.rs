@@ -12,11 +12,10 @@ use crate::aws::s3::{self, S3Location, S3Store};
 use crate::aws::sdk_config;
 use crate::aws::sqs::SqsQueue;
 use crate::aws::sqs_results::SqsResults;
-use crate::lanes::{Lanes, Priority};
 use crate::local::LocalBackends;
 use crate::ports::{Queue, ResultStore};
-use crate::routing::Tier;
 use crate::shared_lane::SharedLane;
+use crate::vocabulary::{Lanes, Priority, Tier};
 
 /// Where result documents are written and read (OUTPUT_DESTINATION).
 #[derive(Debug, Clone, PartialEq, Eq)]

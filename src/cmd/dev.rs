@@ -13,13 +13,12 @@ use crate::cmd::router::serve;
 use crate::cmd::worker::{build, engine_lost};
 use crate::engine::DEFAULT_ENGINE_URL;
 use crate::engine::{EngineConfig, base_url};
-use crate::lanes::Lanes;
 use crate::local::fleet::FixedFleet;
 use crate::metrics::Emf;
 use crate::ports::{Queue, ResultStore};
 use crate::router::AppState;
 use crate::router::DEFAULT_LISTEN_ADDR;
-use crate::routing::{PerTier, Tier};
+use crate::vocabulary::{Lanes, PerTier, Tier};
 use crate::webhook::{WebhookConfig, Webhooks};
 use crate::worker::{Stopped, WorkerConfig};
 

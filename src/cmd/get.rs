@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{Client, ClientError, Signer};
+use crate::cmd::client::{Client, ClientError, Signer};
 
 /// The exit statuses `ClientError::exit_code` gives, as `--help` shows them.
 pub const EXIT_STATUS: &str = "\

@@ -2,6 +2,7 @@
 
 pub mod args;
 pub mod backends;
+pub mod client;
 pub mod dev;
 pub mod fetch_model;
 pub mod get;

@@ -11,13 +11,12 @@ use tokio_util::sync::CancellationToken;
 use crate::cmd::args::{CallbackPolicyArgs, DataDirArgs, RoutingArgs, TierQueueArgs};
 use crate::cmd::backends::{Destination, QueueSource, Wiring};
 use crate::cmd::running_on_lambda;
-use crate::lanes::Lanes;
 use crate::metrics::Emf;
 use crate::outbound::OutboundPolicy;
 use crate::ports::DEFAULT_MAX_RECEIVE_COUNT;
 use crate::router::DEFAULT_LISTEN_ADDR;
 use crate::router::{AppState, app, lambda_event};
-use crate::routing::{PerTier, Tier};
+use crate::vocabulary::{Lanes, PerTier, Tier};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

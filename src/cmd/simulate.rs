@@ -7,13 +7,14 @@ use anyhow::{Context, bail, ensure};
 use clap::ValueEnum;
 
 use crate::cmd::args::{PolicyArgs, TierSetting};
-use crate::routing::{PerTier, Tier};
-use crate::simulate::engine::{self, TierModel, Timing};
+use crate::simulate::TierModel;
+use crate::simulate::event_loop::{self, Timing};
 use crate::simulate::plot::{self, TierSeries};
 use crate::simulate::policy::PolicyKind;
 use crate::simulate::report::{self, Column, Summary};
 use crate::simulate::trace::{self, RawArrival, Traffic};
 use crate::simulate::{HOUR, SECOND, seconds};
+use crate::vocabulary::{PerTier, Tier};
 
 /// Seed README: ~7 min for g6e.xlarge + Mistral-7B, 15–20 min for g6e.48xlarge + Llama-2-70B.
 const COLD_START_MINUTES: PerTier<f64> = PerTier { small: 7.0, large: 17.0 };
@@ -193,10 +194,10 @@ impl Args {
 pub fn run(config: Config) -> anyhow::Result<()> {
     let mut rng = fastrand::Rng::with_seed(config.random_seed);
     let arrivals = trace::split_by_tier(&config.arrivals, &config.tiers, config.large_share, &mut rng);
-    let results: Vec<(Tier, engine::Comparison)> = config
+    let results: Vec<(Tier, event_loop::Comparison)> = config
         .tiers
         .iter()
-        .map(|&tier| (tier, engine::compare(config.models.get(tier), &config.timing, arrivals.get(tier))))
+        .map(|&tier| (tier, event_loop::compare(config.models.get(tier), &config.timing, arrivals.get(tier))))
         .collect();
 
     println!(

@@ -9,8 +9,7 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::cmd::get::{ClientArgs, EXIT_STATUS};
-use crate::lanes::Priority;
-use crate::routing::Tier;
+use crate::vocabulary::{Priority, Tier};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXIT_STATUS)]

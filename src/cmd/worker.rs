@@ -10,10 +10,9 @@ use crate::cmd::args::{DataDirArgs, TuningArgs, WebhookArgs};
 use crate::cmd::backends::{Destination, QueueSource, Wiring, require_dead_letter};
 use crate::engine::DEFAULT_ENGINE_URL;
 use crate::engine::{EngineClient, EngineConfig};
-use crate::lanes::Lanes;
 use crate::metrics::Emf;
 use crate::ports::{Queue, ResultStore};
-use crate::routing::Tier;
+use crate::vocabulary::{Lanes, Tier};
 use crate::worker::{Stopped, Worker, WorkerConfig};
 
 #[derive(Debug, clap::Args)]

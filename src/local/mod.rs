@@ -9,9 +9,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::lanes::{Lanes, Priority};
 use crate::ports::{DEFAULT_MAX_RECEIVE_COUNT, QueueError, StoreError};
-use crate::routing::Tier;
+use crate::vocabulary::{Lanes, Priority, Tier};
 use queue::{LocalQueue, QueueDb, QueueSettings};
 use store::FileStore;
 

@@ -1,14 +1,14 @@
 //! `gpuinfer simulate --plot`: tasks and backlog over time, the seed's policy against ours, one row of two
 //! charts per tier, as an SVG file.
 
+use crate::vocabulary::Tier;
 use std::path::Path;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::engine::Sample;
+use super::event_loop::Sample;
 use super::hours;
-use crate::routing::Tier;
 
 /// One tier's samples under each policy.
 #[derive(Debug, Clone, Copy)]

@@ -8,11 +8,10 @@
 //! Both use the tier's idle window (scale-in evaluation periods) and scale-in cooldown.
 
 use super::autoscaling::{Alarm, Comparison, ScalingRule, Step, StepPolicy};
-use super::engine::TierModel;
-use super::{Millis, SECOND};
+use super::{Millis, SECOND, TierModel};
 use crate::ports::{QueueCounts, TaskCounts};
-use crate::routing::Tier;
 use crate::scaler::{Readings, decide};
+use crate::vocabulary::Tier;
 
 /// The largest single step of our policies; template.yaml writes steps 1 to this many in each direction.
 pub const LARGEST_STEP: i64 = 10;

@@ -1,7 +1,7 @@
 //! The side-by-side table of `gpuinfer simulate`, one column per tier and policy, in Markdown: GPU
 //! instance-hours and dollars, requests served and never served, completion latency, time at zero tasks.
 
-use super::engine::Run;
+use super::event_loop::Run;
 use super::{HOUR, MINUTE, Millis, SECOND, hours};
 
 /// The numbers of one column.

@@ -10,7 +10,7 @@ use gpuinfer::engine::{EngineClient, EngineConfig};
 use gpuinfer::local::LocalBackends;
 use gpuinfer::metrics::Emf;
 use gpuinfer::ports::{Queue, QueueCounts};
-use gpuinfer::routing::Tier;
+use gpuinfer::vocabulary::Tier;
 use gpuinfer::worker::{Stopped, Worker, WorkerConfig};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -53,7 +53,7 @@ async fn r3_a_result_store_refusing_for_a_window_delays_requests_on_the_embedded
     };
     let queue = backends.lane_queue(
         Tier::Small,
-        gpuinfer::lanes::Priority::Normal,
+        gpuinfer::vocabulary::Priority::Normal,
         config.visibility_timeout,
         config.max_receive_count,
     );

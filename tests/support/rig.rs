@@ -5,14 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gpuinfer::engine::{EngineClient, EngineConfig};
-use gpuinfer::lanes::{Lanes, Priority};
 use gpuinfer::local::LocalBackends;
 use gpuinfer::local::queue::LocalQueue;
 use gpuinfer::metrics::Emf;
 use gpuinfer::outcome::ResultDocument;
 use gpuinfer::ports::{Queue, QueueCounts, ResultStore};
 use gpuinfer::request_id::RequestId;
-use gpuinfer::routing::Tier;
+use gpuinfer::vocabulary::{Lanes, Priority, Tier};
 use gpuinfer::webhook::{WebhookConfig, Webhooks};
 use gpuinfer::worker::{Stopped, Worker, WorkerConfig};
 use serde_json::Value;

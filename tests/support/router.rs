@@ -5,14 +5,14 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::http::{Request, StatusCode};
-use gpuinfer::lanes::Priority;
 use gpuinfer::local::LocalBackends;
 use gpuinfer::local::queue::LocalQueue;
 use gpuinfer::metrics::Emf;
 use gpuinfer::outbound::OutboundPolicy;
 use gpuinfer::ports::Queue;
 use gpuinfer::router::{AppState, app};
-use gpuinfer::routing::{PerTier, RoutingConfig, Tier};
+use gpuinfer::routing::RoutingConfig;
+use gpuinfer::vocabulary::{PerTier, Priority, Tier};
 use http_body_util::BodyExt;
 use serde_json::Value;
 use tower::ServiceExt;

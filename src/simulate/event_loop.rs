@@ -6,30 +6,10 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-use super::Millis;
 use super::autoscaling::ScalableTarget;
 use super::policy::{Observation, Policy, PolicyKind};
+use super::{Millis, TierModel};
 use crate::ports::{QueueCounts, TaskCounts};
-use crate::routing::Tier;
-use crate::scaler::ScalingPolicy;
-
-/// One tier's environment and scaling settings, shared by both policies.
-#[derive(Debug, Clone)]
-pub struct TierModel {
-    pub tier: Tier,
-    /// From the desired count rising to the new task taking requests (instance, image, model load).
-    pub cold_start: Millis,
-    pub service_time: Millis,
-    /// Requests one task serves at once.
-    pub concurrency: u32,
-    pub price_per_hour: f64,
-    pub scaling: ScalingPolicy,
-    /// The idle window: periods the scale-in alarm must see below its threshold.
-    pub scale_in_periods: usize,
-    pub scale_in_cooldown: Millis,
-    /// What Container Insights reports as GPU memory utilization while a task runs (vLLM reserves ~90 %).
-    pub gpu_memory_when_running: f64,
-}
 
 /// The clock of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

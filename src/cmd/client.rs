@@ -189,7 +189,7 @@ impl Client {
             .http
             .execute(request)
             .await
-            .map_err(|e| ClientError::Other(format!("cannot reach {url}: {}", crate::aws::describe(&e))))?;
+            .map_err(|e| ClientError::Other(format!("cannot reach {url}: {}", crate::error_chain::describe(&e))))?;
         let status = response.status();
         let bytes = response.bytes().await.map_err(|e| ClientError::Other(format!("{url}: {e}")))?;
         let answer =

@@ -1,0 +1,142 @@
+//! The pipeline's vocabulary, used by every layer and importing none: the two model tiers, the two priority
+//! lanes of a tier, and a value kept once per tier or per lane.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// One of the two model tiers, each with its own queue, workers and scaling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    Small,
+    Large,
+}
+
+impl Tier {
+    pub const ALL: [Tier; 2] = [Tier::Small, Tier::Large];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Small => "small",
+            Tier::Large => "large",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<Tier> {
+        match value {
+            "small" => Some(Tier::Small),
+            "large" => Some(Tier::Large),
+            _ => None,
+        }
+    }
+
+    /// How long a received message stays invisible unless configured: longer on the large tier, whose
+    /// generations are slower (the seed's queues: 300 s and 600 s).
+    pub fn default_visibility_timeout(self) -> Duration {
+        Duration::from_secs(match self {
+            Tier::Small => 300,
+            Tier::Large => 600,
+        })
+    }
+}
+
+impl fmt::Display for Tier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A value kept once per tier (queues, engine URLs, worker pools).
+#[derive(Debug, Clone)]
+pub struct PerTier<T> {
+    pub small: T,
+    pub large: T,
+}
+
+impl<T> PerTier<T> {
+    pub fn get(&self, tier: Tier) -> &T {
+        match tier {
+            Tier::Small => &self.small,
+            Tier::Large => &self.large,
+        }
+    }
+
+    pub fn get_mut(&mut self, tier: Tier) -> &mut T {
+        match tier {
+            Tier::Small => &mut self.small,
+            Tier::Large => &mut self.large,
+        }
+    }
+}
+
+/// A request's lane within its tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    High,
+    #[default]
+    Normal,
+}
+
+impl Priority {
+    pub const ALL: [Priority; 2] = [Priority::High, Priority::Normal];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::High => "high",
+            Priority::Normal => "normal",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<Priority> {
+        match value {
+            "high" => Some(Priority::High),
+            "normal" => Some(Priority::Normal),
+            _ => None,
+        }
+    }
+
+    pub fn is_normal(&self) -> bool {
+        *self == Priority::Normal
+    }
+}
+
+impl fmt::Display for Priority {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A value kept once per lane (a tier's two queues).
+#[derive(Debug, Clone, Default)]
+pub struct Lanes<T> {
+    pub high: T,
+    pub normal: T,
+}
+
+impl<T> Lanes<T> {
+    pub fn get(&self, lane: Priority) -> &T {
+        match lane {
+            Priority::High => &self.high,
+            Priority::Normal => &self.normal,
+        }
+    }
+
+    pub fn get_mut(&mut self, lane: Priority) -> &mut T {
+        match lane {
+            Priority::High => &mut self.high,
+            Priority::Normal => &mut self.normal,
+        }
+    }
+
+    /// Builds both lanes from one function of the lane.
+    pub fn from_fn(mut make: impl FnMut(Priority) -> T) -> Self {
+        Lanes { high: make(Priority::High), normal: make(Priority::Normal) }
+    }
+
+    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> Lanes<U> {
+        Lanes { high: f(self.high), normal: f(self.normal) }
+    }
+}
