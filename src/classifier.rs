@@ -3,12 +3,11 @@
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use crate::request_id::RequestId;
-use crate::vocabulary::{Priority, Tier};
-
 use crate::engine::EngineClient;
 use crate::ports::{Classifier, ClassifyError, Engine};
 use crate::request::{ChatMessage, InferenceRequest, Input};
+use crate::request_id::RequestId;
+use crate::vocabulary::{Priority, Tier};
 
 pub const INSTRUCTION: &str = "You route requests between a small fast language model and a large capable one. \
 Reply with exactly one word: \"small\" if the small model can answer the request well (simple questions, \

@@ -80,5 +80,5 @@ async fn send_batches<D: BatchDelete>(target: Arc<D>, mut pending: mpsc::Unbound
 }
 
 fn interrupted() -> QueueError {
-    QueueError::Unavailable("the delete was interrupted (the worker is stopping)".into())
+    QueueError::unavailable("the delete was interrupted (the worker is stopping)")
 }

@@ -15,8 +15,8 @@ use md5::{Digest, Md5};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::aws::describe;
 use crate::aws::s3::S3Location;
+use crate::error_chain::describe;
 
 /// How a download runs.
 #[derive(Debug, Clone)]

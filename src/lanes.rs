@@ -142,7 +142,7 @@ impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
             joined = join(&mut self.polls.normal) => (Priority::Normal, joined),
         };
         *self.polls.get_mut(lane) = None;
-        let received = joined.unwrap_or_else(|e| Err(QueueError::Unavailable(format!("long-poll task failed: {e}"))));
+        let received = joined.unwrap_or_else(|e| Err(QueueError::caused("long-poll task failed", e)));
         if let Ok(messages) = &received {
             let (high, normal) = if lane == Priority::High { (messages.len(), 0) } else { (0, messages.len()) };
             self.share.record(high, normal, 0);

@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+
 use gpuinfer::cli::{self, Cli, Command};
 use gpuinfer::cmd::client::ClientError;
 use gpuinfer::xid::XidError;

@@ -1,8 +1,9 @@
 //! The result and error documents written to the store at `results/{requestId}.json`.
 
+use serde::{Deserialize, Serialize};
+
 use crate::request_id::RequestId;
 use crate::vocabulary::Tier;
-use serde::{Deserialize, Serialize};
 
 /// What the engine produced for one request (the seed's `result` object).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,15 +1,16 @@
 //! The traits the core is written against: queue, result store, engine, classifier, fleet readings.
 //! Only the methods we call.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::request_id::RequestId;
-use crate::vocabulary::Tier;
 use async_trait::async_trait;
 use serde::Serialize;
 
 use crate::outcome::Generation;
 use crate::request::InferenceRequest;
+use crate::request_id::RequestId;
+use crate::vocabulary::Tier;
 
 /// One received message, as the worker sees it.
 #[derive(Debug, Clone)]
@@ -45,12 +46,33 @@ impl std::ops::Add for QueueCounts {
     }
 }
 
+/// The error an adapter's call failed with (the SDK's, SQLite's, the file system's), kept as the port error's
+/// source so nothing of its chain is lost; shared, so a batch call's one failure can fail every entry.
+pub type Cause = Arc<dyn std::error::Error + Send + Sync + 'static>;
+
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum QueueError {
-    #[error("queue unavailable: {0}")]
-    Unavailable(String),
+    /// Retry later: the call failed; `context` says which and why, `source` is the underlying error if any.
+    #[error("queue unavailable: {context}")]
+    Unavailable {
+        context: String,
+        #[source]
+        source: Option<Cause>,
+    },
     #[error("receipt handle is no longer valid (the message was deleted or received again)")]
     ReceiptExpired,
+}
+
+impl QueueError {
+    pub fn unavailable(context: impl Into<String>) -> Self {
+        QueueError::Unavailable { context: context.into(), source: None }
+    }
+
+    /// `context` followed by `source`'s whole chain, and `source` kept.
+    pub fn caused(context: &str, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        let context = format!("{context}: {}", crate::error_chain::describe(&source));
+        QueueError::Unavailable { context, source: Some(Arc::new(source)) }
+    }
 }
 
 /// The queues' maxReceiveCount unless one is configured (the template's redrive policy): the attempt with this
@@ -79,8 +101,24 @@ pub trait Queue: Send + Sync {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("result store unavailable: {0}")]
-pub struct StoreError(pub String);
+#[error("result store unavailable: {context}")]
+pub struct StoreError {
+    pub context: String,
+    #[source]
+    pub source: Option<Cause>,
+}
+
+impl StoreError {
+    pub fn unavailable(context: impl Into<String>) -> Self {
+        StoreError { context: context.into(), source: None }
+    }
+
+    /// `context` followed by `source`'s whole chain, and `source` kept.
+    pub fn caused(context: &str, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        let context = format!("{context}: {}", crate::error_chain::describe(&source));
+        StoreError { context, source: Some(Arc::new(source)) }
+    }
+}
 
 /// Whether a conditional write created the document or found one already there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,8 +194,24 @@ pub struct TaskCounts {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("fleet readings unavailable: {0}")]
-pub struct FleetError(pub String);
+#[error("fleet readings unavailable: {context}")]
+pub struct FleetError {
+    pub context: String,
+    #[source]
+    pub source: Option<Cause>,
+}
+
+impl FleetError {
+    pub fn unavailable(context: impl Into<String>) -> Self {
+        FleetError { context: context.into(), source: None }
+    }
+
+    /// `context` followed by `source`'s whole chain, and `source` kept.
+    pub fn caused(context: &str, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        let context = format!("{context}: {}", crate::error_chain::describe(&source));
+        FleetError { context, source: Some(Arc::new(source)) }
+    }
+}
 
 /// How many tasks a service runs and is asked to run (ECS DescribeServices).
 #[async_trait]

@@ -1,11 +1,12 @@
 //! The inference request: wire format, validation rules and the queue body, shared by router and worker.
 
-use crate::request_id::RequestId;
-use crate::vocabulary::{Priority, Tier};
 use chrono::{DateTime, Utc};
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+use crate::request_id::RequestId;
+use crate::vocabulary::{Priority, Tier};
 
 /// Largest request accepted, equal to SQS's MaximumMessageSize.
 pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;

@@ -12,8 +12,6 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use crate::request_id::RequestId;
-use crate::vocabulary::Tier;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use hmac::{Hmac, KeyInit, Mac};
@@ -23,6 +21,8 @@ use tokio_util::task::TaskTracker;
 
 use crate::metrics::{self, Emf, Metric};
 use crate::outbound::{OutboundPolicy, Refusal, refusal_in};
+use crate::request_id::RequestId;
+use crate::vocabulary::Tier;
 
 /// First wait between two attempts; it doubles up to [`MAX_BACKOFF`].
 pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);

@@ -5,8 +5,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::request_id::RequestId;
-use crate::vocabulary::{Lanes, Tier};
 use chrono::{DateTime, Utc};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
@@ -19,6 +17,8 @@ use crate::ports::{
     Completion, DEFAULT_MAX_RECEIVE_COUNT, Engine, EngineError, Message, PutOutcome, Queue, ResultStore, StoreError,
 };
 use crate::request::{InferenceRequest, Intake};
+use crate::request_id::RequestId;
+use crate::vocabulary::{Lanes, Tier};
 use crate::webhook::{Callback, DRAIN_GRACE, Webhooks};
 
 /// The worker's defaults: `WorkerConfig::new` and the command line (`cmd::args::TuningArgs`) both read them.

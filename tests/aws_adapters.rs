@@ -105,7 +105,9 @@ async fn s3_store_names_the_missing_permission_when_s3_answers_403() {
     tokio::spawn(async move { axum::serve(listener, forbidding).await });
     let store = S3Store::new(moto::s3_at(&endpoint).await, S3Location::parse("s3://results/results/").unwrap());
     let id = gpuinfer::request_id::RequestId::new_v4();
-    let read = store.exists(id).await.unwrap_err().to_string();
+    let error = store.exists(id).await.unwrap_err();
+    assert!(std::error::Error::source(&error).is_some(), "the SDK's error is kept as the source");
+    let read = error.to_string();
     assert!(read.contains(&format!("HeadObject s3://results/results/{id}.json: 403 Forbidden")), "{read}");
     assert!(read.contains("s3:GetObject") && read.contains("s3:ListBucket"), "{read}");
     let write = store.put_if_absent(id, b"{}").await.unwrap_err().to_string();

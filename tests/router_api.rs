@@ -89,10 +89,10 @@ struct RefusingQueue;
 #[async_trait]
 impl Queue for RefusingQueue {
     async fn send(&self, _body: &str) -> Result<(), QueueError> {
-        Err(QueueError::Unavailable("throttled".into()))
+        Err(QueueError::unavailable("throttled"))
     }
     async fn send_batch(&self, bodies: &[String]) -> Vec<Result<(), QueueError>> {
-        bodies.iter().map(|_| Err(QueueError::Unavailable("throttled".into()))).collect()
+        bodies.iter().map(|_| Err(QueueError::unavailable("throttled"))).collect()
     }
     async fn receive(&self, _max: usize, _wait: Duration) -> Result<Vec<Message>, QueueError> {
         Ok(vec![])

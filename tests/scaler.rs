@@ -119,7 +119,7 @@ impl FakeFleet {
         self.0
             .iter()
             .find(|(name, ..)| *name == service.name)
-            .ok_or_else(|| FleetError(format!("DescribeServices: service {} not found", service.name)))
+            .ok_or_else(|| FleetError::unavailable(format!("DescribeServices: service {} not found", service.name)))
     }
 }
 

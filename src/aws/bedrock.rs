@@ -6,8 +6,8 @@ use aws_sdk_bedrockruntime::types::{
     ContentBlock, ConversationRole, ConverseOutput, InferenceConfiguration, Message, SystemContentBlock,
 };
 
-use super::describe;
 use crate::classifier::{INSTRUCTION, parse_answer};
+use crate::error_chain::describe;
 use crate::ports::{Classifier, ClassifyError};
 use crate::vocabulary::Tier;
 

@@ -7,7 +7,6 @@ use aws_sdk_cloudwatch::Client;
 use aws_sdk_cloudwatch::primitives::DateTime;
 use aws_sdk_cloudwatch::types::{Dimension, Metric, MetricDataQuery, MetricStat};
 
-use super::describe;
 use crate::ports::{FleetError, GpuUtilization, Service};
 
 /// How far back to look: Container Insights publishes each minute, a little late.
@@ -53,7 +52,7 @@ impl GpuUtilization for ContainerInsightsGpu {
             .end_time(DateTime::from(now))
             .send()
             .await
-            .map_err(|e| FleetError(format!("GetMetricData TaskGPUUtilization: {}", describe(&e))))?;
+            .map_err(|e| FleetError::caused("GetMetricData TaskGPUUtilization", e))?;
         let series = output.metric_data_results.unwrap_or_default().into_iter().next();
         Ok(series.and_then(|s| newest(&s.timestamps.unwrap_or_default(), &s.values.unwrap_or_default())))
     }

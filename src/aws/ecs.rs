@@ -4,7 +4,6 @@
 use async_trait::async_trait;
 use aws_sdk_ecs::Client;
 
-use super::describe;
 use crate::ports::{FleetError, Service, ServiceTasks, TaskCounts};
 
 #[derive(Debug, Clone)]
@@ -23,12 +22,15 @@ impl ServiceTasks for EcsServices {
     async fn task_counts(&self, service: &Service) -> Result<TaskCounts, FleetError> {
         let output =
             self.client.describe_services().cluster(&service.cluster).services(&service.name).send().await.map_err(
-                |e| FleetError(format!("DescribeServices {}/{}: {}", service.cluster, service.name, describe(&e))),
+                |e| FleetError::caused(&format!("DescribeServices {}/{}", service.cluster, service.name), e),
             )?;
         let found =
             output.services.unwrap_or_default().into_iter().find(|s| s.service_name() == Some(service.name.as_str()));
         let Some(found) = found else {
-            return Err(FleetError(format!("service {} not found in cluster {}", service.name, service.cluster)));
+            return Err(FleetError::unavailable(format!(
+                "service {} not found in cluster {}",
+                service.name, service.cluster
+            )));
         };
         let count = |n: i32| u32::try_from(n).unwrap_or(0);
         let primary = found.deployments().iter().find(|d| d.status() == Some("PRIMARY"));

@@ -30,8 +30,3 @@ pub fn endpoint_overridden(config: &SdkConfig, service_env: &str) -> bool {
         || std::env::var_os("AWS_ENDPOINT_URL").is_some()
         || std::env::var_os(format!("AWS_ENDPOINT_URL_{service_env}")).is_some()
 }
-
-/// An SDK error with its whole chain of causes, on one line.
-pub fn describe(error: &(dyn std::error::Error + 'static)) -> String {
-    aws_smithy_types::error::display::DisplayErrorContext(error).to_string()
-}

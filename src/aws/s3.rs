@@ -1,14 +1,16 @@
 //! S3 result store: `s3://bucket/prefix/` → `prefix/{requestId}.json` (the seed's key rule), written with If-None-Match: *.
 
-use crate::request_id::RequestId;
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::error::SdkError;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_smithy_runtime_api::http::Response as HttpResponse;
 
-use super::{describe, endpoint_overridden};
+use super::endpoint_overridden;
 use crate::ports::{PutOutcome, ResultStore, StoreError};
+use crate::request_id::RequestId;
 
 /// An S3 client; path-style addressing when the endpoint is overridden (emulators).
 pub fn client(sdk: &aws_config::SdkConfig) -> Client {
@@ -71,12 +73,13 @@ impl S3Store {
     where
         E: std::error::Error + Send + Sync + 'static,
     {
-        let url = format!("s3://{}/{key}", self.location.bucket);
+        let call = format!("{action} s3://{}/{key}", self.location.bucket);
         move |e| match e.raw_response().map(|r| r.status().as_u16()) {
-            Some(403) => {
-                StoreError(format!("{action} {url}: 403 Forbidden: the role needs {}", missing_permission(action)))
-            }
-            _ => StoreError(format!("{action} {url}: {}", describe(&e))),
+            Some(403) => StoreError {
+                context: format!("{call}: 403 Forbidden: the role needs {}", missing_permission(action)),
+                source: Some(Arc::new(e)),
+            },
+            _ => StoreError::caused(&call, e),
         }
     }
 }
@@ -120,7 +123,7 @@ impl ResultStore for S3Store {
         let get = self.client.get_object().bucket(&self.location.bucket).key(&key).send().await;
         match get {
             Ok(object) => {
-                let bytes = object.body.collect().await.map_err(|e| StoreError(format!("reading the object: {e}")))?;
+                let bytes = object.body.collect().await.map_err(|e| StoreError::caused("reading the object", e))?;
                 Ok(Some(bytes.into_bytes().to_vec()))
             }
             Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => Ok(None),

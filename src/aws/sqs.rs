@@ -11,7 +11,6 @@ use aws_sdk_sqs::types::{
     QueueAttributeName, SendMessageBatchRequestEntry,
 };
 
-use super::describe;
 use crate::deletes::{BatchDelete, DeleteBatcher, MAX_BATCH};
 use crate::ports::{Message, Queue, QueueCounts, QueueError};
 
@@ -56,7 +55,7 @@ impl SqsQueue {
                 .send()
                 .await
                 .map_err(unavailable("SendMessageBatch")),
-            Err(e) => Err(QueueError::Unavailable(format!("building a batch entry: {e}"))),
+            Err(e) => Err(QueueError::unavailable(format!("building a batch entry: {e}"))),
         };
         let answered =
             sent.map(|output| (output.successful.into_iter().map(|entry| entry.id).collect(), output.failed));
@@ -91,7 +90,7 @@ impl BatchDelete for SqsDeletes {
                 .send()
                 .await
                 .map_err(unavailable("DeleteMessageBatch")),
-            Err(e) => Err(QueueError::Unavailable(format!("building a batch entry: {e}"))),
+            Err(e) => Err(QueueError::unavailable(format!("building a batch entry: {e}"))),
         };
         let answered =
             deleted.map(|output| (output.successful.into_iter().map(|entry| entry.id).collect(), output.failed));
@@ -113,7 +112,7 @@ fn batch_outcomes(
         Ok(answer) => answer,
         Err(error) => return vec![Err(error); len],
     };
-    let mut outcomes = vec![Err(QueueError::Unavailable(format!("{action}: entry missing from the answer"))); len];
+    let mut outcomes = vec![Err(QueueError::unavailable(format!("{action}: entry missing from the answer"))); len];
     for id in successful {
         if let Some(outcome) = id.parse().ok().and_then(|i: usize| outcomes.get_mut(i)) {
             *outcome = Ok(());
@@ -123,7 +122,7 @@ fn batch_outcomes(
         if let Some(outcome) = entry.id.parse().ok().and_then(|i: usize| outcomes.get_mut(i)) {
             let message = entry.message.unwrap_or_default();
             *outcome = Err(known(&entry.code)
-                .unwrap_or_else(|| QueueError::Unavailable(format!("{action}: {}: {message}", entry.code))));
+                .unwrap_or_else(|| QueueError::unavailable(format!("{action}: {}: {message}", entry.code))));
         }
     }
     outcomes
@@ -146,8 +145,8 @@ fn chunks(bodies: &[String]) -> Vec<&[String]> {
     chunks
 }
 
-fn unavailable<E: std::error::Error + 'static>(action: &str) -> impl FnOnce(E) -> QueueError + '_ {
-    move |e| QueueError::Unavailable(format!("{action}: {}", describe(&e)))
+fn unavailable<E: std::error::Error + Send + Sync + 'static>(action: &str) -> impl FnOnce(E) -> QueueError + '_ {
+    move |e| QueueError::caused(action, e)
 }
 
 fn attribute(attributes: &std::collections::HashMap<QueueAttributeName, String>, name: QueueAttributeName) -> u64 {
@@ -159,7 +158,7 @@ fn string_attribute(value: &str) -> Result<MessageAttributeValue, QueueError> {
         .data_type("String")
         .string_value(value)
         .build()
-        .map_err(|e| QueueError::Unavailable(format!("building a message attribute: {e}")))
+        .map_err(|e| QueueError::unavailable(format!("building a message attribute: {e}")))
 }
 
 #[async_trait]
@@ -225,11 +224,11 @@ impl Queue for SqsQueue {
             .await;
         match result {
             Ok(_) => Ok(()),
+            // An expired receipt handle comes back as InvalidParameterValue, which the SDK does not model.
             Err(e)
-                if matches!(
-                    e.code(),
-                    Some("ReceiptHandleIsInvalid" | "MessageNotInflight" | "InvalidParameterValue")
-                ) =>
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_receipt_handle_is_invalid() || s.is_message_not_inflight())
+                    || e.code() == Some("InvalidParameterValue") =>
             {
                 Err(QueueError::ReceiptExpired)
             }
@@ -244,7 +243,7 @@ impl Queue for SqsQueue {
 
     async fn dead_letter(&self, message: &Message, reason: &str) -> Result<(), QueueError> {
         let Some(dead_letter_url) = &self.dead_letter_url else {
-            return Err(QueueError::Unavailable("no dead-letter queue configured (set DLQ_URL)".into()));
+            return Err(QueueError::unavailable("no dead-letter queue configured (set DLQ_URL)"));
         };
         self.client
             .send_message()

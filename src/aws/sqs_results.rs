@@ -1,11 +1,10 @@
 //! Result delivery to an SQS queue (the seed's alternative OUTPUT_DESTINATION): each document is one message.
 
-use crate::request_id::RequestId;
 use async_trait::async_trait;
 
-use crate::ports::{PutOutcome, Queue, ResultStore, StoreError};
-
 use super::sqs::SqsQueue;
+use crate::ports::{PutOutcome, Queue, ResultStore, StoreError};
+use crate::request_id::RequestId;
 
 /// Sends result documents as messages. A queue cannot be asked whether a result exists or what it
 /// says, so the worker always runs the request and GET /results cannot read it back.
@@ -29,11 +28,14 @@ impl ResultStore for SqsResults {
 
     async fn put_if_absent(&self, _request_id: RequestId, document: &[u8]) -> Result<PutOutcome, StoreError> {
         let body = String::from_utf8_lossy(document);
-        self.queue.send(&body).await.map_err(|e| StoreError(e.to_string()))?;
+        self.queue.send(&body).await.map_err(|e| StoreError::caused("sending the result document", e))?;
         Ok(PutOutcome::Created)
     }
 
     async fn get(&self, _request_id: RequestId) -> Result<Option<Vec<u8>>, StoreError> {
-        Err(StoreError(format!("results are delivered as messages to {}; read them from that queue", self.url)))
+        Err(StoreError::unavailable(format!(
+            "results are delivered as messages to {}; read them from that queue",
+            self.url
+        )))
     }
 }

@@ -9,10 +9,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::ports::{DEFAULT_MAX_RECEIVE_COUNT, QueueError, StoreError};
-use crate::vocabulary::{Lanes, Priority, Tier};
 use queue::{LocalQueue, QueueDb, QueueSettings};
 use store::FileStore;
+
+use crate::ports::{DEFAULT_MAX_RECEIVE_COUNT, QueueError, StoreError};
+use crate::vocabulary::{Lanes, Priority, Tier};
 
 pub const DEAD_LETTER_QUEUE: &str = "dead-letter";
 

@@ -40,7 +40,8 @@ pub struct QueueSettings {
 
 impl QueueDb {
     pub fn open(path: &Path) -> Result<Self, QueueError> {
-        let conn = Connection::open(path).map_err(|e| unavailable(format!("cannot open {}: {e}", path.display())))?;
+        let conn =
+            Connection::open(path).map_err(|e| QueueError::caused(&format!("cannot open {}", path.display()), e))?;
         // One plan per statement whatever its bound values: else every receive (a new `now`) prepares it again.
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true).map_err(db_error)?;
         conn.execute_batch(
@@ -69,7 +70,7 @@ impl QueueDb {
     }
 
     fn lock(&self) -> Result<MutexGuard<'_, Connection>, QueueError> {
-        self.conn.lock().map_err(|_| unavailable("queue database lock poisoned".into()))
+        self.conn.lock().map_err(|_| QueueError::unavailable("queue database lock poisoned"))
     }
 }
 
@@ -282,9 +283,5 @@ fn now_ms() -> i64 {
 }
 
 fn db_error(e: rusqlite::Error) -> QueueError {
-    unavailable(e.to_string())
-}
-
-fn unavailable(message: String) -> QueueError {
-    QueueError::Unavailable(message)
+    QueueError::caused("queue database", e)
 }

@@ -3,10 +3,10 @@
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 
-use crate::request_id::RequestId;
 use async_trait::async_trait;
 
 use crate::ports::{PutOutcome, ResultStore, StoreError};
+use crate::request_id::RequestId;
 
 #[derive(Debug, Clone)]
 pub struct FileStore {
@@ -18,7 +18,7 @@ impl FileStore {
     pub fn open(root: &Path) -> Result<Self, StoreError> {
         let results = root.join("results");
         std::fs::create_dir_all(&results)
-            .map_err(|e| StoreError(format!("cannot create {}: {e}", results.display())))?;
+            .map_err(|e| StoreError::caused(&format!("cannot create {}", results.display()), e))?;
         Ok(FileStore { results })
     }
 
@@ -61,5 +61,5 @@ impl ResultStore for FileStore {
 }
 
 fn io_error(e: std::io::Error) -> StoreError {
-    StoreError(e.to_string())
+    StoreError::caused("result file", e)
 }

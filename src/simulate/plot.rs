@@ -1,7 +1,6 @@
 //! `gpuinfer simulate --plot`: tasks and backlog over time, the seed's policy against ours, one row of two
 //! charts per tier, as an SVG file.
 
-use crate::vocabulary::Tier;
 use std::path::Path;
 
 use plotters::coord::Shift;
@@ -9,6 +8,7 @@ use plotters::prelude::*;
 
 use super::event_loop::Sample;
 use super::hours;
+use crate::vocabulary::Tier;
 
 /// One tier's samples under each policy.
 #[derive(Debug, Clone, Copy)]

@@ -1,10 +1,10 @@
 //! Traffic for the simulator: request arrival times from a seeded generator (Poisson, on/off bursts, a
 //! daily cycle) or from a CSV file, and their split between the tiers.
 
-use crate::vocabulary::{PerTier, Tier};
 use std::f64::consts::TAU;
 
 use super::{HOUR, MINUTE, Millis, seconds};
+use crate::vocabulary::{PerTier, Tier};
 
 /// A traffic generator; every rate is in requests per hour.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -30,7 +30,7 @@ impl FaultyStore {
     fn check(&self) -> Result<(), StoreError> {
         if self.failing.load(Ordering::SeqCst) {
             self.refused.fetch_add(1, Ordering::SeqCst);
-            return Err(StoreError("injected outage".into()));
+            return Err(StoreError::unavailable("injected outage"));
         }
         Ok(())
     }
