@@ -14,7 +14,8 @@
 //! - `ports`: the traits the core uses (Queue, ResultStore, Engine, Classifier, ServiceTasks, GpuUtilization)
 //! - `scaler`: the per-tier scaling decision and the tick that reads the ports and publishes it
 //! - `simulate`: the discrete-event simulation of the seed's scaling policy against ours
-//! - `local`: embedded backends (SQLite queues, result files, a fixed fleet); `engine`: OpenAI-compatible client
+//! - `local`: embedded backends (SQLite queues, result files, a fixed fleet); `engine`: OpenAI-compatible client;
+//!   `engine_simulator`: a GPU-like OpenAI-compatible engine for tests and benchmarks (`engine-double`)
 //! - `aws`: SQS, S3, Bedrock, ECS, CloudWatch adapters; `deletes`: SQS deletes coalesced into batch calls;
 //!   `fetch`: parallel model download from S3
 //! - `xid`: synthetic XIDs through the host's DCGM (dcgmi command lines, checks, the shell-out)
@@ -27,6 +28,7 @@ pub mod cli;
 pub mod cmd;
 pub mod deletes;
 pub mod engine;
+pub mod engine_simulator;
 pub mod error_chain;
 pub mod fetch;
 pub mod lanes;

@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use gpuinfer::aws::s3::{S3Location, S3Store};
 use gpuinfer::aws::sqs::SqsQueue;
+use gpuinfer::engine_simulator::{Behavior, EngineDouble};
 use gpuinfer::metrics::Emf;
 use gpuinfer::ports::{PutOutcome, Queue, QueueCounts, QueueError, ResultStore};
 use gpuinfer::vocabulary::{Lanes, Tier};
 use gpuinfer::worker::WorkerConfig;
 use serde_json::{Value, json};
-use support::engine_double::{Behavior, EngineDouble};
 use support::{eventually, free_port, moto, request_body, result_document};
 use tokio_util::sync::CancellationToken;
 

@@ -6,10 +6,10 @@ mod support;
 use std::time::Duration;
 
 use gpuinfer::engine::{EngineClient, EngineConfig, base_url};
+use gpuinfer::engine_simulator::{Behavior, EngineDouble, Reply};
 use gpuinfer::ports::{Engine, EngineError};
 use gpuinfer::request::{InferenceRequest, Intake};
 use serde_json::json;
-use support::engine_double::{Behavior, EngineDouble, Reply};
 
 fn client(url: &str, model: Option<&str>, timeout: Duration) -> EngineClient {
     EngineClient::new(&EngineConfig { base_url: url.into(), model: model.map(str::to_owned), request_timeout: timeout })

@@ -5,7 +5,7 @@ mod support;
 
 use std::process::Output;
 
-use support::engine_double::{Behavior, EngineDouble};
+use gpuinfer::engine_simulator::{Behavior, EngineDouble};
 
 async fn healthcheck(engine_url: &str) -> Output {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_gpuinfer"))

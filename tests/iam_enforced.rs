@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::types::QueueAttributeName;
+use gpuinfer::engine_simulator::{Behavior, EngineDouble, Reply};
 use serde_json::{Value, json};
 use support::cfn::{ACCOUNT, REGION, Stack, of_type, template};
-use support::engine_double::{Behavior, EngineDouble, Reply};
 use support::iam_moto::{ADMIN, IamMoto, allows, as_moto_decides};
 use support::process::ChildProcess;
 use support::{eventually, free_port, moto, router_listening};

@@ -7,6 +7,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use gpuinfer::engine_simulator::Behavior;
 use gpuinfer::lanes::{NORMAL_SHARE, Share};
 use gpuinfer::outcome::Status;
 use gpuinfer::ports::Queue;
@@ -14,7 +15,6 @@ use gpuinfer::request_id::RequestId;
 use gpuinfer::vocabulary::Priority;
 use gpuinfer::worker::WorkerConfig;
 use serde_json::json;
-use support::engine_double::Behavior;
 use support::rig::{Rig, config, rig};
 
 /// A request whose prompt names its lane.

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use gpuinfer::engine_simulator::Behavior;
 use gpuinfer::metrics::Emf;
 use gpuinfer::outbound::{OutboundPolicy, Refusal};
 use gpuinfer::request_id::RequestId;
@@ -16,7 +17,6 @@ use gpuinfer::webhook::{Callback, DeliveryError, WebhookConfig, WebhookSecret, W
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::json;
 use sha2::Sha256;
-use support::engine_double::Behavior;
 use support::receiver::{Delivery, Receiver};
 use support::rig::{Rig, config};
 

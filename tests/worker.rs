@@ -6,12 +6,12 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use gpuinfer::engine_simulator::{Behavior, Reply};
 use gpuinfer::outcome::{ErrorCode, Status};
 use gpuinfer::ports::{Queue, QueueCounts, ResultStore};
 use gpuinfer::vocabulary::{Priority, Tier};
 use gpuinfer::worker::{Stopped, WorkerConfig};
 use serde_json::json;
-use support::engine_double::{Behavior, Reply};
 use support::request_body;
 use support::rig::{Rig, config, rig};
 

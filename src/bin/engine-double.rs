@@ -5,16 +5,12 @@
 //!
 //! `cargo run --bin engine-double -- --listen 127.0.0.1:8000 --latency-ms 200 --slots 8`
 
-#[allow(dead_code, clippy::expect_used)]
-#[path = "../../tests/support/engine_double.rs"]
-mod engine_double;
-
 use std::io::Write;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
-use engine_double::{Behavior, EngineDouble};
+use gpuinfer::engine_simulator::{Behavior, EngineDouble};
 
 /// OpenAI-compatible engine double: /health, /v1/models, /v1/completions, /v1/chat/completions, /double/stats.
 #[derive(Debug, Parser)]

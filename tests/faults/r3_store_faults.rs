@@ -16,12 +16,12 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::harness::{FirstSeen, emptied, seconds, sqs_counts, sqs_queue, worker_args};
-use crate::support::engine_double::{Behavior, EngineDouble};
 use crate::support::engine_process::EngineProcess;
 use crate::support::faulty_store::FaultyStore;
 use crate::support::free_port;
 use crate::support::process::ChildProcess;
 use crate::support::{eventually, moto, report_figure, request_body};
+use gpuinfer::engine_simulator::{Behavior, EngineDouble};
 
 const OUTAGE: Duration = Duration::from_secs(4);
 

@@ -4,7 +4,6 @@
 pub mod answers;
 pub mod cfn;
 pub mod dev;
-pub mod engine_double;
 pub mod engine_process;
 pub mod faulty_store;
 pub mod iam_moto;

@@ -17,8 +17,8 @@ use gpuinfer::worker::{Stopped, Worker, WorkerConfig};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::engine_double::{Behavior, EngineDouble};
 use super::{SharedBuf, eventually, request_body};
+use gpuinfer::engine_simulator::{Behavior, EngineDouble};
 
 pub struct Rig {
     pub dir: tempfile::TempDir,

@@ -1,5 +1,6 @@
-//! An OpenAI-compatible engine double on a loopback port: configurable latency, failures and slot limit.
-//! Runs in the test process, or as its own process through examples/engine-double.rs.
+//! The engine simulator ("engine double"): an OpenAI-compatible, GPU-like engine on a loopback port (slots with
+//! continuous batching, per-token time rising with the batch, failures, hangs, malformed answers) for tests,
+//! fault injection and benchmarks. Runs inside a process, or as its own through `src/bin/engine-double.rs`.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -113,6 +114,8 @@ impl Drop for EngineDouble {
 }
 
 impl EngineDouble {
+    /// Starts on a free loopback port; panics if none can be bound (a test or benchmark cannot go on without it).
+    #[allow(clippy::expect_used)]
     pub async fn start(behavior: Behavior) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind engine double");
         Self::serve(listener, behavior)
@@ -143,7 +146,7 @@ impl EngineDouble {
             .route("/double/stats", get(stats))
             .route("/metrics", get(metrics))
             .with_state(Arc::clone(&state));
-        let url = format!("http://{}", listener.local_addr().expect("local addr"));
+        let url = listener.local_addr().map_or_else(|e| format!("http://unknown ({e})"), |a| format!("http://{a}"));
         let server = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
@@ -152,7 +155,7 @@ impl EngineDouble {
 
     /// Answers the next requests in this order before the random behaviour applies.
     pub fn script(&self, replies: impl IntoIterator<Item = Reply>) {
-        self.state.script.lock().expect("script").extend(replies);
+        lock(&self.state.script).extend(replies);
     }
 
     pub fn set_healthy(&self, healthy: bool) {
@@ -160,7 +163,7 @@ impl EngineDouble {
     }
 
     pub fn set_latency(&self, latency: Duration) {
-        self.state.behavior.lock().expect("behavior").latency = latency;
+        lock(&self.state.behavior).latency = latency;
     }
 
     pub fn calls(&self) -> u64 {
@@ -177,7 +180,7 @@ impl EngineDouble {
 
     /// The prompts (or last chat message) received, in order.
     pub fn prompts(&self) -> Vec<String> {
-        self.state.prompts.lock().expect("prompts").clone()
+        lock(&self.state.prompts).clone()
     }
 }
 
@@ -237,9 +240,9 @@ async fn complete(State(state): State<Arc<DoubleState>>, Json(body): Json<Value>
             body["messages"].as_array().and_then(|m| m.last()).and_then(|m| m["content"].as_str()).map(str::to_owned)
         })
         .unwrap_or_default();
-    state.prompts.lock().expect("prompts").push(prompt.clone());
-    let behavior = state.behavior.lock().expect("behavior").clone();
-    let scripted = state.script.lock().expect("script").pop_front();
+    lock(&state.prompts).push(prompt.clone());
+    let behavior = lock(&state.behavior).clone();
+    let scripted = lock(&state.script).pop_front();
     let reply = scripted.unwrap_or_else(|| random_reply(&behavior));
     if let Reply::Hang = reply {
         state.hung.fetch_add(1, Ordering::SeqCst);
@@ -302,4 +305,9 @@ fn random_reply(behavior: &Behavior) -> Reply {
     } else {
         Reply::Ok
     }
+}
+
+/// The guarded value, also after a panic elsewhere poisoned the lock (the simulator's state stays usable).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
