@@ -45,4 +45,4 @@ export GPUINFER_TEST_ENGINE_URL="http://127.0.0.1:$ENGINE_PORT"
 export GPUINFER_TEST_MOTO_URL="http://127.0.0.1:$MOTO_PORT"
 # R3 stops and restarts a moto server of its own, from the venv aws-emulator.sh installed.
 export GPUINFER_TEST_MOTO_SERVER="${GPUINFER_CACHE:-$HOME/.cache/gpuinfer}/moto-venv/bin/moto_server"
-cargo test --locked
+cargo test --locked -- --include-ignored

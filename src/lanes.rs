@@ -184,3 +184,7 @@ async fn join(poll: &mut Option<Poll>) -> Result<Result<Vec<Message>, QueueError
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;

@@ -322,3 +322,7 @@ fn log(report: &TierReport) {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;

@@ -82,6 +82,7 @@ async fn r1_a_worker_sigkilled_five_times_on_the_embedded_queue_loses_and_overwr
 }
 
 #[tokio::test]
+#[ignore = "needs moto: scripts/test.sh"]
 async fn r1_a_worker_sigkilled_five_times_on_sqs_and_s3_loses_and_overwrites_nothing() {
     const REQUESTS: usize = 200;
     let started = Instant::now();

@@ -109,6 +109,7 @@ async fn r3_a_result_store_refusing_for_a_window_delays_requests_on_the_embedded
 }
 
 #[tokio::test]
+#[ignore = "needs moto and its server binary: scripts/test.sh"]
 async fn r3_s3_stopped_and_restarted_under_a_worker_delays_requests_but_loses_none() {
     const BEFORE: usize = 20;
     const DURING: usize = 100;

@@ -17,6 +17,7 @@ const ARRIVING: usize = 6;
 const STOP_TIMEOUT: Duration = Duration::from_secs(120);
 
 #[tokio::test]
+#[ignore = "needs moto: scripts/test.sh"]
 async fn r4_sigterm_completes_the_requests_in_flight_and_hands_back_what_arrives_while_stopping() {
     let started = Instant::now();
     let name = moto::unique("r4");

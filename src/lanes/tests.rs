@@ -1,0 +1,22 @@
+//! The share that gives the normal lane its slots.
+
+use super::{NORMAL_SHARE, Share};
+
+#[test]
+fn the_share_gives_normal_one_slot_in_five_and_nothing_it_cannot_use() {
+    assert_eq!(NORMAL_SHARE, 5);
+    let mut share = Share::default();
+    let mut order = String::new();
+    for _ in 0..10 {
+        let high = share.high_allowance(1);
+        order.push(if high == 1 { 'H' } else { 'N' });
+        share.record(high, 1 - high, 0);
+    }
+    assert_eq!(order, "HHHHNHHHHN", "one slot at a time");
+    let fresh = Share::default();
+    assert_eq!((fresh.high_allowance(10), fresh.high_allowance(4), fresh.high_allowance(5)), (8, 4, 4));
+    let mut idle_normal = Share::default();
+    idle_normal.record(40, 0, 0);
+    assert_eq!(idle_normal.high_allowance(10), 8, "a normal lane without work is owed nothing for the past");
+    assert_eq!(idle_normal.high_allowance(1), 0, "…but its next slot");
+}

@@ -1,0 +1,465 @@
+//! The AWS adapters against a real SQS/S3 server (moto): queue semantics, conditional result writes,
+//! and router → SQS → worker → engine → S3 with the real binary on both ends.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::support::{eventually, free_port, moto, request_body, result_document};
+use gpuinfer::aws::s3::{S3Location, S3Store};
+use gpuinfer::aws::sqs::SqsQueue;
+use gpuinfer::engine_simulator::{Behavior, EngineDouble};
+use gpuinfer::metrics::Emf;
+use gpuinfer::ports::{PutOutcome, Queue, QueueCounts, QueueError, ResultStore};
+use gpuinfer::vocabulary::{Lanes, Tier};
+use gpuinfer::worker::WorkerConfig;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+#[tokio::test]
+#[ignore = "needs moto: scripts/test.sh"]
+async fn sqs_queue_keeps_the_semantics_the_worker_relies_on() {
+    let (url, dlq_url) = moto::queue_with_dlq(&moto::unique("semantics"), 30, 3).await;
+    let queue = SqsQueue::new(moto::sqs().await, url.clone(), Some(dlq_url.clone()));
+    queue.send("first").await.unwrap();
+    queue.send("second").await.unwrap();
+    assert_eq!(queue.counts().await.unwrap(), QueueCounts { visible: 2, in_flight: 0, delayed: 0 });
+
+    let mut got = queue.receive(10, Duration::from_secs(1)).await.unwrap();
+    got.sort_by(|a, b| a.body.cmp(&b.body));
+    assert_eq!(got.len(), 2);
+    assert!(got.iter().all(|m| m.receive_count == 1 && m.sent_at_ms > 1_700_000_000_000));
+    assert_eq!(queue.counts().await.unwrap(), QueueCounts { visible: 0, in_flight: 2, delayed: 0 });
+
+    queue.change_visibility(&got[0].receipt, Duration::ZERO).await.unwrap();
+    let again = queue.receive(1, Duration::from_secs(1)).await.unwrap();
+    assert_eq!((again[0].body.as_str(), again[0].receive_count), ("first", 2));
+    queue.delete(&again[0].receipt).await.unwrap();
+
+    queue.dead_letter(&got[1], "body: not valid JSON").await.unwrap();
+    assert_eq!(queue.counts().await.unwrap(), QueueCounts::default());
+    let dead = moto::drain(&dlq_url).await;
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].body.as_deref(), Some("second"));
+    let attributes = dead[0].message_attributes.as_ref().unwrap();
+    assert_eq!(attributes["ErrorReason"].string_value.as_deref(), Some("body: not valid JSON"));
+    assert_eq!(attributes["OriginalQueue"].string_value.as_deref(), Some(url.as_str()));
+}
+
+#[tokio::test]
+#[ignore = "needs moto: scripts/test.sh"]
+async fn sqs_deletes_at_once_share_batch_calls_and_each_gets_its_own_outcome() {
+    let (url, dlq_url) = moto::queue_with_dlq(&moto::unique("delete-batch"), 30, 3).await;
+    let queue = Arc::new(SqsQueue::new(moto::sqs().await, url, Some(dlq_url)));
+    let bodies: Vec<String> = (0..25).map(|i| format!("m{i}")).collect();
+    assert!(queue.send_batch(&bodies).await.iter().all(Result::is_ok));
+    let mut receipts = Vec::new();
+    while receipts.len() < bodies.len() {
+        receipts.extend(queue.receive(10, Duration::from_secs(1)).await.unwrap().into_iter().map(|m| m.receipt));
+    }
+    receipts.push("not-a-receipt".into());
+    let deletes: Vec<_> = receipts
+        .into_iter()
+        .map(|receipt| {
+            let queue = Arc::clone(&queue);
+            tokio::spawn(async move { (receipt.clone(), queue.delete(&receipt).await) })
+        })
+        .collect();
+    for delete in deletes {
+        let (receipt, outcome) = delete.await.unwrap();
+        match receipt.as_str() {
+            "not-a-receipt" => assert!(matches!(outcome, Err(QueueError::ReceiptExpired)), "{outcome:?}"),
+            _ => assert!(outcome.is_ok(), "{receipt}: {outcome:?}"),
+        }
+    }
+    assert_eq!(queue.counts().await.unwrap(), QueueCounts::default());
+}
+
+#[tokio::test]
+#[ignore = "needs moto: scripts/test.sh"]
+async fn s3_store_writes_once_under_the_prefix_and_reads_back() {
+    let bucket = moto::bucket(&moto::unique("results")).await;
+    let location = S3Location::parse(&format!("s3://{bucket}/team/a/")).unwrap();
+    let store = S3Store::new(moto::s3().await, location);
+    let id = gpuinfer::request_id::RequestId::new_v4();
+    assert!(!store.exists(id).await.unwrap());
+    assert_eq!(store.get(id).await.unwrap(), None);
+    assert_eq!(store.put_if_absent(id, br#"{"n":1}"#).await.unwrap(), PutOutcome::Created);
+    assert_eq!(store.put_if_absent(id, br#"{"n":2}"#).await.unwrap(), PutOutcome::AlreadyExists, "412 means done");
+    assert!(store.exists(id).await.unwrap());
+    assert_eq!(store.get(id).await.unwrap().unwrap(), br#"{"n":1}"#, "the first writer wins");
+    assert_eq!(
+        moto::keys(&moto::s3().await, &bucket, "").await,
+        [format!("team/a/{id}.json")],
+        "the seed's rule: destination prefix + {{requestId}}.json"
+    );
+}
+
+/// Real S3 answers 403, not 404, for a key that does not exist when the caller lacks s3:ListBucket (moto
+/// answers 404 either way): a store error must then name the permissions, not leave an opaque "service error".
+#[tokio::test]
+async fn s3_store_names_the_missing_permission_when_s3_answers_403() {
+    let forbidding = axum::Router::new().fallback(|| async { (axum::http::StatusCode::FORBIDDEN, "") });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, forbidding).await });
+    let store = S3Store::new(moto::s3_at(&endpoint).await, S3Location::parse("s3://results/results/").unwrap());
+    let id = gpuinfer::request_id::RequestId::new_v4();
+    let error = store.exists(id).await.unwrap_err();
+    assert!(std::error::Error::source(&error).is_some(), "the SDK's error is kept as the source");
+    let read = error.to_string();
+    assert!(read.contains(&format!("HeadObject s3://results/results/{id}.json: 403 Forbidden")), "{read}");
+    assert!(read.contains("s3:GetObject") && read.contains("s3:ListBucket"), "{read}");
+    let write = store.put_if_absent(id, b"{}").await.unwrap_err().to_string();
+    assert!(write.contains("s3:PutObject") && !write.contains("ListBucket"), "{write}");
+}
+
+#[test]
+fn s3_destinations_parse_into_bucket_and_prefix() {
+    let parse = |url: &str| S3Location::parse(url).map(|l| (l.bucket, l.prefix));
+    assert_eq!(parse("s3://b"), Ok(("b".into(), String::new())));
+    assert_eq!(parse("s3://b/"), Ok(("b".into(), String::new())));
+    assert_eq!(parse("s3://b/p/q"), Ok(("b".into(), "p/q/".into())));
+    assert!(parse("s3:///p").is_err());
+    assert!(parse("https://b/p").is_err());
+    let sent = "550E8400-E29B-41D4-A716-44665544ABCD";
+    let key = S3Location::parse("s3://b/results/").unwrap().key(gpuinfer::request_id::RequestId::parse(sent).unwrap());
+    assert_eq!(key, format!("results/{sent}.json"), "the sample's key: prefix + the requestId as sent");
+}
+
+/// A `gpuinfer` child process with moto's environment; killed when dropped.
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn gpuinfer(args: &[&str], env: &[(&str, String)]) -> Process {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gpuinfer"));
+    command.args(args).envs(moto::child_env()).stdout(Stdio::null()).stderr(Stdio::inherit());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    Process(command.spawn().expect("start gpuinfer"))
+}
+
+/// The AWS sample's setup: one queue per tier and a shared DLQ, no high lanes. Router and worker run on it as they
+/// are; a high-priority request then shares its tier's queue.
+#[tokio::test]
+#[ignore = "needs moto: scripts/test.sh"]
+async fn the_samples_one_queue_per_tier_runs_without_high_lanes() {
+    let name = moto::unique("sample");
+    let (small, dlq) = moto::queue_with_dlq(&format!("{name}-request-queue"), 30, 3).await;
+    let (large, _) = moto::queue_with_dlq(&format!("{name}-large-request-queue"), 30, 3).await;
+    let bucket = moto::bucket(&name).await;
+    let destination = format!("s3://{bucket}/results/");
+    let engine = EngineDouble::start(Behavior::default()).await;
+    let port = free_port();
+    let _router = gpuinfer(
+        &["router", "--listen", &format!("127.0.0.1:{port}"), "--classifier", "none"],
+        &[("SMALL_QUEUE_URL", small.clone()), ("LARGE_QUEUE_URL", large), ("OUTPUT_DESTINATION", destination.clone())],
+    );
+    let _worker = gpuinfer(
+        &["worker", "--tier", "small"],
+        &[
+            ("REQUEST_QUEUE_URL", small),
+            ("DLQ_URL", dlq),
+            ("OUTPUT_DESTINATION", destination),
+            ("ENGINE_URL", engine.url.clone()),
+            ("WAIT_TIME_SECONDS", "1".into()),
+        ],
+    );
+    let http = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    crate::support::router_listening(&http, &base).await;
+    for priority in ["normal", "high"] {
+        let request = json!({"prompt": format!("{priority} lane"), "maxTokens": 8, "priority": priority});
+        let response = http.post(format!("{base}/infer")).json(&request).send().await.unwrap();
+        assert_eq!(response.status(), 202, "{priority}");
+        let answer: Value = response.json().await.unwrap();
+        let document =
+            result_document(&http, &base, answer["requestId"].as_str().unwrap(), Duration::from_secs(30)).await;
+        assert_eq!(document["result"]["text"], format!("echo: {priority} lane"), "{document}");
+    }
+    assert_eq!(moto::keys(&moto::s3().await, &bucket, "results/").await.len(), 2);
+}
+
+/// Fifty requests, half of them sent one by one and half in one POST /infer/batch, one in three on the high
+/// lane: router → SQS (both lanes of both tiers) → worker processes → S3.
+#[tokio::test]
+#[ignore = "needs moto: scripts/test.sh"]
+async fn router_sqs_worker_s3_carry_fifty_requests_end_to_end() {
+    let name = moto::unique("flow");
+    let (small, dlq) = moto::lanes_with_dlq(&format!("{name}-small"), 30, 3).await;
+    let (large, _) = moto::lanes_with_dlq(&format!("{name}-large"), 30, 3).await;
+    let bucket = moto::bucket(&name).await;
+    let engine = EngineDouble::start(Behavior::default()).await;
+    let port = free_port();
+    let destination = format!("s3://{bucket}/out/");
+    let _router = gpuinfer(
+        &["router", "--listen", &format!("127.0.0.1:{port}"), "--classifier", "none"],
+        &[
+            ("SMALL_QUEUE_URL", small.normal.clone()),
+            ("SMALL_HIGH_QUEUE_URL", small.high.clone()),
+            ("LARGE_QUEUE_URL", large.normal.clone()),
+            ("LARGE_HIGH_QUEUE_URL", large.high.clone()),
+            ("OUTPUT_DESTINATION", destination.clone()),
+        ],
+    );
+    let worker_env = |lanes: &Lanes<String>| {
+        vec![
+            ("REQUEST_QUEUE_URL", lanes.normal.clone()),
+            ("HIGH_QUEUE_URL", lanes.high.clone()),
+            ("DLQ_URL", dlq.clone()),
+            ("OUTPUT_DESTINATION", destination.clone()),
+            ("ENGINE_URL", engine.url.clone()),
+            ("WAIT_TIME_SECONDS", "1".into()),
+        ]
+    };
+    let _small_worker = gpuinfer(&["worker", "--tier", "small"], &worker_env(&small));
+    let _large_worker = gpuinfer(&["worker", "--tier", "large"], &worker_env(&large));
+
+    let http = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    eventually(Duration::from_secs(20), "the router to listen", || {
+        let request = http.get(format!("{base}/healthz")).send();
+        async move { request.await.ok().map(|_| ()) }
+    })
+    .await;
+    let request = |i: usize| {
+        let route = if i.is_multiple_of(5) { "large" } else { "small" };
+        let priority = if i.is_multiple_of(3) { "high" } else { "normal" };
+        json!({"prompt": format!("request {i}"), "maxTokens": 8, "route": route, "priority": priority})
+    };
+    let mut ids = Vec::new();
+    for i in 0..25 {
+        let answer: Value =
+            http.post(format!("{base}/infer")).json(&request(i)).send().await.unwrap().json().await.unwrap();
+        assert_eq!(answer["tier"], request(i)["route"]);
+        ids.push(answer["requestId"].as_str().unwrap().to_owned());
+    }
+    let batch: Vec<Value> = (25..50).map(request).collect();
+    let response = http.post(format!("{base}/infer/batch")).json(&batch).send().await.unwrap();
+    assert_eq!(response.status(), 202);
+    let answer: Value = response.json().await.unwrap();
+    for (entry, sent) in answer["results"].as_array().unwrap().iter().zip(&batch) {
+        assert_eq!((entry["status"].as_u64(), &entry["tier"]), (Some(202), &sent["route"]), "{entry}");
+        ids.push(entry["requestId"].as_str().unwrap().to_owned());
+    }
+    for id in &ids {
+        let document = result_document(&http, &base, id, Duration::from_secs(60)).await;
+        assert_eq!(document["status"], "success", "{document}");
+    }
+    let keys = moto::keys(&moto::s3().await, &bucket, "out/").await;
+    assert_eq!(keys.len(), 50);
+    let sample = moto::object(&moto::s3().await, &bucket, &keys[0]).await;
+    assert!(sample["result"]["text"].as_str().unwrap().starts_with("echo: request"));
+    let urls = [small.high, small.normal, large.high, large.normal];
+    eventually(Duration::from_secs(10), "empty queues", || {
+        let urls = urls.clone();
+        async move {
+            for url in urls {
+                if SqsQueue::new(moto::sqs().await, url, None).counts().await.unwrap() != QueueCounts::default() {
+                    return None;
+                }
+            }
+            Some(())
+        }
+    })
+    .await;
+    assert!(moto::drain(&dlq).await.is_empty(), "nothing dead-lettered");
+}
+
+fn worker_config() -> WorkerConfig {
+    WorkerConfig {
+        concurrency: 4,
+        wait_time: Duration::from_secs(1),
+        visibility_timeout: Duration::from_secs(30),
+        retry_base: Duration::ZERO,
+        health_interval: Duration::from_millis(50),
+        ..WorkerConfig::new(Tier::Small)
+    }
+}
+
+async fn in_process_worker(
+    lanes: &Lanes<String>,
+    dlq: &str,
+    store: Arc<dyn ResultStore>,
+    engine: &EngineDouble,
+    config: WorkerConfig,
+    shutdown: &CancellationToken,
+) -> tokio::task::JoinHandle<gpuinfer::worker::Stopped> {
+    let sqs = moto::sqs().await;
+    let lanes =
+        lanes.clone().map(|url| Arc::new(SqsQueue::new(sqs.clone(), url, Some(dlq.to_owned()))) as Arc<dyn Queue>);
+    let engine_config = gpuinfer::engine::EngineConfig {
+        base_url: engine.url.clone(),
+        model: None,
+        request_timeout: Duration::from_secs(10),
+    };
+    let worker = gpuinfer::cmd::worker::build(lanes, store, &engine_config, config, Emf::discard()).unwrap();
+    tokio::spawn(worker.run(shutdown.clone()))
+}
+
+#[tokio::test]
+#[ignore = "needs moto: scripts/test.sh"]
+async fn malformed_messages_are_dead_lettered_and_failing_requests_end_in_error_documents() {
+    let name = moto::unique("faults");
+    let (lanes, dlq) = moto::lanes_with_dlq(&name, 30, 3).await;
+    let url = &lanes.normal;
+    let bucket = moto::bucket(&name).await;
+    let store: Arc<dyn ResultStore> =
+        Arc::new(S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}/results/")).unwrap()));
+    let engine = EngineDouble::start(Behavior { fail_rate: 1.0, fail_status: 500, ..Behavior::default() }).await;
+    let shutdown = CancellationToken::new();
+    let worker = in_process_worker(&lanes, &dlq, Arc::clone(&store), &engine, worker_config(), &shutdown).await;
+
+    let sqs = moto::sqs().await;
+    sqs.send_message().queue_url(url).message_body("{\"prompt\": 5}").send().await.unwrap();
+    let (id, body) = request_body("always failing");
+    sqs.send_message().queue_url(url).message_body(body).send().await.unwrap();
+
+    let document: Value = eventually(Duration::from_secs(30), "an error document", || {
+        let store = Arc::clone(&store);
+        async move { store.get(id).await.unwrap().map(|b| serde_json::from_slice(&b).unwrap()) }
+    })
+    .await;
+    assert_eq!(document["status"], "error");
+    assert_eq!(document["error"]["code"], "attempts_exhausted");
+    assert_eq!(document["attempts"], 3);
+    assert_eq!(engine.calls(), 3);
+    let dead = moto::drain(&dlq).await;
+    assert_eq!(dead.len(), 1, "only the malformed message is dead-lettered");
+    let reason = dead[0].message_attributes.as_ref().unwrap()["ErrorReason"].string_value.clone().unwrap();
+    assert!(reason.starts_with("requestId: required"), "{reason}");
+    shutdown.cancel();
+    worker.await.unwrap();
+}
+
+#[tokio::test]
+#[ignore = "needs moto: scripts/test.sh"]
+async fn two_workers_racing_on_one_request_store_exactly_one_result() {
+    let name = moto::unique("race");
+    let (lanes, dlq) = moto::lanes_with_dlq(&name, 30, 3).await;
+    let url = lanes.high.clone();
+    let bucket = moto::bucket(&name).await;
+    let store: Arc<dyn ResultStore> =
+        Arc::new(S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}/results/")).unwrap()));
+    let engine = EngineDouble::start(Behavior { latency: Duration::from_millis(1500), ..Behavior::default() }).await;
+    let (id, body) = request_body("the same request twice");
+    let sqs = moto::sqs().await;
+    for _ in 0..2 {
+        sqs.send_message().queue_url(&url).message_body(&body).send().await.unwrap();
+    }
+    let shutdown = CancellationToken::new();
+    let first = in_process_worker(&lanes, &dlq, Arc::clone(&store), &engine, worker_config(), &shutdown).await;
+    let second = in_process_worker(&lanes, &dlq, Arc::clone(&store), &engine, worker_config(), &shutdown).await;
+    let queue = SqsQueue::new(sqs.clone(), url.clone(), None);
+    eventually(Duration::from_secs(30), "both messages deleted", || {
+        let queue = queue.clone();
+        async move { (queue.counts().await.unwrap() == QueueCounts::default()).then_some(()) }
+    })
+    .await;
+    assert_eq!(moto::keys(&moto::s3().await, &bucket, "").await, [format!("results/{id}.json")]);
+    assert_eq!(engine.calls(), 2, "both ran the request (neither result existed yet), one write won");
+    shutdown.cancel();
+    first.await.unwrap();
+    second.await.unwrap();
+}
+
+#[tokio::test]
+#[ignore = "needs moto: scripts/test.sh"]
+async fn send_batch_goes_out_ten_at_a_time_and_answers_for_each_body() {
+    let (url, _) = moto::queue_with_dlq(&moto::unique("batch"), 30, 3).await;
+    let queue = SqsQueue::new(moto::sqs().await, url.clone(), None);
+    let mut bodies: Vec<String> = (0..23).map(|i| format!("body {i:02}")).collect();
+    let outcomes = queue.send_batch(&bodies).await;
+    assert_eq!(outcomes.len(), 23);
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    let mut received: Vec<String> = moto::drain(&url).await.into_iter().filter_map(|m| m.body).collect();
+    received.sort();
+    bodies.sort();
+    assert_eq!(received, bodies);
+
+    let too_big = "x".repeat(1024 * 1024 + 1);
+    let outcomes = queue.send_batch(&["before".into(), too_big, "after".into()]).await;
+    assert!(
+        outcomes[0].is_ok() && outcomes[1].is_err() && outcomes[2].is_ok(),
+        "only the oversized one fails: {outcomes:?}"
+    );
+    assert_eq!(moto::drain(&url).await.len(), 2);
+}
+
+#[tokio::test]
+#[ignore = "needs moto: scripts/test.sh"]
+async fn on_sqs_one_slot_fills_from_the_high_lane_first_and_normal_gets_every_fifth() {
+    let name = moto::unique("lanes");
+    let (lanes, dlq) = moto::lanes_with_dlq(&name, 30, 3).await;
+    let sqs = moto::sqs().await;
+    for (lane, url, count) in [("high", &lanes.high, 6), ("normal", &lanes.normal, 4)] {
+        let bodies: Vec<String> = (0..count)
+            .map(|i| {
+                json!({"requestId": gpuinfer::request_id::RequestId::new_v4(), "prompt": format!("{lane} {i}"), "maxTokens": 4}).to_string()
+            })
+            .collect();
+        let sent = SqsQueue::new(sqs.clone(), url.clone(), None).send_batch(&bodies).await;
+        assert!(sent.iter().all(Result::is_ok));
+    }
+    let bucket = moto::bucket(&name).await;
+    let store: Arc<dyn ResultStore> =
+        Arc::new(S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}/results/")).unwrap()));
+    let engine = EngineDouble::start(Behavior { latency: Duration::from_millis(20), ..Behavior::default() }).await;
+    let shutdown = CancellationToken::new();
+    let config = WorkerConfig { concurrency: 1, ..worker_config() };
+    let worker = in_process_worker(&lanes, &dlq, store, &engine, config, &shutdown).await;
+    eventually(Duration::from_secs(30), "ten results", || async {
+        (moto::keys(&moto::s3().await, &bucket, "results/").await.len() == 10).then_some(())
+    })
+    .await;
+    let order: String = engine.prompts().iter().map(|p| if p.starts_with("high") { 'H' } else { 'N' }).collect();
+    assert_eq!(order, "HHHHNHHNNN");
+    assert_eq!(engine.max_in_flight(), 1);
+    shutdown.cancel();
+    worker.await.unwrap();
+}
+
+#[tokio::test]
+#[ignore = "needs moto: scripts/test.sh"]
+async fn ecs_task_counts_come_from_describe_services() {
+    use gpuinfer::aws::ecs::EcsServices;
+    use gpuinfer::ports::{Service, ServiceTasks};
+    let ecs = aws_sdk_ecs::Client::new(&moto::sdk().await);
+    let cluster = moto::unique("cluster");
+    ecs.create_cluster().cluster_name(&cluster).send().await.unwrap();
+    let container =
+        aws_sdk_ecs::types::ContainerDefinition::builder().name("inference").image("gpuinfer:v1").memory(512).build();
+    let family = moto::unique("family");
+    ecs.register_task_definition().family(&family).container_definitions(container).send().await.unwrap();
+    ecs.create_service()
+        .cluster(&cluster)
+        .service_name("small")
+        .task_definition(&family)
+        .desired_count(2)
+        .send()
+        .await
+        .unwrap();
+
+    let services = EcsServices::new(ecs);
+    let counts = services.task_counts(&Service { cluster: cluster.clone(), name: "small".into() }).await.unwrap();
+    assert_eq!(counts.desired, 2);
+    assert!(counts.running <= 2);
+    let missing = services.task_counts(&Service { cluster, name: "absent".into() }).await.unwrap_err();
+    assert!(missing.to_string().contains("service absent not found"), "{missing}");
+}
+
+#[test]
+fn the_newest_cloudwatch_datapoint_is_the_reading() {
+    use aws_sdk_cloudwatch::primitives::DateTime;
+    use gpuinfer::aws::cloudwatch::newest;
+    let at = |secs| DateTime::from_secs(secs);
+    assert_eq!(newest(&[at(120), at(180), at(60)], &[40.0, 75.5, 10.0]), Some(75.5));
+    assert_eq!(newest(&[], &[]), None);
+}

@@ -1,0 +1,327 @@
+//! AWS's own rules for the deployment files that neither cfn-lint nor the emulator enforces, one test per rule,
+//! each naming the AWS documentation it comes from: a regression fails with the rule's name.
+
+use crate::support::cfn::{of_type, statements, template};
+use serde_json::{Value, json};
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(format!("{}/{path}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+/// Every object key anywhere under `value`, lowercased, with the path that leads to it.
+fn keys(value: &Value, path: &str, out: &mut Vec<(String, String)>) {
+    match value {
+        Value::Object(map) => {
+            for (key, inner) in map {
+                let here = format!("{path}.{key}");
+                out.push((key.to_lowercase(), here.clone()));
+                keys(inner, &here, out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, inner) in items.iter().enumerate() {
+                keys(inner, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// ECS Developer Guide, "Amazon ECS task definition differences for Amazon ECS Managed Instances": "The following
+/// task definition parameters are not valid in Amazon ECS Managed Instances tasks". Both tiers' task definitions
+/// and the GPU auto-repair demo's run on Managed Instances.
+#[test]
+fn managed_instances_task_definitions_use_no_parameter_ecs_refuses_there() {
+    const NOT_VALID: [&str; 18] = [
+        "disablenetworking",
+        "dnssearchdomains",
+        "dnsservers",
+        "dockerlabels",
+        "dockersecurityoptions",
+        "dockervolumeconfiguration",
+        "ephemeralstorage",
+        "extrahosts",
+        "fsxwindowsfileservervolumeconfiguration",
+        "hostname",
+        "inferenceaccelerators",
+        "ipcmode",
+        "links",
+        "maxswap",
+        "proxyconfiguration",
+        "sharedmemorysize",
+        "swappiness",
+        "tmpfs",
+    ];
+    let t = template();
+    let mut definitions: Vec<(String, Value)> = of_type(&t, "AWS::ECS::TaskDefinition")
+        .map(|(name, task)| (name.clone(), task["Properties"].clone()))
+        .collect();
+    assert_eq!(definitions.len(), 2);
+    let demo: Value = serde_json::from_str(&read("demos/gpu-auto-repair/task-definition.json")).unwrap();
+    definitions.push(("demos/gpu-auto-repair/task-definition.json".into(), demo));
+    for (name, definition) in definitions {
+        let mut found = Vec::new();
+        keys(&definition, &name, &mut found);
+        for (key, path) in found {
+            let refused = NOT_VALID.contains(&key.as_str()) || key == "inferenceaccelerator";
+            assert!(!refused, "{path}: ECS Managed Instances refuse this task-definition parameter");
+            // "sourcePath volumes" are on the same list; a volume without a host path is ECS-managed and allowed.
+            assert!(!(key == "sourcepath" && path.contains("Volumes")), "{path}: a sourcePath volume is refused");
+        }
+    }
+}
+
+/// ECS Developer Guide, task definition parameters, healthCheck: "You may specify between 0 and 300 seconds" of
+/// startPeriod. A GPU task's cold start (weights + load) is longer, so the service's HealthCheckGracePeriodSeconds
+/// ("ignores unhealthy … container health checks after a task has first started") must cover it: the seed's
+/// 600 s (small) and 1200 s (large), as parameters.
+#[test]
+fn a_cold_start_longer_than_the_health_check_start_period_is_covered_by_the_service_grace_period() {
+    let t = template();
+    for (service, task, parameter, default) in [
+        ("SmallService", "SmallTaskDefinition", "HealthCheckGracePeriodSeconds", 600),
+        ("LargeService", "LargeTaskDefinition", "LargeModelHealthCheckGracePeriodSeconds", 1200),
+    ] {
+        let start_period = &t["Resources"][task]["Properties"]["ContainerDefinitions"][0]["HealthCheck"]["StartPeriod"];
+        assert!(start_period.as_u64().unwrap() <= 300, "{task}: startPeriod is at most 300 s");
+        let grace = &t["Resources"][service]["Properties"]["HealthCheckGracePeriodSeconds"];
+        assert_eq!(grace, &json!({"Ref": parameter}), "{service} takes its cold-start budget from {parameter}");
+        assert_eq!(t["Parameters"][parameter]["Default"], default, "{parameter}: the seed's cold-start budget");
+    }
+}
+
+/// AWS::ECS::Service, DesiredCount: "For new services, if a desired count is not specified, a default value of 1 is
+/// used … For existing services, if a desired count is not specified, it is omitted from the operation." A count in
+/// the template is re-applied on every update that touches the service, undoing Application Auto Scaling; so it
+/// is set (to 0) only until the first image exists, and auto scaling may not add tasks before then either.
+#[test]
+fn auto_scaled_services_leave_their_task_count_to_auto_scaling_once_the_image_exists() {
+    let t = template();
+    assert_eq!(t["Parameters"]["ImagePushed"]["Default"], "false", "a new stack has no image in ECR yet");
+    assert_eq!(t["Conditions"]["ImageIsPushed"], json!({"Fn::Equals": [{"Ref": "ImagePushed"}, "true"]}));
+    for (service, target) in [("SmallService", "SmallScalableTarget"), ("LargeService", "LargeScalableTarget")] {
+        assert_eq!(
+            t["Resources"][service]["Properties"]["DesiredCount"],
+            json!({"Fn::If": ["ImageIsPushed", {"Ref": "AWS::NoValue"}, 0]}),
+            "{service}: no DesiredCount once auto scaling owns the count"
+        );
+        let capacity = &t["Resources"][target]["Properties"];
+        for bound in ["MinCapacity", "MaxCapacity"] {
+            let value = &capacity[bound]["Fn::If"];
+            assert_eq!(
+                (&value[0], &value[2]),
+                (&json!("ImageIsPushed"), &json!(0)),
+                "{target}.{bound}: 0 until pushed"
+            );
+        }
+    }
+}
+
+/// Lambda Developer Guide, "Visualize Lambda function invocations using AWS X-Ray": "Your function needs permission
+/// to upload trace data to X-Ray … add the AWSXRayDaemonWriteAccess policy to the execution role." CreateFunction
+/// with TracingConfig Active is refused without it.
+#[test]
+fn traced_lambdas_may_write_to_x_ray() {
+    let t = template();
+    for (name, function) in of_type(&t, "AWS::Lambda::Function") {
+        if function["Properties"]["TracingConfig"]["Mode"] != "Active" {
+            continue;
+        }
+        let role = function["Properties"]["Role"]["Fn::GetAtt"][0].as_str().unwrap();
+        let managed = t["Resources"][role]["Properties"]["ManagedPolicyArns"].to_string();
+        let inline = statements(&t["Resources"][role]).iter().map(|s| s["Action"].to_string()).collect::<String>();
+        assert!(
+            managed.contains("policy/AWSXRayDaemonWriteAccess")
+                || (inline.contains("xray:PutTraceSegments") && inline.contains("xray:PutTelemetryRecords")),
+            "{name} traces actively, but its role {role} may not write to X-Ray"
+        );
+    }
+}
+
+/// S3 API Reference, GetObject / HeadObject: "If you don't have the s3:ListBucket permission, Amazon S3 returns an
+/// HTTP status code 403" for a key that does not exist. Every role that reads results (the worker's existence check,
+/// GET and DELETE /results) must list the bucket, unconditioned (a GetObject carries no s3:prefix).
+#[test]
+fn roles_that_read_results_may_list_the_bucket_so_a_missing_result_is_404() {
+    let t = template();
+    for role in ["SmallTaskRole", "LargeTaskRole", "RouterRole"] {
+        let grants = statements(&t["Resources"][role]);
+        let lists = grants.iter().any(|s| {
+            s["Action"].to_string().contains("s3:ListBucket")
+                && s["Resource"] == json!({"Fn::GetAtt": ["ResultsBucket", "Arn"]})
+                && s.get("Condition").is_none()
+        });
+        assert!(lists, "{role} reads results but may not s3:ListBucket the results bucket: pending reads get 403");
+    }
+}
+
+/// A custom OutputDestination (another bucket, or an SQS queue URL) is passed to the router and the tasks, so
+/// their roles must be able to use it (IAM denies what no statement allows).
+#[test]
+fn a_custom_output_destination_is_granted_to_every_role_that_uses_it() {
+    let t = template();
+    let conditional = |role: &str, condition: &str| -> Vec<String> {
+        t["Resources"][role]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["Fn::If"][0] == condition)
+            .map(|s| s["Fn::If"][1]["Action"].to_string())
+            .collect()
+    };
+    for role in ["SmallTaskRole", "LargeTaskRole", "RouterRole"] {
+        let bucket = conditional(role, "OutputToOtherBucket").concat();
+        assert!(bucket.contains("s3:GetObject") && bucket.contains("s3:PutObject"), "{role}: other bucket {bucket}");
+    }
+    for role in ["SmallTaskRole", "LargeTaskRole"] {
+        assert!(conditional(role, "OutputToQueue").concat().contains("sqs:SendMessage"), "{role}: output queue");
+    }
+}
+
+/// EventBridge: ECS "container instance state change" events fire on every task placement and agent event
+/// ("These events do not indicate a problem"); GPU impairment comes as "ECS Container Instance Health Change" with
+/// detail.overallStatus IMPAIRED. A log group target is named by the log group's ARN, not GetAtt Arn (which ends
+/// in ":*").
+#[test]
+fn the_instance_health_rule_reports_impaired_instances_only_to_a_well_named_log_group() {
+    let t = template();
+    let rule = &t["Resources"]["InstanceHealthRule"]["Properties"];
+    assert_eq!(rule["EventPattern"]["detail-type"], json!(["ECS Container Instance Health Change"]));
+    assert_eq!(rule["EventPattern"]["detail"]["overallStatus"], json!(["IMPAIRED"]));
+    for (name, rule) in of_type(&t, "AWS::Events::Rule") {
+        for target in rule["Properties"]["Targets"].as_array().unwrap() {
+            let arn = target["Arn"].to_string();
+            assert!(!(arn.contains("LogGroup") && arn.contains("GetAtt")), "{name}: {arn} ends in ':*'");
+        }
+    }
+}
+
+/// SQS: a message moves to the dead-letter queue as it is; "MaximumMessageSize … up to 1,048,576 bytes". A DLQ
+/// smaller than its sources cannot take their largest messages, and "the retention period of a dead-letter queue"
+/// should be "longer than the retention period of the original queue".
+#[test]
+fn the_dead_letter_queue_takes_every_message_its_sources_can_hold_for_longer() {
+    let t = template();
+    let dlq = &t["Resources"]["DeadLetterQueue"]["Properties"];
+    for (name, queue) in of_type(&t, "AWS::SQS::Queue") {
+        if queue["Properties"]["RedrivePolicy"].is_null() {
+            continue;
+        }
+        let source = &queue["Properties"];
+        let size = |q: &Value| q["MaximumMessageSize"].as_u64().unwrap_or(262_144);
+        assert!(size(dlq) >= size(source), "{name} holds larger messages than its dead-letter queue");
+        let retention = |q: &Value| q["MessageRetentionPeriod"].as_u64().unwrap_or(345_600);
+        assert!(retention(dlq) > retention(source), "{name} keeps messages as long as its dead-letter queue");
+    }
+}
+
+/// Lambda, reserved concurrency: "You can reserve up to the Unreserved account concurrency value … minus 100", and
+/// "New AWS accounts have reduced concurrency … quotas": a fixed reservation fails stack creation there.
+#[test]
+fn no_lambda_reserves_concurrency_unless_asked() {
+    let t = template();
+    for (name, function) in of_type(&t, "AWS::Lambda::Function") {
+        let reserved = &function["Properties"]["ReservedConcurrentExecutions"];
+        assert!(
+            reserved.is_null() || reserved["Fn::If"][2] == json!({"Ref": "AWS::NoValue"}),
+            "{name} reserves {reserved} whatever the account's quota"
+        );
+    }
+    assert_eq!(t["Parameters"]["RouterReservedConcurrency"]["Default"], "");
+}
+
+/// AWS::Lambda::Function Code: "Changes to a deployment package in Amazon S3 … are not detected automatically
+/// during stack updates. To update the function code, change the object key or version in the template." The
+/// stack takes an object version, and the build that uploads a zip deploys it to both functions.
+#[test]
+fn a_new_lambda_zip_reaches_the_functions() {
+    let t = template();
+    for (name, function) in of_type(&t, "AWS::Lambda::Function") {
+        let code = &function["Properties"]["Code"];
+        assert_eq!(code["S3ObjectVersion"]["Fn::If"][1], json!({"Ref": "RouterCodeVersion"}), "{name}");
+    }
+    let build = &t["Resources"]["RouterBuild"]["Properties"];
+    let env = build["Environment"]["EnvironmentVariables"].to_string();
+    assert!(env.contains("ROUTER_FUNCTIONS") && env.contains("-router ${AWS::StackName}-scaler"), "{env}");
+    let grants = statements(&t["Resources"]["BuildRole"]);
+    let deploys = grants.iter().find(|s| s["Action"].to_string().contains("lambda:UpdateFunctionCode")).unwrap();
+    let resources = deploys["Resource"].to_string();
+    assert!(resources.contains("function:${AWS::StackName}-router") && resources.contains("-scaler"), "{resources}");
+    assert!(read("buildspec.yml").contains("update-function-code"), "buildspec.yml deploys the zip it uploads");
+}
+
+/// CodeBuild runs a build on a host of its environment type: the Lambda zip for arm64 needs an ARM_CONTAINER with an
+/// aarch64 image (no emulation), the inference image (x86_64 GPU instances) a LINUX_CONTAINER.
+#[test]
+fn each_build_runs_on_a_host_of_the_architecture_it_builds_for() {
+    let t = template();
+    let image = &t["Resources"]["Build"]["Properties"]["Environment"];
+    assert_eq!(image["Type"], "LINUX_CONTAINER");
+    assert!(image["Image"].as_str().unwrap().contains("x86_64"));
+    let router = &t["Resources"]["RouterBuild"]["Properties"]["Environment"];
+    assert_eq!(router["Type"], json!({"Fn::If": ["LambdaOnArm", "ARM_CONTAINER", "LINUX_CONTAINER"]}));
+    let images = &router["Image"]["Fn::If"];
+    assert!(images[1].as_str().unwrap().contains("aarch64") && images[2].as_str().unwrap().contains("x86_64"));
+    assert_eq!(t["Conditions"]["LambdaOnArm"], json!({"Fn::Equals": [{"Ref": "LambdaArchitecture"}, "arm64"]}));
+}
+
+/// ECS sends SIGKILL stopTimeout seconds after SIGTERM (Managed Instances: "The maximum value is 86400 seconds"):
+/// the worker's drain must end, and hand back what it could not finish, before then.
+#[test]
+fn the_worker_drain_ends_before_the_container_stop_timeout() {
+    let t = template();
+    for tier in ["Small", "Large"] {
+        let tiers = &t["Mappings"]["Tiers"][tier];
+        let (stop, drain) = (tiers["StopTimeout"].as_u64().unwrap(), tiers["DrainTimeout"].as_u64().unwrap());
+        assert!(stop <= 86_400 && drain + 10 <= stop, "{tier}: drain {drain} s must end well before stop {stop} s");
+        let task = &t["Resources"][format!("{tier}TaskDefinition")]["Properties"]["ContainerDefinitions"][0];
+        let env = task["Environment"].to_string();
+        assert!(env.contains("DRAIN_TIMEOUT_SECONDS") && env.contains("DrainTimeout"), "{tier}: {env}");
+    }
+}
+
+/// A tier whose task starts keep failing (an image not yet in ECR) is told, per tier, by an alarm on the scaler's
+/// TaskStartsFailing metric.
+#[test]
+fn failing_task_starts_raise_an_alarm_per_tier() {
+    let t = template();
+    for service in ["SmallService", "LargeService"] {
+        let alarmed = of_type(&t, "AWS::CloudWatch::Alarm").any(|(_, alarm)| {
+            let p = &alarm["Properties"];
+            p["MetricName"] == "TaskStartsFailing"
+                && p["Dimensions"].to_string().contains(service)
+                && p["AlarmActions"] == json!([{"Ref": "AlarmTopic"}])
+        });
+        assert!(alarmed, "{service}: no TaskStartsFailing alarm");
+    }
+}
+
+/// Docker Hub limits anonymous pulls, and CodeBuild hosts are shared: base images come from ECR Public where it has
+/// a copy, and the vLLM base (which it has not) can come through the stack's ECR pull-through cache, with the same
+/// tag as the Dockerfile's default.
+#[test]
+fn base_images_avoid_anonymous_docker_hub_pulls_where_a_copy_exists() {
+    let dockerfile = read("Dockerfile");
+    let default_vllm = dockerfile
+        .lines()
+        .find_map(|line| line.strip_prefix("ARG VLLM_IMAGE="))
+        .expect("the vLLM base image is a build argument");
+    for line in dockerfile.lines().filter(|l| l.starts_with("FROM ")) {
+        let image = line.split_whitespace().nth(1).unwrap();
+        assert!(
+            image.starts_with("public.ecr.aws/") || image == "${VLLM_IMAGE}" || image == "scratch",
+            "{line}: pulled anonymously from Docker Hub"
+        );
+    }
+    let t = template();
+    let value = t["Resources"]["Build"]["Properties"]["Environment"]["EnvironmentVariables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["Name"] == "VLLM_IMAGE")
+        .unwrap()["Value"]["Fn::If"]
+        .clone();
+    assert_eq!(value[2], default_vllm);
+    assert!(value[1]["Fn::Sub"].as_str().unwrap().ends_with(&format!("/gpuinfer-docker-hub/{default_vllm}")));
+    assert_eq!(t["Resources"]["DockerHubCache"]["Properties"]["EcrRepositoryPrefix"], "gpuinfer-docker-hub");
+}

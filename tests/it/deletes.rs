@@ -1,0 +1,85 @@
+//! Deletes go out in batches while earlier ones are on the wire, each caller gets its own outcome, and a lone
+//! delete goes out at once. The batch call here deletes from the embedded queue, slowly, like a network call.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use gpuinfer::deletes::{BatchDelete, DeleteBatcher, MAX_BATCH};
+use gpuinfer::local::LocalBackends;
+use gpuinfer::local::queue::LocalQueue;
+use gpuinfer::ports::{Queue, QueueCounts, QueueError};
+use gpuinfer::vocabulary::{Priority, Tier};
+
+/// Deletes from the embedded queue, 20 ms per call, recording each call's size.
+struct SlowDeletes {
+    queue: Arc<LocalQueue>,
+    batches: Arc<Mutex<Vec<usize>>>,
+}
+
+#[async_trait]
+impl BatchDelete for SlowDeletes {
+    async fn delete_batch(&self, receipts: &[String]) -> Vec<Result<(), QueueError>> {
+        self.batches.lock().unwrap().push(receipts.len());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let mut outcomes = Vec::new();
+        for receipt in receipts {
+            outcomes.push(self.queue.delete(receipt).await);
+        }
+        outcomes
+    }
+}
+
+/// A queue holding `count` received messages, and a batcher deleting from it.
+async fn received(
+    dir: &std::path::Path,
+    count: usize,
+) -> (Arc<LocalQueue>, Vec<String>, DeleteBatcher<SlowDeletes>, Arc<Mutex<Vec<usize>>>) {
+    let backends = LocalBackends::open(dir).unwrap();
+    let queue = backends.lane_queue(Tier::Small, Priority::Normal, Duration::from_secs(30), 3);
+    queue.send_batch(&(0..count).map(|i| format!("m{i}")).collect::<Vec<_>>()).await;
+    let receipts = queue.receive(count, Duration::ZERO).await.unwrap().into_iter().map(|m| m.receipt).collect();
+    let batches = Arc::new(Mutex::new(Vec::new()));
+    let batcher = DeleteBatcher::new(SlowDeletes { queue: Arc::clone(&queue), batches: Arc::clone(&batches) });
+    (queue, receipts, batcher, batches)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_deletes_share_batch_calls_and_each_gets_its_own_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let (queue, mut receipts, batcher, batches) = received(dir.path(), 60).await;
+    assert_eq!(receipts.len(), 60);
+    receipts.push("not a receipt".into());
+    let batcher = Arc::new(batcher);
+    let deletes: Vec<_> = receipts
+        .into_iter()
+        .map(|receipt| {
+            let batcher = Arc::clone(&batcher);
+            tokio::spawn(async move { (receipt.clone(), batcher.delete(&receipt).await) })
+        })
+        .collect();
+    for delete in deletes {
+        let (receipt, outcome) = delete.await.unwrap();
+        match receipt.as_str() {
+            "not a receipt" => assert!(matches!(outcome, Err(QueueError::ReceiptExpired)), "{outcome:?}"),
+            _ => assert!(outcome.is_ok(), "{receipt}: {outcome:?}"),
+        }
+    }
+    assert_eq!(queue.counts().await.unwrap(), QueueCounts::default());
+    let batches = batches.lock().unwrap().clone();
+    println!("61 concurrent deletes went out in {} calls: {batches:?}", batches.len());
+    assert_eq!(batches.iter().sum::<usize>(), 61);
+    assert!(batches.iter().all(|&size| size <= MAX_BATCH), "{batches:?}");
+    assert!(batches.len() <= 61 / 4, "deletes were not batched: {batches:?}");
+}
+
+#[tokio::test]
+async fn a_lone_delete_goes_out_at_once_in_its_own_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let (queue, receipts, batcher, batches) = received(dir.path(), 3).await;
+    for receipt in receipts {
+        batcher.delete(&receipt).await.unwrap();
+    }
+    assert_eq!(*batches.lock().unwrap(), [1, 1, 1]);
+    assert_eq!(queue.counts().await.unwrap(), QueueCounts::default());
+}

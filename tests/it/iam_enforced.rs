@@ -1,0 +1,410 @@
+//! The template's role policies suffice for what router, workers, fetch-model and scaler call, on a moto enforcing IAM.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::support::cfn::{ACCOUNT, REGION, Stack, of_type, template};
+use crate::support::iam_moto::{ADMIN, IamMoto, allows, as_moto_decides};
+use crate::support::process::ChildProcess;
+use crate::support::{eventually, free_port, moto, router_listening};
+use aws_sdk_sqs::types::QueueAttributeName;
+use gpuinfer::engine_simulator::{Behavior, EngineDouble, Reply};
+use serde_json::{Value, json};
+
+/// How long a result, a dead letter or a scaling decision may take.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// The template resolved as a stack of a unique name; `overrides` on top of the parameters it requires.
+fn stack(overrides: &[(&str, &str)]) -> Stack {
+    let mut parameters =
+        vec![("ModelName", "small-model"), ("LargeModelName", "large-model"), ("ArtifactBucket", "code")];
+    parameters.extend_from_slice(overrides);
+    Stack::new(&moto::unique("iam"), &parameters)
+}
+
+/// One test's world: the resolved stack, an enforcing moto with `admin` and a user named after the role
+/// under test, what the stack would have created (every queue, the results bucket), and a folder for logs.
+struct World {
+    stack: Stack,
+    role: String,
+    moto: IamMoto,
+    dir: tempfile::TempDir,
+}
+
+impl World {
+    /// `ecs_arns`: the ECS services the role's process reads (see `as_moto_decides`).
+    async fn start(stack: Stack, role: &str, ecs_arns: &[String]) -> Self {
+        let policies =
+            stack.role_policies(role).into_iter().map(|(name, doc)| (name, as_moto_decides(&doc, ecs_arns))).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let moto = IamMoto::start(&[(role, policies)], &dir.path().join("moto.log")).await;
+        let world = World { stack, role: role.to_owned(), moto, dir };
+        let sqs = world.sqs().await;
+        for (id, _) in of_type(&template(), "AWS::SQS::Queue") {
+            sqs.create_queue().queue_name(world.stack.physical_name(id)).send().await.expect("create a queue");
+        }
+        let results = world.stack.physical_name("ResultsBucket");
+        world.moto.s3(ADMIN).await.create_bucket().bucket(results).send().await.expect("create the results bucket");
+        world
+    }
+
+    async fn sqs(&self) -> aws_sdk_sqs::Client {
+        aws_sdk_sqs::Client::new(&self.moto.sdk(ADMIN).await)
+    }
+
+    /// `gpuinfer <args>` signing as the role's user, with `env` (the template's, plus the test's own).
+    fn gpuinfer(&self, args: &[&str], env: &[(String, String)]) -> ChildProcess {
+        let signing = self.moto.child_env(&self.role);
+        let env: Vec<(&str, String)> = env.iter().chain(&signing).map(|(k, v)| (k.as_str(), v.clone())).collect();
+        ChildProcess::gpuinfer(args, &env, &self.dir.path().join(format!("{}.log", args[0])))
+    }
+}
+
+fn var(env: &[(String, String)], name: &str) -> String {
+    env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()).unwrap_or_else(|| panic!("the template sets no {name}"))
+}
+
+/// What a process logged about calls moto refused: denied, or signed with a key it does not know.
+fn refusals(process: &ChildProcess) -> String {
+    let needles = ["AccessDenied", "not authorized", "Forbidden", "InvalidClientTokenId", "InvalidAccessKeyId"];
+    let lines: Vec<String> =
+        process.log().lines().filter(|l| needles.iter().any(|n| l.contains(n))).map(str::to_owned).collect();
+    lines.join("\n")
+}
+
+fn assert_no_refusal(process: &ChildProcess) {
+    let refused = refusals(process);
+    assert!(refused.is_empty(), "calls were refused:\n{refused}");
+}
+
+/// Where OUTPUT_DESTINATION puts result documents; read (and created) as admin.
+enum Results {
+    S3 { bucket: String, prefix: String },
+    Queue(String),
+}
+
+impl Results {
+    fn of(destination: &str) -> Self {
+        match destination.strip_prefix("s3://") {
+            Some(rest) => {
+                let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+                Results::S3 { bucket: bucket.to_owned(), prefix: prefix.to_owned() }
+            }
+            None => Results::Queue(destination.to_owned()),
+        }
+    }
+
+    /// Creates the destination unless the stack did (the results bucket).
+    async fn create(&self, world: &World) {
+        match self {
+            Results::S3 { bucket, .. } if *bucket != world.stack.physical_name("ResultsBucket") => {
+                world.moto.s3(ADMIN).await.create_bucket().bucket(bucket).send().await.expect("create the bucket");
+            }
+            Results::S3 { .. } => {}
+            Results::Queue(url) => {
+                let name = url.rsplit('/').next().unwrap();
+                world.sqs().await.create_queue().queue_name(name).send().await.expect("create the results queue");
+            }
+        }
+    }
+
+    /// The documents of `ids` there now (a queue's are received and deleted).
+    async fn take(&self, world: &World, ids: &[String]) -> Vec<Value> {
+        let mut documents = Vec::new();
+        match self {
+            Results::S3 { bucket, prefix } => {
+                let s3 = world.moto.s3(ADMIN).await;
+                for id in ids {
+                    match s3.get_object().bucket(bucket).key(format!("{prefix}{id}.json")).send().await {
+                        Ok(object) => documents
+                            .push(serde_json::from_slice(&object.body.collect().await.unwrap().into_bytes()).unwrap()),
+                        Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => {}
+                        Err(e) => panic!("reading {prefix}{id}.json: {e:?}"),
+                    }
+                }
+            }
+            Results::Queue(url) => {
+                let sqs = world.sqs().await;
+                let received = sqs.receive_message().queue_url(url).max_number_of_messages(10).send().await.unwrap();
+                for message in received.messages.unwrap_or_default() {
+                    sqs.delete_message()
+                        .queue_url(url)
+                        .receipt_handle(message.receipt_handle.unwrap())
+                        .send()
+                        .await
+                        .unwrap();
+                    documents.push(serde_json::from_str(&message.body.unwrap()).unwrap());
+                }
+            }
+        }
+        documents
+    }
+}
+
+/// A POST /infer body for the `priority` lane of the `route` tier.
+fn infer(route: &str, priority: &str, prompt: &str) -> Value {
+    json!({"prompt": prompt, "maxTokens": 8, "route": route, "priority": priority})
+}
+
+/// The router with the RouterFunction's environment, as RouterRole: POST /infer to both lanes of both tiers
+/// and one /infer/batch (each lands on its queue), GET a pending request (404), DELETE it (200, canceled),
+/// GET it again (the canceled document, also found at OUTPUT_DESTINATION).
+async fn router_flow(overrides: &[(&str, &str)]) {
+    let world = World::start(stack(overrides), "RouterRole", &[]).await;
+    let env = world.stack.environment("RouterFunction");
+    let results = Results::of(&var(&env, "OUTPUT_DESTINATION"));
+    results.create(&world).await;
+    let listen = format!("127.0.0.1:{}", free_port());
+    let base = format!("http://{listen}");
+    let router = world.gpuinfer(&["router", "--listen", &listen, "--classifier", "none"], &env);
+    let http = reqwest::Client::new();
+    router_listening(&http, &base).await;
+
+    let lanes = [
+        ("small", "normal", "SMALL_QUEUE_URL"),
+        ("small", "high", "SMALL_HIGH_QUEUE_URL"),
+        ("large", "normal", "LARGE_QUEUE_URL"),
+        ("large", "high", "LARGE_HIGH_QUEUE_URL"),
+    ];
+    let mut ids = Vec::new();
+    for &(route, priority, _) in &lanes {
+        let response = http.post(format!("{base}/infer")).json(&infer(route, priority, "one")).send().await.unwrap();
+        let status = response.status();
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(status, 202, "POST /infer {route} {priority}: {answer}\n{}", refusals(&router));
+        ids.push(vec![answer["requestId"].as_str().unwrap().to_owned()]);
+    }
+    let batch: Vec<Value> = lanes.iter().map(|&(route, priority, _)| infer(route, priority, "batched")).collect();
+    let answer: Value =
+        http.post(format!("{base}/infer/batch")).json(&batch).send().await.unwrap().json().await.unwrap();
+    for (i, entry) in answer["results"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(entry["status"], 202, "POST /infer/batch: {entry}\n{}", refusals(&router));
+        ids[i].push(entry["requestId"].as_str().unwrap().to_owned());
+    }
+    let sqs = world.sqs().await;
+    for ((_, _, variable), sent) in lanes.iter().zip(&ids) {
+        let received =
+            sqs.receive_message().queue_url(var(&env, variable)).max_number_of_messages(10).send().await.unwrap();
+        let mut queued: Vec<String> = received
+            .messages
+            .unwrap_or_default()
+            .iter()
+            .map(|m| {
+                serde_json::from_str::<Value>(m.body.as_deref().unwrap()).unwrap()["requestId"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        queued.sort();
+        let mut sent = sent.clone();
+        sent.sort();
+        assert_eq!(queued, sent, "what {variable} holds");
+    }
+
+    let id = &ids[0][0];
+    let url = format!("{base}/results/{id}");
+    let pending = http.get(&url).send().await.unwrap();
+    assert_eq!(pending.status(), 404, "GET while pending\n{}", refusals(&router));
+    assert_eq!(pending.json::<Value>().await.unwrap()["status"], "pending");
+    let canceled = http.delete(&url).send().await.unwrap();
+    assert_eq!(canceled.status(), 200, "DELETE\n{}", refusals(&router));
+    let document: Value = canceled.json().await.unwrap();
+    assert_eq!((&document["status"], &document["error"]["code"]), (&json!("error"), &json!("canceled")));
+    let again = http.get(&url).send().await.unwrap();
+    assert_eq!(again.status(), 200, "GET after the cancel\n{}", refusals(&router));
+    assert_eq!(again.json::<Value>().await.unwrap(), document);
+    assert_eq!(
+        results.take(&world, std::slice::from_ref(id)).await,
+        [document],
+        "the canceled document at OUTPUT_DESTINATION"
+    );
+    assert_no_refusal(&router);
+}
+
+/// As the tier's task role, with its task definition's environment: `fetch-model` of MODEL_S3_PATH (as the
+/// container's entrypoint runs it), then the worker: a request on each lane ends as a success document at
+/// OUTPUT_DESTINATION (the first engine call fails, so one message is retried through its visibility), a
+/// malformed message ends in the DLQ with its ErrorReason, and both lanes end empty.
+async fn worker_flow(tier: &str, overrides: &[(&str, &str)]) {
+    let models = moto::unique("models");
+    let model_path = format!("s3://{models}/weights/");
+    let mut parameters = vec![(if tier == "Small" { "ModelS3Path" } else { "LargeModelS3Path" }, model_path.as_str())];
+    parameters.extend_from_slice(overrides);
+    let world = World::start(stack(&parameters), &format!("{tier}TaskRole"), &[]).await;
+    let env = world.stack.environment(&format!("{tier}TaskDefinition"));
+
+    let s3 = world.moto.s3(ADMIN).await;
+    s3.create_bucket().bucket(&models).send().await.unwrap();
+    s3.put_object().bucket(&models).key("weights/config.json").body(b"{}".to_vec().into()).send().await.unwrap();
+    let fetched = world.dir.path().join("model");
+    let mut fetch = world.gpuinfer(&["fetch-model", &var(&env, "MODEL_S3_PATH"), fetched.to_str().unwrap()], &env);
+    assert!(fetch.exited_within(LIMIT).await.success(), "fetch-model failed:\n{}", fetch.log());
+    assert!(fetched.join("config.json").exists(), "fetch-model wrote the model's files");
+
+    let results = Results::of(&var(&env, "OUTPUT_DESTINATION"));
+    results.create(&world).await;
+    let engine = EngineDouble::start(Behavior::default()).await;
+    engine.script([Reply::Status(500)]);
+    let mut worker_env = env.clone();
+    worker_env.extend([("ENGINE_URL".into(), engine.url.clone()), ("WAIT_TIME_SECONDS".into(), "1".into())]);
+    let worker = world.gpuinfer(&["worker"], &worker_env);
+
+    let sqs = world.sqs().await;
+    let lanes = [var(&env, "REQUEST_QUEUE_URL"), var(&env, "HIGH_QUEUE_URL")];
+    let mut ids = Vec::new();
+    for lane in &lanes {
+        let id = uuid::Uuid::new_v4().to_string();
+        let body = json!({"requestId": id, "prompt": "hello", "maxTokens": 8});
+        sqs.send_message().queue_url(lane).message_body(body.to_string()).send().await.unwrap();
+        ids.push(id);
+    }
+    sqs.send_message().queue_url(&lanes[0]).message_body("{\"prompt\": 5}").send().await.unwrap();
+
+    let started = Instant::now();
+    let mut documents = Vec::new();
+    while documents.len() < ids.len() {
+        assert_no_refusal(&worker);
+        assert!(started.elapsed() < LIMIT, "{} of {} result documents after {LIMIT:?}", documents.len(), ids.len());
+        let missing: Vec<String> =
+            ids.iter().filter(|id| !documents.iter().any(|d: &Value| d["requestId"] == **id)).cloned().collect();
+        documents.extend(results.take(&world, &missing).await);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(documents.iter().all(|d| d["status"] == "success"), "{documents:?}");
+    let attempts: Vec<u64> = documents.iter().map(|d| d["attempts"].as_u64().unwrap()).collect();
+    assert!(attempts.contains(&2), "one request was retried after the engine's 500: {attempts:?}");
+
+    let dlq = var(&env, "DLQ_URL");
+    let dead = eventually(LIMIT, "the malformed message in the DLQ", || {
+        let request = sqs.receive_message().queue_url(&dlq).message_attribute_names("All").send();
+        async move { request.await.unwrap().messages.filter(|m| !m.is_empty()) }
+    })
+    .await;
+    let attributes = dead[0].message_attributes.as_ref().unwrap();
+    assert!(attributes["ErrorReason"].string_value.as_deref().unwrap().starts_with("requestId"), "{attributes:?}");
+    for lane in &lanes {
+        eventually(LIMIT, "an empty lane: every message deleted", || {
+            let request = sqs.get_queue_attributes().queue_url(lane).attribute_names(QueueAttributeName::All).send();
+            async move {
+                let attributes = request.await.unwrap().attributes.unwrap();
+                let count = |name| attributes[&name].parse::<u64>().unwrap();
+                let left = count(QueueAttributeName::ApproximateNumberOfMessages)
+                    + count(QueueAttributeName::ApproximateNumberOfMessagesNotVisible);
+                (left == 0).then_some(())
+            }
+        })
+        .await;
+    }
+    assert_no_refusal(&worker);
+    assert_no_refusal(&fetch);
+}
+
+#[tokio::test]
+#[ignore = "needs the moto server binary: scripts/test.sh"]
+async fn the_router_role_lets_the_router_enqueue_on_every_lane_and_read_and_cancel_results() {
+    router_flow(&[]).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the moto server binary: scripts/test.sh"]
+async fn the_router_role_lets_the_router_read_and_cancel_results_in_a_custom_bucket() {
+    router_flow(&[("OutputDestination", &format!("s3://{}/out/", moto::unique("custom")))]).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the moto server binary: scripts/test.sh"]
+async fn the_small_task_role_lets_fetch_model_and_the_worker_do_their_work() {
+    worker_flow("Small", &[]).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the moto server binary: scripts/test.sh"]
+async fn the_large_task_role_lets_fetch_model_and_the_worker_do_their_work() {
+    worker_flow("Large", &[]).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the moto server binary: scripts/test.sh"]
+async fn the_task_role_lets_the_worker_write_results_to_a_custom_bucket() {
+    worker_flow("Small", &[("OutputDestination", &format!("s3://{}/out/", moto::unique("custom")))]).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the moto server binary: scripts/test.sh"]
+async fn the_task_role_lets_the_worker_send_results_to_a_custom_queue() {
+    let queue = format!("https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{}", moto::unique("results"));
+    worker_flow("Small", &[("OutputDestination", &queue)]).await;
+}
+
+/// CloudWatch for the scaler. The Rust SDK speaks only the Smithy RPC v2 CBOR protocol to CloudWatch, which
+/// moto does not (getmoto/moto#9195), so GetMetricData comes here: every request signed with `key_id` gets
+/// "no datapoints" (an empty CBOR map) and is counted; any other gets a 403.
+async fn cloudwatch_double(key_id: String) -> (String, Arc<AtomicUsize>) {
+    use axum::http::{HeaderMap, StatusCode, header};
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    let answer = move |headers: HeaderMap| async move {
+        let authorization = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        if !authorization.contains(&format!("Credential={key_id}/")) {
+            return (StatusCode::FORBIDDEN, [("smithy-protocol", "rpc-v2-cbor")], vec![]);
+        }
+        counted.fetch_add(1, Ordering::SeqCst);
+        (StatusCode::OK, [("smithy-protocol", "rpc-v2-cbor")], vec![0xa0])
+    };
+    let app = axum::Router::new().fallback(answer);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, calls)
+}
+
+/// The scaler with the ScalerFunction's environment, as ScalerRole, over the template's cluster and both
+/// services: its first tick reads every lane, both services (moto) and GPU utilization (the CloudWatch double,
+/// the role's grant checked on its policy document) and decides for both tiers.
+#[tokio::test]
+#[ignore = "needs the moto server binary: scripts/test.sh"]
+async fn the_scaler_role_lets_the_scaler_read_every_input_of_both_tiers() {
+    let stack = stack(&[]);
+    let cluster = stack.physical_name("Cluster");
+    let services = ["SmallService", "LargeService"].map(|id| stack.physical_name(id));
+    let arns: Vec<String> =
+        services.iter().map(|s| format!("arn:aws:ecs:{REGION}:{ACCOUNT}:service/{cluster}/{s}")).collect();
+    let metrics = "cloudwatch:GetMetricData";
+    assert!(
+        stack.role_policies("ScalerRole").iter().any(|(_, p)| allows(p, metrics, "*")),
+        "ScalerRole lacks {metrics}"
+    );
+    let world = World::start(stack, "ScalerRole", &arns).await;
+    let ecs = aws_sdk_ecs::Client::new(&world.moto.sdk(ADMIN).await);
+    ecs.create_cluster().cluster_name(&cluster).send().await.unwrap();
+    let container =
+        aws_sdk_ecs::types::ContainerDefinition::builder().name("inference").image("gpuinfer").memory(512).build();
+    ecs.register_task_definition().family("inference").container_definitions(container).send().await.unwrap();
+    for service in &services {
+        ecs.create_service()
+            .cluster(&cluster)
+            .service_name(service)
+            .task_definition("inference")
+            .desired_count(0)
+            .send()
+            .await
+            .unwrap();
+    }
+
+    let (cloudwatch, metric_reads) = cloudwatch_double(world.moto.key_id("ScalerRole").to_owned()).await;
+    let mut env = world.stack.environment("ScalerFunction");
+    env.push(("AWS_ENDPOINT_URL_CLOUDWATCH".into(), cloudwatch));
+    let scaler = world.gpuinfer(&["scaler"], &env);
+    eventually(LIMIT, "a scaling decision for both tiers", || {
+        let log = scaler.log();
+        assert!(!log.contains("readings failed"), "the scaler could not read its inputs:\n{log}");
+        let decided =
+            |tier: &str| log.lines().any(|l| l.contains("scaling decision") && l.contains(&format!("tier={tier}")));
+        std::future::ready((decided("small") && decided("large")).then_some(()))
+    })
+    .await;
+    assert_eq!(metric_reads.load(Ordering::SeqCst), 2, "one GPU reading per tier");
+    assert_no_refusal(&scaler);
+}

@@ -1,0 +1,112 @@
+//! `gpuinfer router` as a Lambda: API Gateway v2 events through the real lambda_http adapter, against moto SQS/S3.
+
+use std::process::{Command, Stdio};
+
+use crate::support::lambda_runtime::{RuntimeApi, http_event};
+use crate::support::moto;
+use gpuinfer::aws::s3::{S3Location, S3Store};
+use gpuinfer::ports::ResultStore;
+use serde_json::{Value, json};
+
+fn body(answer: &Value) -> Value {
+    serde_json::from_str(answer["body"].as_str().unwrap_or("null")).unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+#[ignore = "needs moto: scripts/test.sh"]
+async fn api_gateway_events_get_the_same_answers_as_http() {
+    let name = moto::unique("lambda");
+    let (small, _) = moto::lanes_with_dlq(&format!("{name}-small"), 30, 3).await;
+    let (large, _) = moto::lanes_with_dlq(&format!("{name}-large"), 30, 3).await;
+    let bucket = moto::bucket(&name).await;
+    let runtime = RuntimeApi::start().await;
+    // As Lambda runs a bootstrap: no arguments, the subcommand named by GPUINFER_COMMAND.
+    let mut function = Command::new(env!("CARGO_BIN_EXE_gpuinfer"))
+        .env("GPUINFER_COMMAND", "router")
+        .envs(moto::child_env())
+        .envs(runtime.function_env("gpuinfer-router"))
+        .envs([
+            ("AWS_LAMBDA_LOG_FORMAT", "JSON".into()),
+            ("SMALL_QUEUE_URL", small.normal.clone()),
+            ("SMALL_HIGH_QUEUE_URL", small.high.clone()),
+            ("LARGE_QUEUE_URL", large.normal.clone()),
+            ("LARGE_HIGH_QUEUE_URL", large.high.clone()),
+            ("OUTPUT_DESTINATION", format!("s3://{bucket}/results/")),
+            ("CLASSIFIER", "none".into()),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    let id = gpuinfer::request_id::RequestId::new_v4();
+    let valid = json!({"requestId": id, "prompt": "What is Amazon ECS?", "maxTokens": 64}).to_string();
+    let answer = runtime.invoke(http_event("POST", "/infer", Some(&valid))).await;
+    assert_eq!(answer["statusCode"], 202, "{answer}");
+    assert_eq!(body(&answer), json!({"requestId": id, "tier": "small"}));
+
+    let forced = json!({"prompt": "hi", "route": "large"}).to_string();
+    let answer = runtime.invoke(http_event("POST", "/infer", Some(&forced))).await;
+    assert_eq!((answer["statusCode"].as_u64(), body(&answer)["tier"].as_str()), (Some(202), Some("large")));
+
+    let answer = runtime.invoke(http_event("POST", "/infer", Some("{oops"))).await;
+    assert_eq!(answer["statusCode"], 400);
+    assert!(body(&answer)["error"].as_str().unwrap().starts_with("body: not valid JSON"));
+
+    let bad_field = json!({"prompt": "hi", "temperature": 9}).to_string();
+    let answer = runtime.invoke(http_event("POST", "/infer", Some(&bad_field))).await;
+    assert_eq!(answer["statusCode"], 400);
+    assert!(body(&answer)["error"].as_str().unwrap().starts_with("temperature: must be a number"));
+
+    let answer = runtime.invoke(http_event("GET", &format!("/results/{id}"), None)).await;
+    assert_eq!(
+        (answer["statusCode"].as_u64(), body(&answer)),
+        (Some(404), json!({"requestId": id, "status": "pending"}))
+    );
+    // A query string API Gateway passes on raw, with characters no URI may hold, still reaches the handlers.
+    let mut odd_query = http_event("GET", &format!("/results/{id}"), None);
+    odd_query["rawQueryString"] = json!(r#"q="{a|b}"&é"#);
+    let answer = runtime.invoke(odd_query).await;
+    assert_eq!(answer["statusCode"], 404, "{answer}");
+    let store = S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}/results/")).unwrap());
+    store.put_if_absent(id, br#"{"status":"success"}"#).await.unwrap();
+    let answer = runtime.invoke(http_event("GET", &format!("/results/{id}"), None)).await;
+    assert_eq!((answer["statusCode"].as_u64(), body(&answer)), (Some(200), json!({"status": "success"})));
+
+    let batch = json!([{"prompt": "urgent", "priority": "high"}, {"prompt": "hi", "priority": "soon"}]).to_string();
+    let answer = runtime.invoke(http_event("POST", "/infer/batch", Some(&batch))).await;
+    assert_eq!(answer["statusCode"], 207, "{answer}");
+    let results = body(&answer)["results"].clone();
+    assert_eq!((results[0]["status"].as_u64(), results[0]["tier"].as_str()), (Some(202), Some("small")));
+    assert_eq!(results[1]["status"], 400);
+    assert!(results[1]["error"].as_str().unwrap().starts_with("priority: must be"), "{results}");
+
+    let canceled = gpuinfer::request_id::RequestId::new_v4();
+    let answer = runtime.invoke(http_event("DELETE", &format!("/results/{canceled}"), None)).await;
+    assert_eq!((answer["statusCode"].as_u64(), &body(&answer)["error"]["code"]), (Some(200), &json!("canceled")));
+    let answer = runtime.invoke(http_event("DELETE", &format!("/results/{id}"), None)).await;
+    assert_eq!((answer["statusCode"].as_u64(), &body(&answer)["status"]), (Some(409), &json!("success")));
+
+    let queued = moto::drain(&small.normal).await;
+    assert_eq!(queued.len(), 1);
+    assert_eq!(serde_json::from_str::<Value>(queued[0].body.as_deref().unwrap()).unwrap()["requestId"], id.to_string());
+    let urgent = moto::drain(&small.high).await;
+    assert_eq!(urgent.len(), 1);
+    assert_eq!(serde_json::from_str::<Value>(urgent[0].body.as_deref().unwrap()).unwrap()["priority"], "high");
+    assert_eq!(moto::drain(&large.normal).await.len(), 1);
+
+    function.kill().unwrap();
+    let output = function.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let emf: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|v: &Value| v.get("_aws").is_some())
+        .collect();
+    assert_eq!(emf.len(), 3, "one RoutedRequests EMF line per accepted request on stdout");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let accepted = stderr.lines().find(|l| l.contains("request accepted")).expect("an accepted log line");
+    let line: Value = serde_json::from_str(accepted).expect("JSON logs when AWS_LAMBDA_LOG_FORMAT=JSON");
+    assert_eq!(line["request_id"], id.to_string());
+    assert!(!stderr.contains("What is Amazon ECS?"), "prompts never reach the logs");
+}

@@ -1,0 +1,122 @@
+//! Priority lanes, slot by slot: the share as a table, then a worker over both embedded lanes and the engine
+//! double (which records the order requests reach it): high first, one slot in five to normal, no free slot
+//! left idle, no lane waiting behind the other's long poll.
+
+use std::time::{Duration, Instant};
+
+use crate::support::rig::{Rig, config, rig};
+use gpuinfer::engine_simulator::Behavior;
+use gpuinfer::outcome::Status;
+use gpuinfer::ports::Queue;
+use gpuinfer::request_id::RequestId;
+use gpuinfer::vocabulary::Priority;
+use gpuinfer::worker::WorkerConfig;
+use serde_json::json;
+
+/// A request whose prompt names its lane.
+fn request(lane: Priority, i: usize) -> (RequestId, serde_json::Value) {
+    let id = RequestId::new_v4();
+    (id, json!({"requestId": id, "prompt": format!("{lane} {i}"), "maxTokens": 4, "priority": lane}))
+}
+
+/// A worker with `slots`, started once `high` and `normal` requests wait in their lanes.
+async fn preloaded(slots: usize, high: usize, normal: usize, latency: Duration) -> (Rig, Vec<RequestId>) {
+    let ids = std::sync::Mutex::new(Vec::new());
+    let behavior = Behavior { latency, ..Behavior::default() };
+    let worker = WorkerConfig { concurrency: slots, ..config() };
+    let rig = Rig::start(behavior, worker, None, |lanes| {
+        let ids = &ids;
+        async move {
+            for (lane, count) in [(Priority::High, high), (Priority::Normal, normal)] {
+                for i in 0..count {
+                    let (id, body) = request(lane, i);
+                    lanes.get(lane).send(&body.to_string()).await.unwrap();
+                    ids.lock().unwrap().push(id);
+                }
+            }
+        }
+    })
+    .await;
+    (rig, ids.into_inner().unwrap())
+}
+
+/// The lane of each request, in the order the engine received them: "H" or "N".
+fn lane_order(rig: &Rig) -> String {
+    rig.engine.prompts().iter().map(|p| if p.starts_with("high") { 'H' } else { 'N' }).collect()
+}
+
+#[tokio::test]
+async fn one_slot_fills_from_high_first_and_gives_every_fifth_start_to_normal() {
+    let (rig, ids) = preloaded(1, 10, 10, Duration::from_millis(20)).await;
+    for id in ids {
+        assert_eq!(rig.result(id).await.status, Status::Success);
+    }
+    assert_eq!(lane_order(&rig), "HHHHNHHHHNHHNNNNNNNN");
+    assert_eq!(rig.engine.max_in_flight(), 1);
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn under_sustained_high_load_normal_still_gets_its_share_of_every_slot() {
+    let (rig, ids) = preloaded(4, 40, 10, Duration::from_millis(40)).await;
+    for id in ids {
+        assert_eq!(rig.result(id).await.status, Status::Success);
+    }
+    // Requests started together reach the engine in any order, so the share is checked over windows.
+    let order = lane_order(&rig);
+    let normals = order[..40].matches('N').count();
+    assert!((6..=10).contains(&normals), "about one in five of the first 40 starts is normal (8): {order}");
+    for window in order.as_bytes()[..40].windows(10) {
+        assert!(window.contains(&b'N'), "normal waits no more than ten starts while high has work: {order}");
+    }
+    assert_eq!(&order[..4], "HHHH", "the first free slots all go to high: {order}");
+    assert_eq!(rig.engine.max_in_flight(), 4, "every slot used, never more");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn with_one_lane_empty_the_other_fills_every_slot() {
+    for lane in Priority::ALL {
+        let (high, normal) = if lane == Priority::High { (9, 0) } else { (0, 9) };
+        let (rig, ids) = preloaded(3, high, normal, Duration::from_millis(300)).await;
+        for id in ids {
+            assert_eq!(rig.result(id).await.status, Status::Success);
+        }
+        assert_eq!(rig.engine.max_in_flight(), 3, "{lane} alone fills all three slots");
+        rig.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_long_poll_on_one_lane_never_holds_up_the_other() {
+    let worker = WorkerConfig { concurrency: 1, wait_time: Duration::from_secs(15), ..config() };
+    let rig = rig(Behavior::default(), worker).await;
+    tokio::time::sleep(Duration::from_millis(300)).await; // both lanes are now long-polled, one slot free
+    for lane in [Priority::Normal, Priority::High, Priority::Normal] {
+        let (id, body) = request(lane, 0);
+        let sent = Instant::now();
+        rig.send_to(lane, &body).await;
+        assert_eq!(rig.result(id).await.status, Status::Success);
+        assert!(sent.elapsed() < Duration::from_secs(2), "{lane} waited {:?} behind a long poll", sent.elapsed());
+    }
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn both_lanes_answering_at_once_for_one_free_slot_never_overfill_it() {
+    let behavior = Behavior { latency: Duration::from_millis(700), ..Behavior::default() };
+    let worker = WorkerConfig { concurrency: 1, wait_time: Duration::from_secs(15), ..config() };
+    let rig = rig(behavior, worker).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (high, high_body) = request(Priority::High, 0);
+    let (normal, normal_body) = request(Priority::Normal, 0);
+    rig.send_to(Priority::High, &high_body).await;
+    rig.send_to(Priority::Normal, &normal_body).await;
+    for id in [high, normal] {
+        assert_eq!(rig.result(id).await.status, Status::Success);
+    }
+    assert_eq!(rig.engine.max_in_flight(), 1, "the second message waited for the slot");
+    assert_eq!(rig.engine.calls(), 2, "each ran once");
+    rig.drained().await;
+    rig.stop().await;
+}

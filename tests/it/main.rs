@@ -1,0 +1,37 @@
+//! The black-box tests, in one binary (each links every SDK once): the router's API, the worker and its
+//! adapters, the scaler, the client, the template and the AWS rules, against the real binary, moto and the local
+//! engine where a test needs them. Tests that need moto or the local engine are `#[ignore = "needs …"]`:
+//! `scripts/test.sh` starts both and runs them with `--include-ignored`; a plain `cargo test` skips them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod aws_adapters;
+mod aws_rules;
+mod bedrock;
+mod cli;
+mod deletes;
+mod e2e_dev;
+mod engine_client;
+mod engine_loss;
+mod entrypoint;
+mod fetch_model;
+mod fuzz_request;
+mod fuzz_router;
+mod healthcheck;
+mod iam_enforced;
+mod inject_xid;
+mod lambda_router;
+mod lanes;
+mod local_queue;
+mod local_store;
+mod log_privacy;
+mod router_api;
+mod router_limits;
+mod sample_compat;
+mod scaler;
+mod simulate;
+mod template;
+mod webhooks;
+mod worker;

@@ -1,0 +1,311 @@
+//! Router handlers through `app(state).oneshot(..)` (no socket): every status code of the API.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::support::router::{Fixture, call, fixture, get, post};
+use async_trait::async_trait;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use gpuinfer::metrics::Emf;
+use gpuinfer::outbound::OutboundPolicy;
+use gpuinfer::ports::{Message, Queue, QueueCounts, QueueError, ResultStore};
+use gpuinfer::request_id::RequestId;
+use gpuinfer::router::AppState;
+use gpuinfer::routing::RoutingConfig;
+use gpuinfer::vocabulary::{Lanes, PerTier, Priority, Tier};
+use serde_json::{Value, json};
+
+#[tokio::test]
+async fn accepted_requests_are_enqueued_on_their_tier_and_counted() {
+    let f = fixture();
+    let id = "550e8400-e29b-41d4-a716-446655440000";
+    let (status, body) = call(&f.state, post(json!({"requestId": id, "prompt": "hi"}).to_string())).await;
+    assert_eq!((status, body), (StatusCode::ACCEPTED, json!({"requestId": id, "tier": "small"})));
+    let (status, body) = call(&f.state, post(json!({"prompt": "hi", "route": "large"}).to_string())).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    assert_eq!(body["tier"], "large");
+    assert_eq!(uuid::Uuid::parse_str(body["requestId"].as_str().unwrap()).unwrap().get_version_num(), 4);
+
+    let small = f.lane(Tier::Small, Priority::Normal);
+    let large = f.lane(Tier::Large, Priority::Normal);
+    assert_eq!(small.counts().await.unwrap(), QueueCounts { visible: 1, in_flight: 0, delayed: 0 });
+    assert_eq!(large.counts().await.unwrap().visible, 1);
+    let queued = small.receive(1, Duration::ZERO).await.unwrap();
+    let queued: Value = serde_json::from_str(&queued[0].body).unwrap();
+    assert_eq!(queued["requestId"], id);
+    assert_eq!(queued["maxTokens"], 256);
+
+    let lines = f.emf.json_lines();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["RoutedRequests"], 1.0);
+    assert_eq!(lines[0]["Tier"], "small");
+    assert_eq!(lines[0]["_aws"]["CloudWatchMetrics"][0]["Namespace"], "Custom/ECSInference");
+    assert_eq!(lines[1]["Tier"], "large");
+}
+
+#[tokio::test]
+async fn invalid_requests_get_400_naming_the_field() {
+    let f = fixture();
+    for (body, expected) in [
+        (json!({"prompt": ""}).to_string(), "prompt: must not be empty"),
+        (json!({"prompt": "hi", "maxTokens": 5000}).to_string(), "maxTokens: must be an integer from 1 to 2048"),
+        (json!({"prompt": "hi", "colour": "red"}).to_string(), "colour: unknown field"),
+        ("{not json".to_string(), "body: not valid JSON"),
+        (String::new(), "body: empty; send a JSON request object"),
+    ] {
+        let (status, answer) = call(&f.state, post(body.clone())).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        let message = answer["error"].as_str().unwrap();
+        assert!(message.starts_with(expected), "{body}: {message}");
+    }
+    let small = f.lane(Tier::Small, Priority::Normal);
+    assert_eq!(small.counts().await.unwrap().visible, 0, "nothing invalid is enqueued");
+}
+
+#[tokio::test]
+async fn bodies_over_the_cap_get_413() {
+    let f = fixture();
+    let big = json!({"prompt": "x".repeat(1024 * 1024)}).to_string();
+    let (status, body) = call(&f.state, post(big)).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(body["error"].as_str().unwrap().starts_with("body: larger than"));
+}
+
+#[tokio::test]
+async fn other_content_types_get_415() {
+    let f = fixture();
+    let request = Request::post("/infer").header("content-type", "text/plain").body(Body::from("{}")).unwrap();
+    let (status, body) = call(&f.state, request).await;
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    assert!(body["error"].as_str().unwrap().starts_with("content-type:"));
+}
+
+struct RefusingQueue;
+
+#[async_trait]
+impl Queue for RefusingQueue {
+    async fn send(&self, _body: &str) -> Result<(), QueueError> {
+        Err(QueueError::unavailable("throttled"))
+    }
+    async fn send_batch(&self, bodies: &[String]) -> Vec<Result<(), QueueError>> {
+        bodies.iter().map(|_| Err(QueueError::unavailable("throttled"))).collect()
+    }
+    async fn receive(&self, _max: usize, _wait: Duration) -> Result<Vec<Message>, QueueError> {
+        Ok(vec![])
+    }
+    async fn change_visibility(&self, _receipt: &str, _timeout: Duration) -> Result<(), QueueError> {
+        Ok(())
+    }
+    async fn delete(&self, _receipt: &str) -> Result<(), QueueError> {
+        Ok(())
+    }
+    async fn dead_letter(&self, _message: &Message, _reason: &str) -> Result<(), QueueError> {
+        Ok(())
+    }
+    async fn counts(&self) -> Result<QueueCounts, QueueError> {
+        Ok(QueueCounts::default())
+    }
+}
+
+/// The fixture's router with every queue refusing.
+fn refusing(f: &Fixture) -> Arc<AppState> {
+    let lanes = || Lanes::from_fn(|_| Arc::new(RefusingQueue) as Arc<dyn Queue>);
+    Arc::new(AppState {
+        queues: PerTier { small: lanes(), large: lanes() },
+        store: f.state.store.clone(),
+        routing: RoutingConfig::default(),
+        classifier: None,
+        callbacks: OutboundPolicy::default(),
+        metrics: Emf::discard(),
+    })
+}
+
+#[tokio::test]
+async fn a_refusing_queue_gives_503_never_2xx() {
+    let f = fixture();
+    let state = refusing(&f);
+    let (status, body) = call(&state, post(json!({"prompt": "hi"}).to_string())).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body["error"], "queue: unavailable, retry later");
+}
+
+#[tokio::test]
+async fn results_are_served_pending_or_refused() {
+    let f = fixture();
+    let id = gpuinfer::request_id::RequestId::new_v4();
+    let (status, body) = call(&f.state, get(&format!("/results/{id}"))).await;
+    assert_eq!((status, body), (StatusCode::NOT_FOUND, json!({"requestId": id, "status": "pending"})));
+
+    let document = json!({"requestId": id, "status": "success", "result": {"text": "ok"}});
+    f.backends.store.put_if_absent(id, document.to_string().as_bytes()).await.unwrap();
+    let (status, body) = call(&f.state, get(&format!("/results/{id}"))).await;
+    assert_eq!((status, body), (StatusCode::OK, document));
+
+    for bad in ["not-a-uuid", "..%2F..%2Fetc%2Fpasswd", "550e8400-e29b-11d4-a716-446655440000"] {
+        let (status, body) = call(&f.state, get(&format!("/results/{bad}"))).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+        assert_eq!(body["error"], "requestId: must be a UUID v4");
+    }
+}
+
+/// The AWS sample accepts a requestId in any case and keys its result by the id as sent: the 202, the stored
+/// document's name and GET /results all use the client's own letters.
+#[tokio::test]
+async fn a_request_id_in_upper_case_is_kept_as_sent() {
+    let f = fixture();
+    let sent = "550E8400-E29B-41D4-A716-44665544ABCD";
+    let (status, body) = call(&f.state, post(json!({"requestId": sent, "prompt": "hi"}).to_string())).await;
+    assert_eq!((status, &body["requestId"]), (StatusCode::ACCEPTED, &json!(sent)));
+    let queued = f.lane(Tier::Small, Priority::Normal).receive(1, Duration::ZERO).await.unwrap();
+    assert!(queued[0].body.contains(sent), "the queued request carries the id as sent: {}", queued[0].body);
+    let id = RequestId::parse(sent).unwrap();
+    let document = json!({"requestId": sent, "status": "success"});
+    f.backends.store.put_if_absent(id, document.to_string().as_bytes()).await.unwrap();
+    assert!(f.backends.store.path_of(id).ends_with(format!("results/{sent}.json")), "stored under the id as sent");
+    assert_eq!(call(&f.state, get(&format!("/results/{sent}"))).await, (StatusCode::OK, document));
+}
+
+#[tokio::test]
+async fn healthz_answers_ok() {
+    let f = fixture();
+    assert_eq!(call(&f.state, get("/healthz")).await, (StatusCode::OK, json!({"status": "ok"})));
+}
+
+fn post_to(path: &str, body: impl Into<Body>) -> Request<Body> {
+    Request::post(path).header("content-type", "application/json").body(body.into()).unwrap()
+}
+
+/// The bodies waiting in one lane.
+async fn queued(f: &Fixture, tier: Tier, lane: Priority) -> Vec<Value> {
+    let messages = f.lane(tier, lane).receive(10, Duration::ZERO).await.unwrap();
+    messages.iter().map(|m| serde_json::from_str(&m.body).unwrap()).collect()
+}
+
+#[tokio::test]
+async fn priority_picks_the_lane_and_a_relative_deadline_travels_absolute() {
+    let f = fixture();
+    let before = chrono::Utc::now();
+    let (status, body) =
+        call(&f.state, post(json!({"prompt": "now", "priority": "high", "deadlineSeconds": 60}).to_string())).await;
+    assert_eq!((status, &body["tier"]), (StatusCode::ACCEPTED, &json!("small")));
+    let (status, _) = call(&f.state, post(json!({"prompt": "whenever", "route": "large"}).to_string())).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let high = queued(&f, Tier::Small, Priority::High).await;
+    assert_eq!(high.len(), 1);
+    assert_eq!((&high[0]["requestId"], &high[0]["priority"]), (&body["requestId"], &json!("high")));
+    let deadline = chrono::DateTime::parse_from_rfc3339(high[0]["deadline"].as_str().unwrap()).unwrap();
+    let after = chrono::Utc::now();
+    assert!(deadline >= before + chrono::Duration::seconds(60) && deadline <= after + chrono::Duration::seconds(60));
+    assert!(queued(&f, Tier::Small, Priority::Normal).await.is_empty());
+    assert_eq!(queued(&f, Tier::Large, Priority::Normal).await.len(), 1);
+}
+
+#[tokio::test]
+async fn callback_urls_follow_the_operators_policy() {
+    let f = fixture();
+    for (url, expected) in [
+        ("http://hooks.example.com/done", "callbackUrl: must be an https:// URL"),
+        (
+            "https://169.254.169.254/latest/meta-data/",
+            "callbackUrl: 169.254.169.254: a link-local (instance metadata) address",
+        ),
+        ("https://127.0.0.1:9000/hook", "callbackUrl: 127.0.0.1: a loopback address"),
+        ("https://10.1.2.3/hook", "callbackUrl: 10.1.2.3: a private-network address"),
+    ] {
+        let (status, body) = call(&f.state, post(json!({"prompt": "hi", "callbackUrl": url}).to_string())).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{url}");
+        assert!(body["error"].as_str().unwrap().starts_with(expected), "{url}: {body}");
+    }
+    let hook = "https://hooks.example.com/done";
+    let (status, _) = call(&f.state, post(json!({"prompt": "hi", "callbackUrl": hook}).to_string())).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    assert_eq!(queued(&f, Tier::Small, Priority::Normal).await[0]["callbackUrl"], hook);
+}
+
+#[tokio::test]
+async fn a_batch_answers_every_entry_and_queues_the_valid_ones_on_their_lanes() {
+    let f = fixture();
+    let repeated = gpuinfer::request_id::RequestId::new_v4();
+    let batch = json!([
+        {"prompt": "first"},
+        {"prompt": ""},
+        {"requestId": repeated, "prompt": "urgent", "priority": "high"},
+        {"prompt": "big one", "route": "large"},
+        {"requestId": repeated, "prompt": "again"},
+        {"prompt": "hi", "deadline": "yesterday"},
+        "not an object",
+    ]);
+    let (status, body) = call(&f.state, post_to("/infer/batch", batch.to_string())).await;
+    assert_eq!(status, StatusCode::MULTI_STATUS);
+    let results = body["results"].as_array().unwrap();
+    assert_eq!(results.len(), 7);
+    let statuses: Vec<u64> = results.iter().map(|r| r["status"].as_u64().unwrap()).collect();
+    assert_eq!(statuses, [202, 400, 202, 202, 400, 400, 400]);
+    for (i, result) in results.iter().enumerate() {
+        assert_eq!(result["index"], i);
+    }
+    assert_eq!((&results[0]["tier"], &results[3]["tier"]), (&json!("small"), &json!("large")));
+    assert_eq!(results[2]["requestId"], json!(repeated));
+    for (i, expected) in [
+        (1, "prompt: must not be empty"),
+        (4, "requestId: repeats an earlier entry"),
+        (5, "deadline: must be an RFC 3339"),
+        (6, "body: must be a JSON object"),
+    ] {
+        assert!(results[i]["error"].as_str().unwrap().starts_with(expected), "{i}: {}", results[i]);
+    }
+    assert_eq!(queued(&f, Tier::Small, Priority::Normal).await[0]["requestId"], results[0]["requestId"]);
+    assert_eq!(queued(&f, Tier::Small, Priority::High).await[0]["prompt"], "urgent");
+    assert_eq!(queued(&f, Tier::Large, Priority::Normal).await.len(), 1);
+    assert_eq!(f.emf.json_lines().len(), 3, "one RoutedRequests line per queued entry");
+
+    let all_good = json!([{"prompt": "a"}, {"prompt": "b", "priority": "high"}]).to_string();
+    assert_eq!(call(&f.state, post_to("/infer/batch", all_good)).await.0, StatusCode::ACCEPTED);
+}
+
+#[tokio::test]
+async fn a_batch_itself_must_be_an_array_of_one_to_a_hundred_requests() {
+    let f = fixture();
+    let hundred_and_one = Value::Array(vec![json!({"prompt": "x"}); 101]).to_string();
+    for (body, expected) in [
+        (json!({"prompt": "x"}).to_string(), "body: must be a JSON array of requests"),
+        ("[]".to_string(), "body: give 1 to 100 requests, got 0"),
+        (hundred_and_one, "body: give 1 to 100 requests, got 101"),
+        ("[{".to_string(), "body: not valid JSON"),
+    ] {
+        let (status, answer) = call(&f.state, post_to("/infer/batch", body)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(answer["error"].as_str().unwrap().starts_with(expected), "{answer}");
+    }
+    let hundred = Value::Array(vec![json!({"prompt": "x"}); 100]).to_string();
+    let (status, answer) = call(&f.state, post_to("/infer/batch", hundred)).await;
+    assert_eq!((status, answer["results"].as_array().unwrap().len()), (StatusCode::ACCEPTED, 100));
+    let state = refusing(&f);
+    let (status, answer) = call(&state, post_to("/infer/batch", json!([{"prompt": "x"}]).to_string())).await;
+    assert_eq!((status, &answer["results"][0]["status"]), (StatusCode::MULTI_STATUS, &json!(503)));
+}
+
+fn delete(path: &str) -> Request<Body> {
+    Request::delete(path).body(Body::empty()).unwrap()
+}
+
+#[tokio::test]
+async fn cancel_stores_a_canceled_document_once_and_refuses_finished_requests() {
+    let f = fixture();
+    let id = gpuinfer::request_id::RequestId::new_v4();
+    let (status, canceled) = call(&f.state, delete(&format!("/results/{id}"))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!((&canceled["status"], &canceled["error"]["code"]), (&json!("error"), &json!("canceled")));
+    assert_eq!(call(&f.state, get(&format!("/results/{id}"))).await, (StatusCode::OK, canceled.clone()));
+    assert_eq!(call(&f.state, delete(&format!("/results/{id}"))).await, (StatusCode::OK, canceled), "idempotent");
+
+    let done = gpuinfer::request_id::RequestId::new_v4();
+    let document = json!({"requestId": done, "status": "success", "result": {"text": "ok"}});
+    f.backends.store.put_if_absent(done, document.to_string().as_bytes()).await.unwrap();
+    let (status, body) = call(&f.state, delete(&format!("/results/{done}"))).await;
+    assert_eq!((status, &body["status"]), (StatusCode::CONFLICT, &json!("success")));
+    assert!(body["error"].as_str().unwrap().contains("already finished"), "{body}");
+    assert_eq!(call(&f.state, get(&format!("/results/{done}"))).await.1, document, "left as it was");
+    assert_eq!(call(&f.state, delete("/results/nope")).await.0, StatusCode::BAD_REQUEST);
+}

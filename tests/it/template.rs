@@ -1,0 +1,441 @@
+//! Contract tests of template.yaml against the binary: environment names, metric names, least
+//! privilege per tier, queue settings, security defaults and cost tags.
+
+use std::collections::BTreeSet;
+
+use crate::support::cfn::{of_type, resources, statements, template};
+use clap::CommandFactory;
+use gpuinfer::cli::Cli;
+use serde_json::{Value, json};
+
+/// Environment names a subcommand reads, from its clap definition (global flags included).
+fn env_names(subcommand: &str) -> BTreeSet<String> {
+    let cli = Cli::command();
+    let mut names: BTreeSet<String> =
+        cli.get_arguments().filter_map(|a| a.get_env()).map(|e| e.to_string_lossy().into_owned()).collect();
+    names.insert(gpuinfer::cli::COMMAND_ENV.to_owned());
+    let sub = cli.find_subcommand(subcommand).unwrap_or_else(|| panic!("no subcommand {subcommand}"));
+    names.extend(sub.get_arguments().filter_map(|a| a.get_env()).map(|e| e.to_string_lossy().into_owned()));
+    names
+}
+
+/// Environment names entrypoint.sh reads itself (`${NAME` references).
+fn entrypoint_names() -> BTreeSet<String> {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/entrypoint.sh")).unwrap();
+    text.split("${")
+        .skip(1)
+        .map(|rest| rest.chars().take_while(|c| c.is_ascii_uppercase() || *c == '_' || c.is_ascii_digit()).collect())
+        .filter(|name: &String| !name.is_empty())
+        .collect()
+}
+
+#[test]
+fn every_environment_name_the_template_passes_is_read() {
+    let t = template();
+    let mut checked = 0;
+    for (name, function) in of_type(&t, "AWS::Lambda::Function") {
+        let command = function["Properties"]["Description"].as_str().unwrap().split(' ').nth(1).unwrap().to_owned();
+        let reads = env_names(&command);
+        for variable in function["Properties"]["Environment"]["Variables"].as_object().unwrap().keys() {
+            assert!(reads.contains(variable), "{name} passes {variable}, which `gpuinfer {command}` does not read");
+            checked += 1;
+        }
+    }
+    let container_reads: BTreeSet<String> = env_names("worker").union(&entrypoint_names()).cloned().collect();
+    for (name, task) in of_type(&t, "AWS::ECS::TaskDefinition") {
+        for container in task["Properties"]["ContainerDefinitions"].as_array().unwrap() {
+            let secrets = container["Secrets"].as_array().into_iter().flatten();
+            for variable in container["Environment"].as_array().unwrap().iter().chain(secrets) {
+                let variable = variable["Name"].as_str().unwrap();
+                assert!(
+                    container_reads.contains(variable),
+                    "{name} passes {variable}, read by neither the worker nor entrypoint.sh"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 20, "only {checked} variables found: is the template parsed right?");
+}
+
+#[test]
+fn each_task_role_touches_only_its_lanes_the_dead_letter_queue_and_results() {
+    let t = template();
+    for (role, own, high) in
+        [("SmallTaskRole", "SmallQueue", "SmallHighQueue"), ("LargeTaskRole", "LargeQueue", "LargeHighQueue")]
+    {
+        for statement in statements(&t["Resources"][role]) {
+            let actions: Vec<&str> = match &statement["Action"] {
+                Value::String(a) => vec![a.as_str()],
+                other => other.as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect(),
+            };
+            let resource = statement["Resource"].to_string();
+            assert_ne!(statement["Resource"], "*", "{role} grants {actions:?} on every resource");
+            for action in actions {
+                match action {
+                    "sqs:SendMessage" => assert!(
+                        resource.contains("DeadLetterQueue") || resource.contains("OutputDestination"),
+                        "{role} may send only to the DLQ and a queue named as OutputDestination: {resource}"
+                    ),
+                    a if a.starts_with("sqs:") => {
+                        assert_eq!(
+                            statement["Resource"],
+                            json!([{"Fn::GetAtt": [own, "Arn"]}, {"Fn::GetAtt": [high, "Arn"]}]),
+                            "{role} {a} must be on {own} and {high} only"
+                        )
+                    }
+                    "s3:PutObject" => assert!(
+                        (resource.contains("/results/*") && resource.contains("ResultsBucket"))
+                            || resource.contains("OutputDestination"),
+                        "{role}: {resource}"
+                    ),
+                    "s3:GetObject" | "s3:ListBucket" => {
+                        assert!(
+                            resource.contains("/results/*")
+                                || statement["Resource"] == json!({"Fn::GetAtt": ["ResultsBucket", "Arn"]})
+                                || resource.contains("ModelS3Path")
+                                || resource.contains("OutputDestination"),
+                            "{role}: {resource}"
+                        )
+                    }
+                    other => panic!("{role} has an unexpected action {other}"),
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_router_role_only_enqueues_reads_and_cancels_results_and_asks_one_model() {
+    let t = template();
+    let statements = statements(&t["Resources"]["RouterRole"]);
+    let actions = |statement: &Value| -> Vec<String> {
+        match &statement["Action"] {
+            Value::String(action) => vec![action.clone()],
+            list => list.as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect(),
+        }
+    };
+    let granted: BTreeSet<(String, String)> = statements
+        .iter()
+        .flat_map(|s| actions(s).into_iter().map(move |action| (action, s["Resource"].to_string())))
+        .collect();
+    let arn = |name: &str| json!({"Fn::GetAtt": [name, "Arn"]});
+    let results = json!({"Fn::Sub": "${ResultsBucket.Arn}/results/*"});
+    let bucket = |suffix: &str| {
+        json!({"Fn::Sub": [format!("arn:${{AWS::Partition}}:s3:::${{Bucket}}{suffix}"),
+            {"Bucket": {"Fn::Select": [2, {"Fn::Split": ["/", {"Ref": "OutputDestination"}]}]}}]})
+    };
+    let output_bucket = json!([bucket(""), bucket("/*")]);
+    let expected: BTreeSet<(String, String)> = [
+        (
+            "sqs:SendMessage",
+            json!([arn("SmallQueue"), arn("SmallHighQueue"), arn("LargeQueue"), arn("LargeHighQueue")]),
+        ),
+        ("s3:GetObject", results.clone()),
+        ("s3:PutObject", results),
+        ("s3:ListBucket", arn("ResultsBucket")),
+        ("s3:GetObject", output_bucket.clone()),
+        ("s3:PutObject", output_bucket.clone()),
+        ("s3:ListBucket", output_bucket),
+        (
+            "bedrock:InvokeModel",
+            json!({"Fn::Sub": "arn:${AWS::Partition}:bedrock:${AWS::Region}::foundation-model/${BedrockModelId}"}),
+        ),
+        ("sqs:SendMessage", arn("DeadLetterQueue")),
+        ("kms:Decrypt", arn("LogsKey")),
+    ]
+    .into_iter()
+    .map(|(action, resource)| (action.to_owned(), resource.to_string()))
+    .collect();
+    assert_eq!(granted, expected);
+}
+
+#[test]
+fn no_role_is_allowed_every_action_of_a_service() {
+    let t = template();
+    let mut wildcards = Vec::new();
+    for (name, role) in of_type(&t, "AWS::IAM::Role") {
+        {
+            for statement in statements(role) {
+                let actions = match &statement["Action"] {
+                    Value::Array(actions) => actions.iter().collect(),
+                    action => vec![action],
+                };
+                for action in actions.into_iter().filter_map(Value::as_str) {
+                    if statement["Effect"] == "Allow" && (action == "*" || action.ends_with(":*")) {
+                        wildcards.push(format!("{name}: {action}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(wildcards.is_empty(), "roles allowed every action of a service: {wildcards:?}");
+}
+
+#[test]
+fn queues_match_the_seed_and_redrive_to_the_dead_letter_queue() {
+    let t = template();
+    assert_eq!(t["Mappings"]["Tiers"]["Small"]["VisibilityTimeout"], 300);
+    assert_eq!(t["Mappings"]["Tiers"]["Large"]["VisibilityTimeout"], 600);
+    for (queue, tier) in
+        [("SmallQueue", "Small"), ("SmallHighQueue", "Small"), ("LargeQueue", "Large"), ("LargeHighQueue", "Large")]
+    {
+        let p = &t["Resources"][queue]["Properties"];
+        assert_eq!(p["VisibilityTimeout"], json!({"Fn::FindInMap": ["Tiers", tier, "VisibilityTimeout"]}), "{queue}");
+        assert_eq!(p["MessageRetentionPeriod"], 345_600, "{queue}");
+        assert_eq!(p["MaximumMessageSize"], 1_048_576, "{queue}");
+        assert_eq!(p["RedrivePolicy"]["deadLetterTargetArn"], json!({"Fn::GetAtt": ["DeadLetterQueue", "Arn"]}));
+        assert_eq!(p["RedrivePolicy"]["maxReceiveCount"], 3);
+        assert!(p["KmsMasterKeyId"].is_string() || p["SqsManagedSseEnabled"] == true, "{queue} is encrypted");
+    }
+    assert_eq!(t["Resources"]["DeadLetterQueue"]["Properties"]["MessageRetentionPeriod"], 1_209_600);
+    for (name, task) in of_type(&t, "AWS::ECS::TaskDefinition") {
+        let env = &task["Properties"]["ContainerDefinitions"][0]["Environment"];
+        let max = env.as_array().unwrap().iter().find(|v| v["Name"] == "MAX_RECEIVE_COUNT").unwrap();
+        assert_eq!(max["Value"], "3", "{name}: the worker's last attempt must match the redrive policy");
+    }
+}
+
+#[test]
+fn security_defaults_hold() {
+    let t = template();
+    assert_eq!(t["Parameters"]["ApiAuthType"]["Default"], "AWS_IAM", "API auth is on by default");
+    for (name, route) in of_type(&t, "AWS::ApiGatewayV2::Route") {
+        assert_eq!(route["Properties"]["AuthorizationType"], json!({"Ref": "ApiAuthType"}), "{name}");
+    }
+    assert!(t["Resources"]["ApiStage"]["Properties"]["AccessLogSettings"]["DestinationArn"].is_object());
+    for (name, bucket) in of_type(&t, "AWS::S3::Bucket") {
+        let block = &bucket["Properties"]["PublicAccessBlockConfiguration"];
+        for setting in ["BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets"] {
+            assert_eq!(block[setting], true, "{name}.{setting}");
+        }
+        assert!(bucket["Properties"]["BucketEncryption"].is_object(), "{name} is encrypted");
+        let policy =
+            of_type(&t, "AWS::S3::BucketPolicy").find(|(_, p)| p["Properties"]["Bucket"] == json!({"Ref": name}));
+        let statements = policy.unwrap_or_else(|| panic!("{name} has no bucket policy")).1["Properties"]["PolicyDocument"]["Statement"].to_string();
+        assert!(
+            statements.contains("aws:SecureTransport") && statements.contains("Deny"),
+            "{name} must refuse plain HTTP"
+        );
+    }
+    let results = &t["Resources"]["ResultsBucket"]["Properties"];
+    assert_eq!(
+        results["LifecycleConfiguration"]["Rules"][0]["ExpirationInDays"],
+        json!({"Ref": "ResultRetentionDays"})
+    );
+    for (name, task) in of_type(&t, "AWS::ECS::TaskDefinition") {
+        let user = task["Properties"]["ContainerDefinitions"][0]["User"].as_str().unwrap();
+        assert!(user != "0" && user != "root", "{name} runs as {user}");
+    }
+    let dockerfile = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Dockerfile")).unwrap();
+    let last_user = dockerfile.lines().rfind(|l| l.starts_with("USER ")).unwrap();
+    assert_eq!(last_user, "USER 1000", "the runtime image runs as a non-root user");
+    for (name, provider) in of_type(&t, "AWS::ECS::CapacityProvider") {
+        let repair = &provider["Properties"]["ManagedInstancesProvider"]["AutoRepairConfiguration"]["ActionsStatus"];
+        assert_eq!(repair, "ENABLED", "{name} has GPU auto-repair");
+    }
+}
+
+#[test]
+fn seed_parameters_keep_their_names_and_defaults() {
+    let t = template();
+    let p = &t["Parameters"];
+    for (name, default) in [
+        ("QuantizationMethod", json!("awq")),
+        ("MaxSequenceLength", json!(2048)),
+        ("MinTaskCount", json!(0)),
+        ("MaxTaskCount", json!(10)),
+        ("LargeModelQuantization", json!("awq")),
+        ("LargeModelMaxSequenceLength", json!(4096)),
+        ("LargeModelMinTaskCount", json!(0)),
+        ("LargeModelMaxTaskCount", json!(4)),
+        ("LargeModelGPUCount", json!(8)),
+        ("PromptComplexityThreshold", json!(2000)),
+        ("MaxTokensComplexityThreshold", json!(1024)),
+        ("QueueDepthScaleThreshold", json!(5)),
+        ("ScaleDownCooldownSeconds", json!(300)),
+        ("LogRetentionDays", json!(30)),
+        ("OutputDestination", json!("")),
+        ("CostAllocationTagProject", json!("gpu-inference-pipeline")),
+    ] {
+        assert_eq!(p[name]["Default"], default, "{name}");
+    }
+    for required in ["ModelName", "LargeModelName", "ModelS3Path", "LargeModelS3Path"] {
+        assert!(p[required].is_object(), "{required} is a parameter");
+    }
+}
+
+#[test]
+fn stateful_resources_say_what_happens_on_delete_and_every_taggable_one_carries_the_project_tag() {
+    let t = template();
+    let stateful =
+        ["AWS::SQS::Queue", "AWS::S3::Bucket", "AWS::Logs::LogGroup", "AWS::ECR::Repository", "AWS::KMS::Key"];
+    let untaggable = [
+        "AWS::EC2::VPCGatewayAttachment",
+        "AWS::EC2::Route",
+        "AWS::EC2::SubnetRouteTableAssociation",
+        "AWS::EC2::VPCEndpoint",
+        "AWS::IAM::InstanceProfile",
+        "AWS::ECS::ClusterCapacityProviderAssociations",
+        "AWS::S3::BucketPolicy",
+        "AWS::SNS::TopicPolicy",
+        "AWS::SNS::Subscription",
+        "AWS::Logs::ResourcePolicy",
+        "AWS::Lambda::Permission",
+        "AWS::Lambda::EventInvokeConfig",
+        "AWS::ApiGatewayV2::Integration",
+        "AWS::ApiGatewayV2::Route",
+        "AWS::CloudWatch::Alarm",
+        "AWS::CloudWatch::Dashboard",
+        "AWS::Events::Rule",
+        "AWS::ApplicationAutoScaling::ScalableTarget",
+        "AWS::ApplicationAutoScaling::ScalingPolicy",
+        "AWS::ECR::PullThroughCacheRule",
+    ];
+    for (name, resource) in resources(&t) {
+        let kind = resource["Type"].as_str().unwrap();
+        if stateful.contains(&kind) {
+            assert!(resource["DeletionPolicy"].is_string() && resource["UpdateReplacePolicy"].is_string(), "{name}");
+        }
+        if untaggable.contains(&kind) {
+            continue;
+        }
+        let tags = &resource["Properties"]["Tags"];
+        let tagged = match tags {
+            Value::Array(list) => {
+                list.iter().any(|t| t["Key"] == "Project" && t["Value"] == json!({"Ref": "CostAllocationTagProject"}))
+            }
+            Value::Object(map) => map.get("Project") == Some(&json!({"Ref": "CostAllocationTagProject"})),
+            _ => false,
+        };
+        assert!(tagged, "{name} ({kind}) lacks the Project cost tag");
+    }
+}
+
+#[test]
+fn arns_are_partition_aware() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/template.yaml")).unwrap();
+    assert!(!text.contains("arn:aws:"), "write arn:${{AWS::Partition}}:… so the stack deploys in every partition");
+}
+
+/// Metric names a template resource uses in the gpuinfer namespace (alarm MetricName, dashboard widget rows).
+fn custom_metrics_used(t: &Value) -> BTreeSet<String> {
+    let mut used = BTreeSet::new();
+    for (_, alarm) in of_type(t, "AWS::CloudWatch::Alarm") {
+        if alarm["Properties"]["Namespace"] == gpuinfer::metrics::NAMESPACE {
+            used.insert(alarm["Properties"]["MetricName"].as_str().unwrap().to_owned());
+        }
+    }
+    let body = t["Resources"]["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"][0].as_str().unwrap();
+    let needle = format!("[\"{}\", \"", gpuinfer::metrics::NAMESPACE);
+    for rest in body.split(&needle).skip(1) {
+        used.insert(rest.split('"').next().unwrap().to_owned());
+    }
+    used
+}
+
+#[test]
+fn alarms_and_dashboard_use_only_metrics_the_binary_emits() {
+    let t = template();
+    let used = custom_metrics_used(&t);
+    for name in &used {
+        assert!(
+            gpuinfer::metrics::ALL.contains(&name.as_str()),
+            "the template uses {name}, which gpuinfer never emits"
+        );
+    }
+    for expected in ["InferenceScalingMetric", "HasBacklogWithoutCapacity", "RoutedRequests", "InferenceLatency"] {
+        assert!(used.contains(expected), "{expected} is neither alarmed on nor shown");
+    }
+    let body = t["Resources"]["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"][0].as_str().unwrap();
+    for section in ["## Routing", "## Small tier", "## Large tier", "## GPU hardware"] {
+        assert!(body.contains(section), "dashboard section {section}");
+    }
+}
+
+#[test]
+fn scaling_alarms_follow_the_scaler_design() {
+    let t = template();
+    for (tier, idle_periods) in [("Small", 5), ("Large", 10)] {
+        let out = &t["Resources"][format!("{tier}ScaleOutAlarm")]["Properties"];
+        assert_eq!(
+            (out["Threshold"].as_f64(), out["ComparisonOperator"].as_str()),
+            (Some(1.0), Some("GreaterThanThreshold"))
+        );
+        assert_eq!(out["EvaluationPeriods"], 1, "{tier}: one request on zero tasks scales out within a minute");
+        let idle = &t["Resources"][format!("{tier}ScaleInAlarm")]["Properties"];
+        assert_eq!(idle["ComparisonOperator"], "LessThanThreshold");
+        assert_eq!(t["Mappings"]["Tiers"][tier]["ScaleInPeriods"], idle_periods);
+        let steps = |policy: &str| {
+            t["Resources"][format!("{tier}{policy}")]["Properties"]["StepScalingPolicyConfiguration"]["StepAdjustments"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["ScalingAdjustment"].as_i64().unwrap())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(steps("ScaleOutPolicy"), (1..=10).collect::<Vec<_>>(), "{tier}: proportional scale-out");
+        assert_eq!(steps("ScaleInPolicy"), (1..=10).map(|k| -k).collect::<Vec<_>>());
+    }
+    let scaler = &t["Resources"]["ScalerFunction"]["Properties"];
+    assert_eq!(scaler["Environment"]["Variables"]["GPUINFER_COMMAND"], "scaler");
+    let schedule = &t["Resources"]["ScalerSchedule"]["Properties"]["ScheduleExpression"];
+    assert_eq!(schedule, "rate(1 minute)");
+}
+
+/// A container's `Environment` (and `Secrets`) entry for `name`.
+fn container_variable<'a>(task: &'a Value, name: &str) -> &'a Value {
+    let container = &task["Properties"]["ContainerDefinitions"][0];
+    let entries = container["Environment"].as_array().unwrap().iter().chain(container["Secrets"].as_array().unwrap());
+    entries.into_iter().find(|v| v["Name"] == name).unwrap_or_else(|| panic!("no {name}"))
+}
+
+#[test]
+fn priority_lanes_cancel_and_callbacks_are_wired_end_to_end() {
+    let t = template();
+    let router = t["Resources"]["RouterRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"].clone();
+    let enqueue = router.as_array().unwrap().iter().find(|s| s["Sid"] == "Enqueue").unwrap();
+    let lanes = ["SmallQueue", "SmallHighQueue", "LargeQueue", "LargeHighQueue"];
+    assert_eq!(
+        enqueue["Resource"],
+        json!(lanes.map(|q| json!({"Fn::GetAtt": [q, "Arn"]}))),
+        "the router sends to every lane"
+    );
+    let results = router.as_array().unwrap().iter().find(|s| s["Sid"] == "ReadAndCancelResults").unwrap();
+    assert_eq!(results["Action"], json!(["s3:GetObject", "s3:PutObject"]), "a cancel is a document the router writes");
+    assert!(results["Resource"].to_string().contains("/results/*"));
+    for function in ["RouterFunction", "ScalerFunction"] {
+        let variables = &t["Resources"][function]["Properties"]["Environment"]["Variables"];
+        for (name, queue) in [("SMALL_HIGH_QUEUE_URL", "SmallHighQueue"), ("LARGE_HIGH_QUEUE_URL", "LargeHighQueue")] {
+            assert_eq!(variables[name], json!({"Ref": queue}), "{function} {name}");
+        }
+    }
+    let scaler = t["Resources"]["ScalerRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"].clone();
+    let depth = scaler.as_array().unwrap().iter().find(|s| s["Sid"] == "QueueDepth").unwrap();
+    assert_eq!(depth["Resource"], enqueue["Resource"], "the scaler counts every lane the router fills");
+    for (task, high) in [("SmallTaskDefinition", "SmallHighQueue"), ("LargeTaskDefinition", "LargeHighQueue")] {
+        let task = &t["Resources"][task];
+        assert_eq!(container_variable(task, "HIGH_QUEUE_URL")["Value"], json!({"Ref": high}));
+        assert_eq!(container_variable(task, "WEBHOOK_SECRET")["ValueFrom"], json!({"Ref": "WebhookSecret"}));
+        let names: Vec<&Value> = task["Properties"]["ContainerDefinitions"][0]["Environment"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| &v["Name"])
+            .collect();
+        for local_only in ["ALLOW_HTTP_CALLBACKS", "ALLOW_PRIVATE_CALLBACKS"] {
+            assert!(!names.contains(&&json!(local_only)), "{local_only} is for local development only");
+        }
+    }
+    let execution =
+        t["Resources"]["TaskExecutionRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"].to_string();
+    assert!(execution.contains("secretsmanager:GetSecretValue") && execution.contains("WebhookSecret"), "{execution}");
+    let secret = &t["Resources"]["WebhookSecret"]["Properties"];
+    assert_eq!(secret["GenerateSecretString"]["ExcludePunctuation"], true, "letters and digits: valid base64");
+    assert_eq!(secret["GenerateSecretString"]["PasswordLength"].as_u64().unwrap() % 4, 0, "no padding needed");
+    let routes: Vec<&str> =
+        of_type(&t, "AWS::ApiGatewayV2::Route").map(|(_, r)| r["Properties"]["RouteKey"].as_str().unwrap()).collect();
+    for route in ["POST /infer", "POST /infer/batch", "GET /results/{requestId}", "DELETE /results/{requestId}"] {
+        assert!(routes.contains(&route), "{route} is routed");
+    }
+}
