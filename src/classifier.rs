@@ -9,19 +9,19 @@ use crate::request::{ChatMessage, InferenceRequest, Input};
 use crate::request_id::RequestId;
 use crate::vocabulary::{Priority, Tier};
 
-pub const INSTRUCTION: &str = "You route requests between a small fast language model and a large capable one. \
+pub(crate) const INSTRUCTION: &str = "You route requests between a small fast language model and a large capable one. \
 Reply with exactly one word: \"small\" if the small model can answer the request well (simple questions, \
 short factual answers, light rewriting), or \"large\" if it needs deep reasoning, long analysis, code or \
 expert knowledge.";
 
 /// Reads the tier from a model's one-word answer; anything else is a failure (→ small upstream).
-pub fn parse_answer(answer: &str) -> Option<Tier> {
+pub(crate) fn parse_answer(answer: &str) -> Option<Tier> {
     let word: String = answer.trim().chars().take_while(|c| c.is_alphabetic()).collect::<String>().to_lowercase();
     Tier::parse(&word)
 }
 
 #[derive(Debug)]
-pub struct OpenAiClassifier {
+pub(crate) struct OpenAiClassifier {
     engine: EngineClient,
 }
 

@@ -12,12 +12,12 @@ use crate::ports::{Completion, Engine, EngineError};
 use crate::request::{InferenceRequest, Input};
 
 /// Longest wait for one /health answer when probing between requests.
-pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Whole-request timeout unless configured: a 2,048-token generation on a large model takes minutes.
-pub const DEFAULT_REQUEST_TIMEOUT_SECONDS: u64 = 900;
+pub(crate) const DEFAULT_REQUEST_TIMEOUT_SECONDS: u64 = 900;
 /// Where an engine listens unless told (vLLM's and llama.cpp's default port on this host).
-pub const DEFAULT_ENGINE_URL: &str = "http://127.0.0.1:8000";
+pub(crate) const DEFAULT_ENGINE_URL: &str = "http://127.0.0.1:8000";
 
 /// How the client reaches one engine.
 #[derive(Debug, Clone)]

@@ -27,7 +27,7 @@ use crate::ports::{Message, Queue, QueueError};
 use crate::vocabulary::{Lanes, Priority};
 
 /// Of every this many slots filled while both lanes have work, at least one goes to the normal lane.
-pub const NORMAL_SHARE: usize = 5;
+pub(crate) const NORMAL_SHARE: usize = 5;
 /// Most messages one receive asks for (SQS's limit).
 pub const MAX_BATCH: usize = 10;
 
@@ -46,7 +46,7 @@ pub struct Share {
 
 impl Share {
     /// How many of `free` slots the high lane may take; the rest are the normal lane's due.
-    pub fn high_allowance(&self, free: usize) -> usize {
+    pub(crate) fn high_allowance(&self, free: usize) -> usize {
         let normal_due = ((self.high_streak + free) / NORMAL_SHARE).min(free);
         free - normal_due
     }
@@ -69,7 +69,7 @@ struct Poll {
 }
 
 /// Receives from both lanes of a tier: quick rounds by the share, long polls when both look empty.
-pub struct LaneReceiver<Q: ?Sized> {
+pub(crate) struct LaneReceiver<Q: ?Sized> {
     lanes: Lanes<Arc<Q>>,
     wait: Duration,
     share: Share,
@@ -91,13 +91,13 @@ impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
     }
 
     /// Free slots not promised to a pending long poll.
-    pub fn unpromised(&self, available: usize) -> usize {
+    pub(crate) fn unpromised(&self, available: usize) -> usize {
         let promised: usize = [&self.polls.high, &self.polls.normal].into_iter().flatten().map(|p| p.ask).sum();
         available.saturating_sub(promised)
     }
 
     /// The quick round for `free` slots (see the module documentation); waits for nothing.
-    pub async fn take_ready(&mut self, free: usize) -> Result<Vec<Lease>, QueueError> {
+    pub(crate) async fn take_ready(&mut self, free: usize) -> Result<Vec<Lease>, QueueError> {
         let high_ask = self.share.high_allowance(free);
         let high = self.receive_now(Priority::High, high_ask).await?;
         let normal = self.receive_now(Priority::Normal, free - high.len()).await?;
@@ -113,7 +113,7 @@ impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
 
     /// Starts a long poll on every lane that has none pending; `free` unpromised slots are split between them,
     /// each asking for at least one message.
-    pub fn poll_idle_lanes(&mut self, free: usize) {
+    pub(crate) fn poll_idle_lanes(&mut self, free: usize) {
         let idle: Vec<Priority> = Priority::ALL.into_iter().filter(|&lane| self.polls.get(lane).is_none()).collect();
         let mut remaining = free;
         for (i, &lane) in idle.iter().enumerate() {
@@ -136,7 +136,7 @@ impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
 
     /// The next long poll to answer, with its lane; never resolves while none is pending. Cancel-safe: a poll
     /// not yet answered keeps running.
-    pub async fn next_polled(&mut self) -> (Priority, Result<Vec<Lease>, QueueError>) {
+    pub(crate) async fn next_polled(&mut self) -> (Priority, Result<Vec<Lease>, QueueError>) {
         let (lane, joined) = tokio::select! {
             joined = join(&mut self.polls.high) => (Priority::High, joined),
             joined = join(&mut self.polls.normal) => (Priority::Normal, joined),
@@ -152,7 +152,7 @@ impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
 
     /// Ends the pending long polls. A queue whose receive is safe to drop is just dropped; any other poll is let
     /// finish (at most the long-poll wait), and what it brought is returned for the caller to hand back.
-    pub async fn close(mut self) -> Vec<Lease> {
+    pub(crate) async fn close(mut self) -> Vec<Lease> {
         let mut brought = Vec::new();
         for lane in Priority::ALL {
             let Some(poll) = self.polls.get_mut(lane).take() else { continue };

@@ -7,24 +7,24 @@ use serde_json::{Map, Value, json};
 
 pub const NAMESPACE: &str = "Custom/ECSInference";
 
-pub const ROUTED_REQUESTS: &str = "RoutedRequests";
-pub const CLASSIFIER_FALLBACKS: &str = "ClassifierFallbacks";
-pub const INFERENCE_LATENCY: &str = "InferenceLatency";
-pub const QUEUE_WAIT: &str = "QueueWaitMs";
-pub const PROMPT_TOKENS: &str = "PromptTokens";
-pub const COMPLETION_TOKENS: &str = "CompletionTokens";
-pub const REQUESTS_SUCCEEDED: &str = "RequestsSucceeded";
-pub const REQUESTS_FAILED: &str = "RequestsFailed";
+pub(crate) const ROUTED_REQUESTS: &str = "RoutedRequests";
+pub(crate) const CLASSIFIER_FALLBACKS: &str = "ClassifierFallbacks";
+pub(crate) const INFERENCE_LATENCY: &str = "InferenceLatency";
+pub(crate) const QUEUE_WAIT: &str = "QueueWaitMs";
+pub(crate) const PROMPT_TOKENS: &str = "PromptTokens";
+pub(crate) const COMPLETION_TOKENS: &str = "CompletionTokens";
+pub(crate) const REQUESTS_SUCCEEDED: &str = "RequestsSucceeded";
+pub(crate) const REQUESTS_FAILED: &str = "RequestsFailed";
 /// Result callbacks a receiver accepted, and those given up on (refused, rejected or out of retries).
-pub const WEBHOOKS_DELIVERED: &str = "WebhooksDelivered";
-pub const WEBHOOK_FAILURES: &str = "WebhookFailures";
+pub(crate) const WEBHOOKS_DELIVERED: &str = "WebhooksDelivered";
+pub(crate) const WEBHOOK_FAILURES: &str = "WebhookFailures";
 /// Per tier: 1 + TasksNeeded − desired tasks; the scaling alarms' metric (see `scaler`).
-pub const INFERENCE_SCALING_METRIC: &str = "InferenceScalingMetric";
-pub const TASKS_NEEDED: &str = "TasksNeeded";
+pub(crate) const INFERENCE_SCALING_METRIC: &str = "InferenceScalingMetric";
+pub(crate) const TASKS_NEEDED: &str = "TasksNeeded";
 /// Per tier: 1 while messages wait and no task runs, else 0.
-pub const HAS_BACKLOG_WITHOUT_CAPACITY: &str = "HasBacklogWithoutCapacity";
+pub(crate) const HAS_BACKLOG_WITHOUT_CAPACITY: &str = "HasBacklogWithoutCapacity";
 /// Per tier: 1 while the tier's task starts keep failing and the scaler asks for no capacity, else 0.
-pub const TASK_STARTS_FAILING: &str = "TaskStartsFailing";
+pub(crate) const TASK_STARTS_FAILING: &str = "TaskStartsFailing";
 
 /// Every metric name the binary emits (the template's alarms and widgets may use only these).
 pub const ALL: [&str; 14] = [
@@ -74,7 +74,7 @@ impl Metric {
         Metric { name, value: value as f64, unit: Unit::Count }
     }
 
-    pub fn millis(name: &'static str, value: u64) -> Self {
+    pub(crate) fn millis(name: &'static str, value: u64) -> Self {
         Metric { name, value: value as f64, unit: Unit::Milliseconds }
     }
 
@@ -85,7 +85,7 @@ impl Metric {
 }
 
 /// Builds one EMF line: the metrics, all under one dimension set.
-pub fn emf_line(timestamp_ms: i64, dimensions: &[(&str, &str)], metrics: &[Metric]) -> String {
+pub(crate) fn emf_line(timestamp_ms: i64, dimensions: &[(&str, &str)], metrics: &[Metric]) -> String {
     let mut root = Map::new();
     root.insert(
         "_aws".into(),
@@ -133,7 +133,7 @@ impl Emf {
     }
 
     /// Writes one line; a failing writer loses the metric, never the request.
-    pub fn emit(&self, dimensions: &[(&str, &str)], metrics: &[Metric]) {
+    pub(crate) fn emit(&self, dimensions: &[(&str, &str)], metrics: &[Metric]) {
         let Some(out) = &self.out else { return };
         let line = emf_line(chrono::Utc::now().timestamp_millis(), dimensions, metrics);
         if let Ok(mut out) = out.lock() {

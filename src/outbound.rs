@@ -46,7 +46,7 @@ enum Reach {
 
 impl OutboundPolicy {
     /// Checks what can be checked without resolving: the scheme, and the host when it is an IP address.
-    pub fn check_url(&self, url: &Url) -> Result<(), Refusal> {
+    pub(crate) fn check_url(&self, url: &Url) -> Result<(), Refusal> {
         if url.scheme() != "https" && !self.allow_http {
             return Err(Refusal::Http);
         }
@@ -58,7 +58,7 @@ impl OutboundPolicy {
     }
 
     /// Checks one address `host` resolved to.
-    pub fn check_address(&self, host: &str, address: IpAddr) -> Result<(), Refusal> {
+    pub(crate) fn check_address(&self, host: &str, address: IpAddr) -> Result<(), Refusal> {
         match reach(address) {
             Reach::Public => Ok(()),
             Reach::Private(_) if self.allow_private => Ok(()),
@@ -106,7 +106,7 @@ fn resolved(host: &str, address: &IpAddr) -> String {
 }
 
 /// The refusal behind an error from a client using [`GuardedResolver`], if that is why it failed.
-pub fn refusal_in<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a Refusal> {
+pub(crate) fn refusal_in<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a Refusal> {
     let mut cause = Some(error);
     while let Some(current) = cause {
         if let Some(refusal) = current.downcast_ref::<Refusal>() {

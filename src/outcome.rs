@@ -120,7 +120,7 @@ impl ResultDocument {
         }
     }
 
-    pub fn to_json(&self) -> Vec<u8> {
+    pub(crate) fn to_json(&self) -> Vec<u8> {
         serde_json::to_vec(self).unwrap_or_else(|e| unreachable!("a result document always serializes: {e}"))
     }
 }
@@ -142,7 +142,7 @@ pub fn canceled(request_id: RequestId) -> serde_json::Value {
 
 /// What a stored document says about how its request ended: its status and error code.
 #[derive(Debug, Clone, Deserialize)]
-pub struct Ending {
+pub(crate) struct Ending {
     pub status: Status,
     #[serde(default)]
     pub error: Option<ErrorDetail>,
@@ -153,7 +153,7 @@ impl Ending {
         serde_json::from_slice(document).ok()
     }
 
-    pub fn is_canceled(&self) -> bool {
+    pub(crate) fn is_canceled(&self) -> bool {
         self.error.as_ref().is_some_and(|e| e.code == ErrorCode::Canceled)
     }
 }

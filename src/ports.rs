@@ -48,7 +48,7 @@ impl std::ops::Add for QueueCounts {
 
 /// The error an adapter's call failed with (the SDK's, SQLite's, the file system's), kept as the port error's
 /// source so nothing of its chain is lost; shared, so a batch call's one failure can fail every entry.
-pub type Cause = Arc<dyn std::error::Error + Send + Sync + 'static>;
+pub(crate) type Cause = Arc<dyn std::error::Error + Send + Sync + 'static>;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum QueueError {
@@ -69,7 +69,7 @@ impl QueueError {
     }
 
     /// `context` followed by `source`'s whole chain, and `source` kept.
-    pub fn caused(context: &str, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+    pub(crate) fn caused(context: &str, source: impl std::error::Error + Send + Sync + 'static) -> Self {
         let context = format!("{context}: {}", crate::error_chain::describe(&source));
         QueueError::Unavailable { context, source: Some(Arc::new(source)) }
     }
@@ -77,7 +77,7 @@ impl QueueError {
 
 /// The queues' maxReceiveCount unless one is configured (the template's redrive policy): the attempt with this
 /// receive count is a message's last.
-pub const DEFAULT_MAX_RECEIVE_COUNT: u32 = 3;
+pub(crate) const DEFAULT_MAX_RECEIVE_COUNT: u32 = 3;
 
 /// An SQS-like queue: at-least-once delivery, visibility timeout, dead-letter redrive.
 #[async_trait]
@@ -114,7 +114,7 @@ impl StoreError {
     }
 
     /// `context` followed by `source`'s whole chain, and `source` kept.
-    pub fn caused(context: &str, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+    pub(crate) fn caused(context: &str, source: impl std::error::Error + Send + Sync + 'static) -> Self {
         let context = format!("{context}: {}", crate::error_chain::describe(&source));
         StoreError { context, source: Some(Arc::new(source)) }
     }
@@ -207,7 +207,7 @@ impl FleetError {
     }
 
     /// `context` followed by `source`'s whole chain, and `source` kept.
-    pub fn caused(context: &str, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+    pub(crate) fn caused(context: &str, source: impl std::error::Error + Send + Sync + 'static) -> Self {
         let context = format!("{context}: {}", crate::error_chain::describe(&source));
         FleetError { context, source: Some(Arc::new(source)) }
     }

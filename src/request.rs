@@ -11,13 +11,13 @@ use crate::vocabulary::{Priority, Tier};
 /// Largest request accepted, equal to SQS's MaximumMessageSize.
 pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
 pub const MAX_TOKENS_LIMIT: u32 = 2048;
-pub const DEFAULT_MAX_TOKENS: u32 = 256;
-pub const DEFAULT_TEMPERATURE: f64 = 0.7;
-pub const DEFAULT_TOP_P: f64 = 1.0;
+pub(crate) const DEFAULT_MAX_TOKENS: u32 = 256;
+pub(crate) const DEFAULT_TEMPERATURE: f64 = 0.7;
+pub(crate) const DEFAULT_TOP_P: f64 = 1.0;
 /// Longest deadline, counted from acceptance.
-pub const MAX_DEADLINE_SECONDS: f64 = 24.0 * 3600.0;
+pub(crate) const MAX_DEADLINE_SECONDS: f64 = 24.0 * 3600.0;
 /// Longest callback URL.
-pub const MAX_CALLBACK_URL_CHARS: usize = 2048;
+pub(crate) const MAX_CALLBACK_URL_CHARS: usize = 2048;
 
 /// The fields a request may have; any other is refused by name.
 pub const FIELDS: [&str; 11] = [
@@ -73,7 +73,7 @@ pub struct ChatMessage {
 
 impl Input {
     /// Length in characters, as the routing thresholds count it.
-    pub fn char_count(&self) -> usize {
+    pub(crate) fn char_count(&self) -> usize {
         match self {
             Input::Prompt(prompt) => prompt.chars().count(),
             Input::Messages(messages) => messages.iter().map(|m| m.content.chars().count()).sum(),
@@ -221,7 +221,7 @@ impl InferenceRequest {
     }
 
     /// True once the deadline, if any, is not after `now`.
-    pub fn expired_at(&self, now: DateTime<Utc>) -> bool {
+    pub(crate) fn expired_at(&self, now: DateTime<Utc>) -> bool {
         self.deadline.is_some_and(|deadline| deadline <= now)
     }
 
@@ -443,7 +443,7 @@ fn clip(value: &Value) -> String {
 }
 
 /// `text` cut to `max` characters, with an ellipsis when cut: error messages quote what they refuse.
-pub fn shorten(text: &str, max: usize) -> String {
+pub(crate) fn shorten(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((end, _)) => format!("{}…", &text[..end]),
         None => text.to_owned(),

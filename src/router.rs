@@ -27,11 +27,11 @@ use crate::routing::{self, Reason, RoutingConfig};
 use crate::vocabulary::{Lanes, PerTier, Priority, Tier};
 
 /// Where the local HTTP server listens unless told.
-pub const DEFAULT_LISTEN_ADDR: &str = "127.0.0.1:8080";
+pub(crate) const DEFAULT_LISTEN_ADDR: &str = "127.0.0.1:8080";
 /// Most requests in one POST /infer/batch.
-pub const MAX_BATCH_REQUESTS: usize = 100;
+pub(crate) const MAX_BATCH_REQUESTS: usize = 100;
 /// Largest POST /infer/batch body (under Lambda's 6 MB invocation payload).
-pub const MAX_BATCH_BYTES: usize = 5 * 1024 * 1024;
+pub(crate) const MAX_BATCH_BYTES: usize = 5 * 1024 * 1024;
 
 /// Everything the handlers share.
 pub struct AppState {
@@ -58,7 +58,7 @@ pub fn app(state: Arc<AppState>) -> Router {
 
 /// An API failure: its status code and the `{"error": "<field>: <what is wrong>"}` body.
 #[derive(Debug)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     status: StatusCode,
     message: String,
 }

@@ -21,7 +21,7 @@ pub struct RoutingConfig {
 
 impl RoutingConfig {
     /// The seed's thresholds; the command line's defaults read them.
-    pub const DEFAULT: RoutingConfig = RoutingConfig {
+    pub(crate) const DEFAULT: RoutingConfig = RoutingConfig {
         prompt_length_threshold: 2000,
         max_tokens_threshold: 1024,
         ambiguous_min_chars: 500,
@@ -61,13 +61,13 @@ impl Reason {
 
 /// What the heuristics alone can say about a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Heuristic {
+pub(crate) enum Heuristic {
     Decided(Tier, Reason),
     Ambiguous,
 }
 
 /// The seed's rules in order: override → prompt length → maxTokens → ambiguous zone → small.
-pub fn heuristic(request: &InferenceRequest, config: &RoutingConfig) -> Heuristic {
+pub(crate) fn heuristic(request: &InferenceRequest, config: &RoutingConfig) -> Heuristic {
     if let Some(tier) = request.route {
         return Heuristic::Decided(tier, Reason::Override);
     }

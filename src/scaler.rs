@@ -135,22 +135,22 @@ pub struct Decision {
 }
 
 /// Messages one task should carry unless configured (the seed's QueueDepthScaleThreshold).
-pub const DEFAULT_BACKLOG_PER_TASK: u32 = 5;
+pub(crate) const DEFAULT_BACKLOG_PER_TASK: u32 = 5;
 /// Fewest and most tasks per tier unless configured (the seed's MinTaskCount, MaxTaskCount and
 /// LargeModelMaxTaskCount).
-pub const DEFAULT_MIN_TASKS: u32 = 0;
-pub const DEFAULT_MAX_TASKS: PerTier<u32> = PerTier { small: 10, large: 4 };
+pub(crate) const DEFAULT_MIN_TASKS: u32 = 0;
+pub(crate) const DEFAULT_MAX_TASKS: PerTier<u32> = PerTier { small: 10, large: 4 };
 /// GPU compute utilization (percent) above which running tasks ask for more, unless configured.
-pub const DEFAULT_UTILIZATION_TARGET: f64 = 80.0;
+pub(crate) const DEFAULT_UTILIZATION_TARGET: f64 = 80.0;
 /// Seconds between two decisions of the local loop unless configured (the template's schedule: every minute).
-pub const DEFAULT_INTERVAL_SECONDS: u64 = 60;
+pub(crate) const DEFAULT_INTERVAL_SECONDS: u64 = 60;
 
 /// GPU compute utilization (percent) at or below which a GPU counts as idle.
-pub const IDLE_UTILIZATION: f64 = 1.0;
+pub(crate) const IDLE_UTILIZATION: f64 = 1.0;
 
 /// Failed task starts in a row, with no task running, after which the scaler stops asking for capacity (as
 /// ECS's deployment circuit breaker, whose smallest threshold is 3).
-pub const START_FAILURES_TO_STOP: u32 = 3;
+pub(crate) const START_FAILURES_TO_STOP: u32 = 3;
 
 /// The decision for one tier; see the module documentation for the formula and why.
 pub fn decide(readings: &Readings, policy: &ScalingPolicy) -> Decision {
@@ -188,7 +188,7 @@ pub struct ScaledTier {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ReadingError {
+pub(crate) enum ReadingError {
     #[error(transparent)]
     Queue(#[from] QueueError),
     #[error(transparent)]
@@ -208,7 +208,7 @@ pub struct TierReport {
 
 impl TierReport {
     /// Why nothing was published for this tier, if it was not.
-    pub fn unread_error(&self) -> Option<&str> {
+    pub(crate) fn unread_error(&self) -> Option<&str> {
         match &self.outcome {
             TierOutcome::Unread { error } => Some(error),
             TierOutcome::Decided { .. } => None,

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use crate::ports::{Message, Queue, QueueCounts, QueueError};
 
 /// It hands out no message, so no receipt of its own can be valid: receipt calls answer `ReceiptExpired`.
-pub struct SharedLane {
+pub(crate) struct SharedLane {
     normal: Arc<dyn Queue>,
 }
 

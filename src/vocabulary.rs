@@ -34,7 +34,7 @@ impl Tier {
 
     /// How long a received message stays invisible unless configured: longer on the large tier, whose
     /// generations are slower (the seed's queues: 300 s and 600 s).
-    pub fn default_visibility_timeout(self) -> Duration {
+    pub(crate) fn default_visibility_timeout(self) -> Duration {
         Duration::from_secs(match self {
             Tier::Small => 300,
             Tier::Large => 600,
@@ -63,7 +63,7 @@ impl<T> PerTier<T> {
         }
     }
 
-    pub fn get_mut(&mut self, tier: Tier) -> &mut T {
+    pub(crate) fn get_mut(&mut self, tier: Tier) -> &mut T {
         match tier {
             Tier::Small => &mut self.small,
             Tier::Large => &mut self.large,
@@ -98,7 +98,7 @@ impl Priority {
         }
     }
 
-    pub fn is_normal(&self) -> bool {
+    pub(crate) fn is_normal(&self) -> bool {
         *self == Priority::Normal
     }
 }
@@ -124,7 +124,7 @@ impl<T> Lanes<T> {
         }
     }
 
-    pub fn get_mut(&mut self, lane: Priority) -> &mut T {
+    pub(crate) fn get_mut(&mut self, lane: Priority) -> &mut T {
         match lane {
             Priority::High => &mut self.high,
             Priority::Normal => &mut self.normal,

@@ -25,14 +25,14 @@ use crate::request_id::RequestId;
 use crate::vocabulary::Tier;
 
 /// First wait between two attempts; it doubles up to [`MAX_BACKOFF`].
-pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
-pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+pub(crate) const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// How long a stopping worker waits for deliveries still in progress.
-pub const DRAIN_GRACE: Duration = Duration::from_secs(10);
+pub(crate) const DRAIN_GRACE: Duration = Duration::from_secs(10);
 /// How long one callback is retried unless configured.
-pub const DEFAULT_RETRY_SECONDS: u64 = 300;
+pub(crate) const DEFAULT_RETRY_SECONDS: u64 = 300;
 /// Longest wait for one attempt's answer.
-pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The signing key shared with receivers.
 #[derive(Clone, PartialEq, Eq)]

@@ -23,17 +23,17 @@ use crate::webhook::{Callback, DRAIN_GRACE, Webhooks};
 
 /// The worker's defaults: `WorkerConfig::new` and the command line (`cmd::args::TuningArgs`) both read them.
 pub mod defaults {
-    pub const CONCURRENCY: u32 = 8;
+    pub(crate) const CONCURRENCY: u32 = 8;
     pub const WAIT_TIME_SECONDS: u64 = 20;
-    pub const RETRY_BASE_SECONDS: f64 = 2.0;
-    pub const ENGINE_LOSS_WINDOW_SECONDS: u64 = 30;
-    pub const CANCEL_POLL_SECONDS: f64 = 5.0;
+    pub(crate) const RETRY_BASE_SECONDS: f64 = 2.0;
+    pub(crate) const ENGINE_LOSS_WINDOW_SECONDS: u64 = 30;
+    pub(crate) const CANCEL_POLL_SECONDS: f64 = 5.0;
     pub const DRAIN_TIMEOUT_SECONDS: u64 = 100;
-    pub const TASK_ARN: &str = "local";
+    pub(crate) const TASK_ARN: &str = "local";
 }
 
 /// How often the engine's health is probed, before receiving and all along.
-pub const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {

@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 /// DCGM field id of a GPU's XID errors (`DCGM_FI_DEV_XID_ERRORS`): injecting a value there is an XID.
-pub const XID_FIELD_ID: u32 = 230;
+pub(crate) const XID_FIELD_ID: u32 = 230;
 
 /// XIDs that ECS Managed Instances treats as a GPU impairment and repairs by replacing the instance: the table
 /// "Monitored XID error codes" of the ECS Developer Guide's "GPU auto repair for Amazon ECS managed instances"
@@ -45,7 +45,7 @@ pub fn critical_xid_list() -> String {
 }
 
 /// What `xid` means, if ECS auto-repair acts on it.
-pub fn critical_xid(xid: u32) -> Option<&'static str> {
+pub(crate) fn critical_xid(xid: u32) -> Option<&'static str> {
     CRITICAL_XIDS.iter().find(|(critical, _)| *critical == xid).map(|(_, meaning)| *meaning)
 }
 
@@ -192,7 +192,7 @@ pub fn parse_discovery(output: &str) -> Vec<Gpu> {
 }
 
 /// The GPU with id `gpu` in `dcgmi discovery -l` output.
-pub fn find_gpu(discovery: &str, gpu: u32) -> Result<Gpu, XidError> {
+pub(crate) fn find_gpu(discovery: &str, gpu: u32) -> Result<Gpu, XidError> {
     let gpus = parse_discovery(discovery);
     gpus.iter().find(|listed| listed.id == gpu).cloned().ok_or_else(|| XidError::UnknownGpu {
         gpu,
@@ -206,7 +206,7 @@ pub fn find_gpu(discovery: &str, gpu: u32) -> Result<Gpu, XidError> {
 
 /// The host's DCGM as seen from a container with the host's root filesystem at `host_root`.
 #[derive(Debug, Clone)]
-pub struct HostDcgm {
+pub(crate) struct HostDcgm {
     /// The host's `/` (with pidMode host: `/proc/1/root`).
     pub host_root: PathBuf,
     /// dcgmi, as a path inside the host root.
@@ -234,7 +234,7 @@ impl HostDcgm {
     }
 
     /// The command that runs dcgmi with `args` in the host root, as one would type it.
-    pub fn command_line(&self, args: &[String]) -> String {
+    pub(crate) fn command_line(&self, args: &[String]) -> String {
         let chroot = self.chroot_program.as_deref().unwrap_or(Path::new("chroot"));
         let mut words = vec![chroot.display().to_string(), self.host_root.display().to_string()];
         words.push(self.dcgmi.display().to_string());
@@ -243,12 +243,12 @@ impl HostDcgm {
     }
 
     /// `path` (absolute inside the host root) as seen from here.
-    pub fn on_host(&self, path: &Path) -> PathBuf {
+    pub(crate) fn on_host(&self, path: &Path) -> PathBuf {
         self.host_root.join(path.strip_prefix("/").unwrap_or(path))
     }
 
     /// Checks that the host root, dcgmi and nv-hostengine's socket are there, then enters the host root.
-    pub fn enter(&self) -> Result<EnteredHost<'_>, XidError> {
+    pub(crate) fn enter(&self) -> Result<EnteredHost<'_>, XidError> {
         let root = &self.host_root;
         match std::fs::metadata(root) {
             Ok(found) if found.is_dir() => {}
@@ -275,7 +275,7 @@ impl HostDcgm {
 
 /// The host's DCGM after [`HostDcgm::enter`]: dcgmi can run.
 #[derive(Debug)]
-pub struct EnteredHost<'a> {
+pub(crate) struct EnteredHost<'a> {
     host: &'a HostDcgm,
 }
 

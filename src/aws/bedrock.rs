@@ -11,7 +11,7 @@ use crate::error_chain::describe;
 use crate::ports::{Classifier, ClassifyError};
 use crate::vocabulary::Tier;
 
-pub const DEFAULT_MODEL_ID: &str = "amazon.nova-micro-v1:0";
+pub(crate) const DEFAULT_MODEL_ID: &str = "amazon.nova-micro-v1:0";
 
 #[derive(Debug, Clone)]
 pub struct BedrockClassifier {

@@ -13,7 +13,7 @@ use crate::ports::{FleetError, GpuUtilization, Service};
 const LOOKBACK: Duration = Duration::from_secs(5 * 60);
 
 #[derive(Debug, Clone)]
-pub struct ContainerInsightsGpu {
+pub(crate) struct ContainerInsightsGpu {
     client: Client,
 }
 

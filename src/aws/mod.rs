@@ -25,7 +25,7 @@ pub async fn sdk_config(endpoint: Option<&str>) -> SdkConfig {
 }
 
 /// True when requests go to an endpoint other than AWS's own (then S3 needs path-style addressing).
-pub fn endpoint_overridden(config: &SdkConfig, service_env: &str) -> bool {
+pub(crate) fn endpoint_overridden(config: &SdkConfig, service_env: &str) -> bool {
     config.endpoint_url().is_some()
         || std::env::var_os("AWS_ENDPOINT_URL").is_some()
         || std::env::var_os(format!("AWS_ENDPOINT_URL_{service_env}")).is_some()

@@ -9,7 +9,7 @@ use crate::request_id::RequestId;
 /// Sends result documents as messages. A queue cannot be asked whether a result exists or what it
 /// says, so the worker always runs the request and GET /results cannot read it back.
 #[derive(Debug, Clone)]
-pub struct SqsResults {
+pub(crate) struct SqsResults {
     queue: SqsQueue,
     url: String,
 }

@@ -51,7 +51,7 @@ pub enum QueueSource {
 }
 
 impl QueueSource {
-    pub fn from_url(url: Option<String>, dead_letter_url: Option<String>) -> Self {
+    pub(crate) fn from_url(url: Option<String>, dead_letter_url: Option<String>) -> Self {
         match url.filter(|u| !u.trim().is_empty()) {
             Some(url) => QueueSource::Sqs { url, dead_letter_url: dead_letter_url.filter(|u| !u.trim().is_empty()) },
             None => QueueSource::Embedded,
@@ -76,7 +76,7 @@ impl QueueSource {
         Ok(Lanes { high, normal })
     }
 
-    pub fn is_embedded(&self) -> bool {
+    pub(crate) fn is_embedded(&self) -> bool {
         *self == QueueSource::Embedded
     }
 }
@@ -158,7 +158,7 @@ impl Wiring {
 }
 
 /// Refuses a worker on SQS without a dead-letter queue: malformed messages would have nowhere to go.
-pub fn require_dead_letter(sources: &Lanes<QueueSource>) -> anyhow::Result<()> {
+pub(crate) fn require_dead_letter(sources: &Lanes<QueueSource>) -> anyhow::Result<()> {
     if let QueueSource::Sqs { dead_letter_url: None, .. } = sources.normal {
         bail!("REQUEST_QUEUE_URL is set but DLQ_URL is not: set DLQ_URL to the dead-letter queue's URL");
     }

@@ -14,8 +14,8 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
 /// First wait between two looks for a result; it grows by half up to [`MAX_POLL`].
-pub const FIRST_POLL: Duration = Duration::from_millis(500);
-pub const MAX_POLL: Duration = Duration::from_secs(5);
+pub(crate) const FIRST_POLL: Duration = Duration::from_millis(500);
+pub(crate) const MAX_POLL: Duration = Duration::from_secs(5);
 
 /// Why a command failed, by what the caller can do about it; each has its exit status.
 #[derive(Debug, thiserror::Error)]
@@ -48,7 +48,7 @@ impl ClientError {
     }
 
     /// The error a finished document stands for, if it is an error document.
-    pub fn from_document(document: &Value) -> Option<Self> {
+    pub(crate) fn from_document(document: &Value) -> Option<Self> {
         (document["status"] != "success").then(|| ClientError::Failed {
             request_id: document["requestId"].as_str().unwrap_or_default().to_owned(),
             code: document["error"]["code"].as_str().unwrap_or("unknown").to_owned(),
@@ -66,7 +66,7 @@ pub struct Signer {
 
 impl Signer {
     /// Reads credentials and region the standard way (environment, profile, SSO, container, instance).
-    pub async fn from_environment() -> Result<Self, ClientError> {
+    pub(crate) async fn from_environment() -> Result<Self, ClientError> {
         let sdk = crate::aws::sdk_config(None).await;
         let region = sdk
             .region()

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cmd::client::{Client, ClientError, Signer};
 
 /// The exit statuses `ClientError::exit_code` gives, as `--help` shows them.
-pub const EXIT_STATUS: &str = "\
+pub(crate) const EXIT_STATUS: &str = "\
 Exit status:
   0  success: the result text (or, with --json, the document) is printed
   1  anything else: the router unreachable or failing (5xx), no AWS credentials for --sigv4
@@ -46,7 +46,7 @@ impl ClientArgs {
 
     /// Waits for `request_id`'s document (or stops at `shutdown`), prints it, and turns an error document
     /// into its error.
-    pub async fn wait_and_print(
+    pub(crate) async fn wait_and_print(
         &self,
         client: &Client,
         request_id: &str,
@@ -60,7 +60,7 @@ impl ClientArgs {
     }
 
     /// Prints the text of a success document (the whole document with --json); an error document is its error.
-    pub fn print(&self, document: &Value) -> Result<(), ClientError> {
+    pub(crate) fn print(&self, document: &Value) -> Result<(), ClientError> {
         if self.json {
             println!("{}", serde_json::to_string_pretty(document).unwrap_or_default());
         }

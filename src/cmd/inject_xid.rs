@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::xid::{HostDcgm, Injection, critical_xid_list, discovery_args, find_gpu};
 
 /// The exit statuses `XidError::exit_code` gives, as `--help` shows them.
-pub const EXIT_STATUS: &str = "\
+pub(crate) const EXIT_STATUS: &str = "\
 Exit status:
   0  injected (with --dry-run: the commands printed, nothing run)
   1  dcgmi ran but failed: nv-hostengine refused the injection or did not answer

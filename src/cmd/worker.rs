@@ -95,7 +95,7 @@ pub async fn run(mut config: Config, shutdown: CancellationToken) -> anyhow::Res
 }
 
 /// The error a worker pool ends with when its engine is lost (the exit status makes ECS replace the task).
-pub fn engine_lost(config: &WorkerConfig, engine_url: &str, released: usize) -> anyhow::Error {
+pub(crate) fn engine_lost(config: &WorkerConfig, engine_url: &str, released: usize) -> anyhow::Error {
     anyhow!(
         "{} tier: the engine at {engine_url} failed its health probe for {} s; released {released} unfinished \
          message(s) back to the queue and stopped",

@@ -15,10 +15,10 @@ use store::FileStore;
 use crate::ports::{DEFAULT_MAX_RECEIVE_COUNT, QueueError, StoreError};
 use crate::vocabulary::{Lanes, Priority, Tier};
 
-pub const DEAD_LETTER_QUEUE: &str = "dead-letter";
+pub(crate) const DEAD_LETTER_QUEUE: &str = "dead-letter";
 
 /// Where the embedded backends live when no data directory is given.
-pub const DEFAULT_DATA_DIR: &str = ".gpuinfer";
+pub(crate) const DEFAULT_DATA_DIR: &str = ".gpuinfer";
 
 /// The embedded queue of one lane of a tier: the tier's name, with `-high` for the high lane.
 pub fn queue_name(tier: Tier, lane: Priority) -> String {

@@ -69,7 +69,7 @@ pub struct ScalingRule {
 
 impl ScalingRule {
     /// The change this rule asks for given the metric's datapoints so far, if its alarm is in ALARM.
-    pub fn triggered(&self, datapoints: &[f64]) -> Option<i64> {
+    pub(crate) fn triggered(&self, datapoints: &[f64]) -> Option<i64> {
         let latest = datapoints.last()?;
         self.alarm.in_alarm(datapoints).then(|| self.policy.adjustment(latest - self.alarm.threshold)).flatten()
     }

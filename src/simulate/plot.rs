@@ -12,7 +12,7 @@ use crate::vocabulary::Tier;
 
 /// One tier's samples under each policy.
 #[derive(Debug, Clone, Copy)]
-pub struct TierSeries<'a> {
+pub(crate) struct TierSeries<'a> {
     pub tier: Tier,
     pub seed: &'a [Sample],
     pub ours: &'a [Sample],
@@ -20,7 +20,7 @@ pub struct TierSeries<'a> {
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot draw {path}: {detail}")]
-pub struct PlotError {
+pub(crate) struct PlotError {
     path: String,
     detail: String,
 }
@@ -28,7 +28,7 @@ pub struct PlotError {
 const SEED_COLOR: RGBColor = RGBColor(214, 39, 40);
 const OURS_COLOR: RGBColor = RGBColor(31, 119, 180);
 
-pub fn write_svg(path: &Path, tiers: &[TierSeries<'_>]) -> Result<(), PlotError> {
+pub(crate) fn write_svg(path: &Path, tiers: &[TierSeries<'_>]) -> Result<(), PlotError> {
     draw(path, tiers).map_err(|e| PlotError { path: path.display().to_string(), detail: e.to_string() })
 }
 

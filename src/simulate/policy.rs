@@ -26,7 +26,7 @@ pub enum PolicyKind {
 }
 
 impl PolicyKind {
-    pub const BOTH: [PolicyKind; 2] = [PolicyKind::Seed, PolicyKind::Ours];
+    pub(crate) const BOTH: [PolicyKind; 2] = [PolicyKind::Seed, PolicyKind::Ours];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -99,7 +99,7 @@ impl Policy {
 }
 
 /// The seed's metric: max(visible / threshold, GPU memory / 80), memory 0 when there is no datapoint.
-pub fn seed_metric(visible: u64, gpu_memory_percent: Option<f64>, threshold: u32) -> f64 {
+pub(crate) fn seed_metric(visible: u64, gpu_memory_percent: Option<f64>, threshold: u32) -> f64 {
     (visible as f64 / f64::from(threshold)).max(gpu_memory_percent.unwrap_or(0.0) / 80.0).max(0.0)
 }
 

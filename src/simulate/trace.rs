@@ -35,7 +35,7 @@ impl std::fmt::Display for Traffic {
 }
 
 /// One arrival; `tier` is None when the trace does not say.
-pub type RawArrival = (Millis, Option<Tier>);
+pub(crate) type RawArrival = (Millis, Option<Tier>);
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("line {line}: {problem} (expected `seconds` or `seconds,tier`, e.g. `12.5,large`)")]
