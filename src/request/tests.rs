@@ -1,9 +1,10 @@
 //! Table tests of the request contract: every validation rule, its error text, and the queue body.
 
-use crate::request::{InferenceRequest, Input, Intake, MAX_REQUEST_BYTES, RequestError};
-use crate::vocabulary::{Priority, Tier};
 use chrono::{DateTime, Utc};
 use serde_json::json;
+
+use crate::request::{InferenceRequest, Input, Intake, MAX_REQUEST_BYTES, RequestError};
+use crate::vocabulary::{Priority, Tier};
 
 const ID: &str = "550e8400-e29b-41d4-a716-446655440000";
 

@@ -1,14 +1,16 @@
 //! Routing: every branch of the heuristics at the seed's threshold edges, and the classifier's fallbacks.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::json;
+use tokio::time::Instant;
 
 use crate::classifier::parse_answer;
 use crate::ports::{Classifier, ClassifyError};
 use crate::request::{InferenceRequest, Intake};
 use crate::routing::{Heuristic, Reason, RoutingConfig, heuristic, route};
 use crate::vocabulary::Tier;
-use async_trait::async_trait;
-use serde_json::json;
 
 fn request(chars: usize, max_tokens: u32, route: Option<&str>) -> InferenceRequest {
     let mut body = json!({"prompt": "x".repeat(chars), "maxTokens": max_tokens});
@@ -68,7 +70,8 @@ impl Classifier for Fixed {
     }
 }
 
-#[tokio::test]
+/// In paused time: the 30 s classifier and the 200 s budget cost no real time, and the clock is exact.
+#[tokio::test(start_paused = true)]
 async fn ambiguous_requests_ask_the_classifier_and_fall_back_to_small() {
     let config = RoutingConfig { classifier_timeout: Duration::from_millis(200), ..Default::default() };
     let ambiguous = request(800, 100, None);
@@ -81,16 +84,16 @@ async fn ambiguous_requests_ask_the_classifier_and_fall_back_to_small() {
     let slow = Fixed(Ok(Tier::Large), Duration::from_secs(30));
     let started = Instant::now();
     assert_eq!(route(&ambiguous, &config, Some(&slow)).await, (Tier::Small, Reason::ClassifierFallback));
-    assert!(started.elapsed() < Duration::from_secs(2), "the timeout bounds the wait");
+    assert_eq!(started.elapsed(), Duration::from_millis(200), "the timeout bounds the wait, exactly");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn decided_requests_never_reach_the_classifier() {
     let config = RoutingConfig::default();
     let never = Fixed(Err("must not be called"), Duration::from_secs(30));
     let started = Instant::now();
     assert_eq!(route(&request(10, 10, None), &config, Some(&never)).await, (Tier::Small, Reason::Short));
-    assert!(started.elapsed() < Duration::from_secs(1));
+    assert_eq!(started.elapsed(), Duration::ZERO, "no time spent: the classifier was not asked");
 }
 
 #[test]

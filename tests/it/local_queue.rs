@@ -1,6 +1,6 @@
 //! The embedded queue keeps the SQS semantics the worker relies on, across reopenings of its file.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use gpuinfer::local::LocalBackends;
 use gpuinfer::ports::{Queue, QueueCounts, QueueError};
@@ -36,23 +36,24 @@ async fn receive_hides_messages_until_the_visibility_timeout() {
     assert!(again.iter().all(|m| m.receive_count == 2));
 }
 
-#[tokio::test]
+/// In paused time, so the waits are exact and cost no real time.
+#[tokio::test(start_paused = true)]
 async fn long_poll_wakes_on_send_and_returns_empty_after_the_wait() {
     let dir = tempfile::tempdir().unwrap();
     let (_b, queue) = open(dir.path(), Duration::from_secs(30), 3);
-    let started = Instant::now();
+    let started = tokio::time::Instant::now();
     assert!(queue.receive(1, Duration::from_millis(300)).await.unwrap().is_empty());
-    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_eq!(started.elapsed(), Duration::from_millis(300), "an empty long poll lasts its whole wait");
 
     let sender = std::sync::Arc::clone(&queue);
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(100)).await;
         sender.send("late").await.unwrap();
     });
-    let started = Instant::now();
+    let started = tokio::time::Instant::now();
     let got = queue.receive(1, Duration::from_secs(10)).await.unwrap();
     assert_eq!(got[0].body, "late");
-    assert!(started.elapsed() < Duration::from_secs(1), "woken by the send, not the wait");
+    assert_eq!(started.elapsed(), Duration::from_millis(100), "woken by the send, not the wait");
 }
 
 #[tokio::test]
