@@ -29,9 +29,9 @@
 //! scale-in alarm (< 1 for the whole idle window) removes 1 − metric. Because the difference is taken from
 //! the *desired* count, tasks still cold-starting already count, so an alarm that fires again next minute
 //! asks only for what is still missing and never piles tasks up. The alarms and steps template.yaml must
-//! implement are in README.md ("Alarms and step scaling").
+//! implement are in docs/scaling.md ("Alarms and step scaling").
 //!
-//! # What each term guarantees (DESIGN.md §5)
+//! # What each term guarantees (the promises in docs/scaling.md)
 //!
 //! - (a) one message on a tier at zero tasks: TasksNeeded 1, metric 2.0: one task within one period.
 //! - (b) nothing queued or in flight and idle GPUs: TasksNeeded = MinTasks, so the metric stays below 1

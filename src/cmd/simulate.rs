@@ -219,7 +219,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     println!("{}\n", report::table(&columns));
     println!("cost of every tier: seed ${:.2}, ours ${:.2}", totals[0], totals[1]);
     println!(
-        "scaler period {} s, retention {:.0} h; see README.md \"Scaling\" for the model",
+        "scaler period {} s, retention {:.0} h; see docs/scaling.md for the model",
         config.timing.period / SECOND,
         config.timing.retention as f64 / HOUR as f64
     );

@@ -2,7 +2,7 @@
 //! - the seed's, as its template and metric Lambda publish them: max(visible / threshold, GPU memory / 80),
 //!   one task more when above 1.0 for a period (cooldown 120 s small, 180 s large), one task fewer when
 //!   below 0.1 for the whole idle window;
-//! - ours: `scaler::decide`'s metric, with the alarms README.md specifies for template.yaml: as many tasks
+//! - ours: `scaler::decide`'s metric, with the alarms docs/scaling.md specifies for template.yaml: as many tasks
 //!   as metric − 1 says, up to `LARGEST_STEP` per step, in both directions.
 //!
 //! Both use the tier's idle window (scale-in evaluation periods) and scale-in cooldown.

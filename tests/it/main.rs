@@ -12,6 +12,7 @@ mod aws_rules;
 mod bedrock;
 mod cli;
 mod deletes;
+mod docs;
 mod e2e_dev;
 mod engine_client;
 mod engine_loss;

@@ -90,7 +90,7 @@ fn queues_and_alarms_keep_the_samples_names() {
 }
 
 /// The sample scales the small tier in with a 300 s cooldown (a parameter) and the large one with 600 s; so do the
-/// template and README.
+/// template and docs/scaling.md.
 #[test]
 fn scale_in_cooldowns_are_the_samples_and_readme_says_the_same() {
     let t = template();
@@ -102,8 +102,8 @@ fn scale_in_cooldowns_are_the_samples_and_readme_says_the_same() {
         assert_eq!(cooldown, &json!({"Ref": parameter}), "{policy}");
         assert_eq!(t["Parameters"][parameter]["Default"], default, "{parameter}");
     }
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
-    assert!(readme.contains("`ScaleDownCooldownSeconds` 300 / `LargeModelScaleDownCooldownSeconds` 600"));
+    let scaling = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/scaling.md")).unwrap();
+    assert!(scaling.contains("`ScaleDownCooldownSeconds` 300 / `LargeModelScaleDownCooldownSeconds` 600"));
 }
 
 /// The sample's dashboard panels stay beside gpuinfer's: desired vs running tasks and GPU memory per tier, latency
