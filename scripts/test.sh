@@ -29,7 +29,7 @@ finish() {
     scripts/local-engine.sh stop --port "$ENGINE_PORT" || true
     scripts/aws-emulator.sh stop --port "$MOTO_PORT" || true
     if [[ -s $GPUINFER_FIGURES ]]; then
-        step "reliability figures (README: Reliability)"
+        step "reliability figures (docs/reliability.md)"
         sort "$GPUINFER_FIGURES"
     fi
     rm -f "$GPUINFER_FIGURES"

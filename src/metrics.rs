@@ -136,8 +136,10 @@ impl Emf {
     pub(crate) fn emit(&self, dimensions: &[(&str, &str)], metrics: &[Metric]) {
         let Some(out) = &self.out else { return };
         let line = emf_line(chrono::Utc::now().timestamp_millis(), dimensions, metrics);
+        // One write of the whole line: two processes appending to one file never interleave inside a line.
+        let line = format!("{line}\n");
         if let Ok(mut out) = out.lock() {
-            let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+            let _ = out.write_all(line.as_bytes()).and_then(|()| out.flush());
         }
     }
 }

@@ -1,11 +1,16 @@
 //! Where outbound callbacks may go: the URL rules the router checks when a request arrives, and the DNS resolver
 //! the webhook client connects through, which resolves the host and refuses it when any address is blocked.
 //!
-//! Never reachable: link-local addresses (169.254.0.0/16, fe80::/10: the instance metadata service and the ECS
-//! task metadata endpoint live there), AWS's IPv6 metadata address fd00:ec2::254, unspecified, multicast and
-//! reserved addresses. Reachable only when the operator allows private targets: loopback (127.0.0.0/8, ::1),
-//! private networks (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16), shared address space (100.64.0.0/10) and
-//! unique-local IPv6 (fc00::/7).
+//! The address rules follow IANA's IPv4 and IPv6 Special-Purpose Address Registries. Never reachable: link-local
+//! addresses (169.254.0.0/16, fe80::/10: the instance metadata service and the ECS task metadata endpoint live
+//! there), AWS's IPv6 metadata address fd00:ec2::254, and every other special-purpose block that is not globally
+//! reachable (this network, IETF protocol assignments, documentation, benchmarking, the 6to4 relay anycast,
+//! reserved, multicast, broadcast; IPv6 discard-only, documentation, benchmarking, ORCHID, Teredo, NAT64
+//! local-use, SRv6 SIDs, the deprecated site-local fec0::/10). Reachable only when the operator allows private
+//! targets: loopback (127.0.0.0/8, ::1), private networks (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16), shared
+//! address space (100.64.0.0/10) and unique-local IPv6 (fc00::/7). An IPv6 address that carries an IPv4 one
+//! (IPv4-mapped ::ffff:0:0/96, IPv4-translated ::ffff:0:0:0/96, IPv4-compatible ::/96, NAT64 64:ff9b::/96, 6to4
+//! 2002::/16) is judged by the IPv4 address it carries. Port 0 is refused.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -33,6 +38,8 @@ pub enum Refusal {
     Address { host: String, address: IpAddr, kind: &'static str },
     #[error("{0} has no address")]
     NoAddress(String),
+    #[error("port 0 is not a port a callback can be sent to")]
+    PortZero,
 }
 
 /// How far an address is reachable.
@@ -49,6 +56,9 @@ impl OutboundPolicy {
     pub(crate) fn check_url(&self, url: &Url) -> Result<(), Refusal> {
         if url.scheme() != "https" && !self.allow_http {
             return Err(Refusal::Http);
+        }
+        if url.port() == Some(0) {
+            return Err(Refusal::PortZero);
         }
         let host = url.host_str().unwrap_or_default();
         match host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
@@ -120,15 +130,30 @@ pub(crate) fn refusal_in<'a>(error: &'a (dyn std::error::Error + 'static)) -> Op
 fn reach(address: IpAddr) -> Reach {
     match address {
         IpAddr::V4(v4) => reach_v4(v4),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+        IpAddr::V6(v6) => match embedded_v4(v6) {
             Some(v4) => reach_v4(v4),
             None => reach_v6(v6),
         },
     }
 }
 
+/// The IPv4 address an IPv6 one carries, for the forms that route to it: IPv4-mapped (::ffff:a.b.c.d),
+/// IPv4-translated (::ffff:0:a.b.c.d), IPv4-compatible (::a.b.c.d, but not :: or ::1), NAT64's well-known prefix
+/// (64:ff9b::a.b.c.d) and 6to4 (2002:aabb:ccdd::/48).
+fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = v6.segments();
+    let last = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    match s {
+        [0, 0, 0, 0, 0, 0xffff, _, _] | [0, 0, 0, 0, 0xffff, 0, _, _] | [0x64, 0xff9b, 0, 0, 0, 0, _, _] => Some(last),
+        [0, 0, 0, 0, 0, 0, _, _] if !v6.is_unspecified() && !v6.is_loopback() => Some(last),
+        [0x2002, high, low, ..] => Some(Ipv4Addr::new((high >> 8) as u8, high as u8, (low >> 8) as u8, low as u8)),
+        _ => None,
+    }
+}
+
+/// IANA IPv4 Special-Purpose Address Registry, plus multicast and the reserved 240.0.0.0/4.
 fn reach_v4(v4: Ipv4Addr) -> Reach {
-    let [a, b, ..] = v4.octets();
+    let [a, b, c, _] = v4.octets();
     if v4.is_link_local() {
         Reach::Never("link-local (instance metadata)")
     } else if a == 0 || v4.is_broadcast() || v4.is_multicast() || a >= 240 {
@@ -139,24 +164,53 @@ fn reach_v4(v4: Ipv4Addr) -> Reach {
         Reach::Private("private-network")
     } else if a == 100 && (64..128).contains(&b) {
         Reach::Private("shared (carrier-grade NAT)")
+    } else if (a, b, c) == (192, 0, 0) {
+        Reach::Never("IETF protocol assignment")
+    } else if matches!((a, b, c), (192, 0, 2) | (198, 51, 100) | (203, 0, 113)) {
+        Reach::Never("documentation")
+    } else if a == 198 && (b == 18 || b == 19) {
+        Reach::Never("benchmarking")
+    } else if (a, b, c) == (192, 88, 99) {
+        Reach::Never("6to4 relay anycast")
     } else {
         Reach::Public
     }
 }
 
+/// IANA IPv6 Special-Purpose Address Registry (the blocks that are not globally reachable), and fec0::/10.
 fn reach_v6(v6: Ipv6Addr) -> Reach {
-    let first = v6.segments()[0];
+    let s = v6.segments();
     if v6 == METADATA_V6 {
         Reach::Never("instance metadata")
-    } else if first & 0xffc0 == 0xfe80 {
+    } else if s[0] & 0xffc0 == 0xfe80 {
         Reach::Never("link-local")
+    } else if s[0] & 0xffc0 == 0xfec0 {
+        Reach::Never("site-local")
     } else if v6.is_unspecified() || v6.is_multicast() {
         Reach::Never("unspecified or multicast")
     } else if v6.is_loopback() {
         Reach::Private("loopback")
-    } else if first & 0xfe00 == 0xfc00 {
+    } else if s[0] & 0xfe00 == 0xfc00 {
         Reach::Private("unique-local")
+    } else if matches!(s, [0x100, 0, 0, 0, ..]) {
+        Reach::Never("discard-only")
+    } else if (s[0], s[1]) == (0x2001, 0xdb8) || (s[0] == 0x3fff && s[1] & 0xf000 == 0) {
+        Reach::Never("documentation")
+    } else if (s[0], s[1], s[2]) == (0x2001, 2, 0) {
+        Reach::Never("benchmarking")
+    } else if s[0] == 0x2001 && (s[1] & 0xfff0 == 0x10 || s[1] & 0xfff0 == 0x20) {
+        Reach::Never("ORCHID")
+    } else if (s[0], s[1]) == (0x2001, 0) {
+        Reach::Never("Teredo")
+    } else if (s[0], s[1], s[2]) == (0x64, 0xff9b, 1) {
+        Reach::Never("NAT64 local-use")
+    } else if s[0] == 0x5f00 {
+        Reach::Never("SRv6 SID")
     } else {
         Reach::Public
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;

@@ -133,8 +133,7 @@ impl InferenceRequest {
         if body.len() > MAX_REQUEST_BYTES {
             return Err(RequestError::TooLarge { size: body.len(), limit: MAX_REQUEST_BYTES });
         }
-        let Strict(value) =
-            serde_json::from_slice(body).map_err(|e| RequestError::invalid("body", format!("not valid JSON ({e})")))?;
+        let value = parse_json(body).map_err(|e| RequestError::invalid("body", format!("not valid JSON ({e})")))?;
         let Value::Object(object) = value else {
             return Err(RequestError::invalid("body", "must be a JSON object"));
         };
@@ -231,8 +230,13 @@ impl InferenceRequest {
     }
 }
 
-/// A JSON value in which no object names a key twice: parsers disagree on which one counts, so a
-/// request that does is ambiguous and refused.
+/// Parses a body the API takes (one request, or a batch of them) refusing any object that names a key twice:
+/// parsers disagree on which one counts, so such a body is ambiguous.
+pub(crate) fn parse_json(body: &[u8]) -> Result<Value, serde_json::Error> {
+    serde_json::from_slice(body).map(|Strict(value)| value)
+}
+
+/// A JSON value in which no object names a key twice.
 struct Strict(Value);
 
 impl<'de> Deserialize<'de> for Strict {

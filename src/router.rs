@@ -222,7 +222,7 @@ async fn infer_batch(
 
 /// The entries of a batch body: a JSON array of 1 to 100 requests.
 fn batch_entries(body: &[u8]) -> Result<Vec<Value>, ApiError> {
-    let entries = match serde_json::from_slice(body) {
+    let entries = match crate::request::parse_json(body) {
         Ok(Value::Array(entries)) => entries,
         Ok(_) => return Err(ApiError::new(StatusCode::BAD_REQUEST, "body: must be a JSON array of requests")),
         Err(e) => return Err(ApiError::new(StatusCode::BAD_REQUEST, format!("body: not valid JSON ({e})"))),

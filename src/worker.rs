@@ -388,12 +388,14 @@ where
                 tracing::warn!(request_id = %id, %tier, %error, "cannot tell whether a result exists; running the request");
             }
         }
+        // Measured now, as processing starts: the time the message waited, not the time it took.
+        let queue_wait_ms = queue_wait_ms(message);
         let processing = |started: Instant| Processing {
             request_id: id,
             tier,
             task_arn: self.config.task_arn.clone(),
             processing_time_ms: started.elapsed().as_millis() as u64,
-            queue_wait_ms: queue_wait_ms(message),
+            queue_wait_ms,
             attempts: message.receive_count,
         };
         if let Some(deadline) = request.deadline.filter(|_| request.expired_at(Utc::now())) {
@@ -426,7 +428,8 @@ where
         self.finish(&lease, &request, document).await
     }
 
-    /// Stores the document (first writer wins), deletes the message, records it and sends the callback.
+    /// Stores the document (first writer wins), deletes the message, records it and sends the callback. A document
+    /// stored first (a cancel, or another worker's result) stands: this one is neither recorded nor called back.
     async fn finish(&self, lease: &Lease, request: &InferenceRequest, document: ResultDocument) -> Disposition {
         let (id, tier) = (request.request_id, self.config.tier);
         let body = document.to_json();
@@ -437,7 +440,9 @@ where
                 }
             }
             Ok(PutOutcome::AlreadyExists) => {
-                tracing::info!(request_id = %id, %tier, "another document (a result or a cancel) was stored first");
+                tracing::info!(request_id = %id, %tier, "another document (a result or a cancel) was stored first; this one is dropped");
+                self.delete(lease).await;
+                return Disposition::AlreadyDone;
             }
             Err(error) => return self.retry_later(lease, &error.to_string()).await,
         }

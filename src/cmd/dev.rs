@@ -52,6 +52,8 @@ pub struct Args {
 }
 
 pub struct Config {
+    /// Held for the life of the process: a second `gpuinfer dev` on the same data directory is refused.
+    _lock: std::fs::File,
     listen: SocketAddr,
     data_dir: PathBuf,
     engines: PerTier<EngineConfig>,
@@ -76,7 +78,9 @@ impl Args {
         }
         let wiring = Wiring::new(self.data.data_dir.clone());
         wiring.local()?;
+        let lock = lock_data_dir(&self.data.data_dir)?;
         Ok(Config {
+            _lock: lock,
             listen: self.listen,
             data_dir: self.data.data_dir,
             engines,
@@ -148,6 +152,27 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     let _ = scaler.await;
     served?;
     lost.map_or(Ok(()), Err)
+}
+
+/// Takes `<data_dir>/dev.lock`, or says which process holds the directory and what to do.
+fn lock_data_dir(data_dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
+    let path = data_dir.join("dev.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "another gpuinfer dev is running on the data directory {} (it holds {}): stop it, or give this one \
+             its own --data-dir",
+            data_dir.display(),
+            path.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => Err(e).with_context(|| format!("cannot lock {}", path.display())),
+    }
 }
 
 fn print_banner(config: &Config, metrics_path: &std::path::Path) {

@@ -28,6 +28,30 @@ pub fn queue_name(tier: Tier, lane: Priority) -> String {
     }
 }
 
+#[cfg(unix)]
+fn make_private(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+#[cfg(unix)]
+fn warn_if_readable_by_others(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(metadata) = std::fs::metadata(dir)
+        && metadata.permissions().mode() & 0o077 != 0
+    {
+        tracing::warn!(dir = %dir.display(), mode = format!("{:o}", metadata.permissions().mode() & 0o777), "the data directory holds prompts and results and others can open it: chmod 700 it");
+    }
+}
+
+#[cfg(not(unix))]
+fn make_private(_dir: &Path) -> std::io::Result<()> {
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn warn_if_readable_by_others(_dir: &Path) {}
+
 /// The queue database and result folder of one data directory.
 #[derive(Debug, Clone)]
 pub struct LocalBackends {
@@ -46,9 +70,17 @@ pub enum OpenError {
 }
 
 impl LocalBackends {
-    /// Opens (creating if needed) `<dir>/queue.db` and `<dir>/results/`.
+    /// Opens (creating if needed) `<dir>/queue.db` and `<dir>/results/`. A directory it creates is private to its
+    /// owner (0700), as it holds prompts and results; an existing one keeps its mode (it may be shared on purpose),
+    /// with a warning when others can read it.
     pub fn open(dir: &Path) -> Result<Self, OpenError> {
-        std::fs::create_dir_all(dir).map_err(|e| OpenError::Dir(dir.display().to_string(), e))?;
+        let dir_error = |e| OpenError::Dir(dir.display().to_string(), e);
+        if dir.exists() {
+            warn_if_readable_by_others(dir);
+        } else {
+            std::fs::create_dir_all(dir).map_err(dir_error)?;
+            make_private(dir).map_err(dir_error)?;
+        }
         Ok(LocalBackends { db: QueueDb::open(&dir.join("queue.db"))?, store: Arc::new(FileStore::open(dir)?) })
     }
 

@@ -2,6 +2,7 @@
 //! timeout, receive counts, redrive to a dead-letter queue; durable across process restarts.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -21,7 +22,13 @@ const POLL_INTERVAL: Duration = Duration::from_millis(200);
 pub struct QueueDb {
     conn: Arc<Mutex<Connection>>,
     changed: Arc<Notify>,
+    /// When the write-ahead log was last folded into the file and emptied (ms since the epoch).
+    last_checkpoint_ms: Arc<AtomicI64>,
 }
+
+/// How often, at most, an empty receive folds the write-ahead log into the database file and empties it: a deleted
+/// message's body (overwritten in place by `secure_delete`) then leaves the log too.
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 
 impl std::fmt::Debug for QueueDb {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -42,12 +49,14 @@ impl QueueDb {
     pub fn open(path: &Path) -> Result<Self, QueueError> {
         let conn =
             Connection::open(path).map_err(|e| QueueError::caused(&format!("cannot open {}", path.display()), e))?;
+        // secure_delete: a deleted message's body (the prompt) is overwritten, not left in free pages of the file.
         // One plan per statement whatever its bound values: else every receive (a new `now`) prepares it again.
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true).map_err(db_error)?;
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
              PRAGMA synchronous = NORMAL;
              PRAGMA busy_timeout = 5000;
+             PRAGMA secure_delete = ON;
              CREATE TABLE IF NOT EXISTS messages (
                  id INTEGER PRIMARY KEY AUTOINCREMENT,
                  queue TEXT NOT NULL,
@@ -61,7 +70,11 @@ impl QueueDb {
              CREATE INDEX IF NOT EXISTS messages_by_visibility ON messages (queue, visible_at_ms, id);",
         )
         .map_err(db_error)?;
-        Ok(QueueDb { conn: Arc::new(Mutex::new(conn)), changed: Arc::new(Notify::new()) })
+        Ok(QueueDb {
+            conn: Arc::new(Mutex::new(conn)),
+            changed: Arc::new(Notify::new()),
+            last_checkpoint_ms: Arc::new(AtomicI64::new(0)),
+        })
     }
 
     /// A handle on one named queue of this database.
@@ -71,6 +84,21 @@ impl QueueDb {
 
     fn lock(&self) -> Result<MutexGuard<'_, Connection>, QueueError> {
         self.conn.lock().map_err(|_| QueueError::unavailable("queue database lock poisoned"))
+    }
+
+    /// Folds the write-ahead log into the file and truncates it, at most every [`CHECKPOINT_EVERY`]; a failure
+    /// (another process reading) only postpones it.
+    fn checkpoint(&self) {
+        let now = now_ms();
+        let last = self.last_checkpoint_ms.load(Ordering::Relaxed);
+        if now - last < CHECKPOINT_EVERY.as_millis() as i64
+            || self.last_checkpoint_ms.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_err()
+        {
+            return;
+        }
+        if let Ok(conn) = self.lock() {
+            let _ = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);");
+        }
     }
 }
 
@@ -186,7 +214,11 @@ impl Queue for LocalQueue {
             changed.as_mut().enable();
             let messages = self.claim(max)?;
             let now = tokio::time::Instant::now();
-            if !messages.is_empty() || now >= deadline {
+            if !messages.is_empty() {
+                return Ok(messages);
+            }
+            if now >= deadline {
+                self.db.checkpoint();
                 return Ok(messages);
             }
             let nap = POLL_INTERVAL.min(deadline - now);

@@ -232,3 +232,21 @@ async fn the_help_of_both_commands_lists_the_exit_statuses() {
         }
     }
 }
+
+/// Two `gpuinfer dev` on one data directory would share its queues and results behind each other's back: the
+/// second is refused at once, naming the directory and what to do.
+#[tokio::test]
+async fn a_second_dev_on_the_same_data_directory_is_refused() {
+    let data = tempfile::tempdir().unwrap();
+    let (_dev, engine) = pipeline(&data).await;
+    let second = std::process::Command::new(env!("CARGO_BIN_EXE_gpuinfer"))
+        .args(["dev", "--listen", &format!("127.0.0.1:{}", free_port()), "--small-engine-url", &engine.url])
+        .arg("--data-dir")
+        .arg(data.path())
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(stderr.contains("another gpuinfer dev is running on the data directory"), "{stderr}");
+    assert!(stderr.contains("--data-dir"), "{stderr}");
+}

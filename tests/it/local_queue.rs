@@ -133,3 +133,38 @@ async fn a_message_handed_back_queues_behind_those_already_waiting() {
     let order: Vec<String> = queue.receive(10, Duration::ZERO).await.unwrap().into_iter().map(|m| m.body).collect();
     assert_eq!(order, ["m1", "m2", "m0"]);
 }
+
+/// The data directory holds prompts and results: one gpuinfer creates is its owner's alone.
+#[cfg(unix)]
+#[test]
+fn a_data_directory_it_creates_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("data");
+    let _backends = LocalBackends::open(&dir).unwrap();
+    assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+}
+
+/// A prompt does not outlive its message: once deleted, its bytes are in neither the database file nor its
+/// write-ahead log after the queue next comes up empty.
+#[tokio::test]
+async fn a_deleted_message_leaves_no_trace_of_its_body_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_b, queue) = open(dir.path(), Duration::from_secs(30), 3);
+    let secret = "the-prompt-nobody-should-find-7f3a9c";
+    queue.send(secret).await.unwrap();
+    queue.send("another message still queued").await.unwrap();
+    let received = queue.receive(1, Duration::ZERO).await.unwrap();
+    queue.delete(&received[0].receipt).await.unwrap();
+    let on_disk = || {
+        ["queue.db", "queue.db-wal"]
+            .iter()
+            .filter_map(|file| std::fs::read(dir.path().join(file)).ok())
+            .any(|bytes| bytes.windows(secret.len()).any(|w| w == secret.as_bytes()))
+    };
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let rest = queue.receive(10, Duration::ZERO).await.unwrap();
+    assert_eq!(rest.len(), 1, "the other message is still there");
+    assert!(queue.receive(10, Duration::ZERO).await.unwrap().is_empty());
+    assert!(!on_disk(), "the deleted message's body is still on disk");
+}

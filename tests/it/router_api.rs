@@ -273,6 +273,8 @@ async fn a_batch_itself_must_be_an_array_of_one_to_a_hundred_requests() {
         ("[]".to_string(), "body: give 1 to 100 requests, got 0"),
         (hundred_and_one, "body: give 1 to 100 requests, got 101"),
         ("[{".to_string(), "body: not valid JSON"),
+        // One parser for /infer and /infer/batch: a key given twice is ambiguous in a batch entry too.
+        (r#"[{"prompt": "a", "prompt": "b"}]"#.to_string(), "body: not valid JSON (key \"prompt\" given twice"),
     ] {
         let (status, answer) = call(&f.state, post_to("/infer/batch", body)).await;
         assert_eq!(status, StatusCode::BAD_REQUEST);

@@ -291,6 +291,34 @@ async fn a_request_canceled_before_inference_is_never_run() {
     rig.stop().await;
 }
 
+/// A cancel stored after the engine answered but before the result: the cancel stands, and the finished generation
+/// is neither counted as a success nor logged as one.
+#[tokio::test]
+async fn a_result_that_loses_to_a_cancel_is_not_counted_as_a_success() {
+    let behavior = Behavior { latency: Duration::from_millis(400), ..Behavior::default() };
+    let rig = rig(behavior, WorkerConfig { cancel_poll: Duration::from_secs(30), ..config() }).await;
+    let id = rig.send("cancel me late").await;
+    rig.engine_called(1).await;
+    let canceled = rig.cancel(id).await;
+    rig.drained().await;
+    assert_eq!(rig.document(id).await, canceled, "the cancel stays the request's document");
+    let succeeded = rig.emf.json_lines().iter().filter(|line| line.get("RequestsSucceeded").is_some()).count();
+    assert_eq!(succeeded, 0, "a dropped result is not counted as a success");
+    rig.stop().await;
+}
+
+/// `queueWaitMs` is how long the message waited before processing began, not waiting plus processing.
+#[tokio::test]
+async fn queue_wait_excludes_the_processing_time() {
+    let behavior = Behavior { latency: Duration::from_millis(600), ..Behavior::default() };
+    let rig = rig(behavior, config()).await;
+    let id = rig.send("slow").await;
+    let document = rig.result(id).await;
+    assert!(document.processing_time_ms >= 600, "{}", document.processing_time_ms);
+    assert!(document.queue_wait_ms < 500, "queueWaitMs {} includes the 600 ms generation", document.queue_wait_ms);
+    rig.stop().await;
+}
+
 #[tokio::test]
 async fn a_cancel_during_inference_aborts_the_engine_call_and_frees_the_slot() {
     let behavior = Behavior { latency: Duration::from_secs(20), ..Behavior::default() };
