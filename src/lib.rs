@@ -7,7 +7,8 @@
 //! - `request`: the request contract and its validation (router and worker); `request_id`: ids kept as sent
 //! - `outcome`: result and error documents
 //! - `routing`: tier heuristics and the classifier call; `classifier`: the OpenAI-compatible classifier
-//! - `router`: the HTTP API; `worker`: lease → infer → store → delete
+//! - `router`: the HTTP API; `acceptance`: its record of accepted ids (retry or reuse); `worker`: lease → infer → store → delete
+//! - `http_server`: the local HTTP server (header, idle and body timeouts, connection cap, bounded shutdown)
 //! - `lanes`: priority lanes (high and normal queue per tier), their share of free slots, the lane receiver;
 //!   `shared_lane`: a high lane without a queue of its own
 //! - `webhook`: signed result callbacks; `outbound`: where callbacks may go (URL and address rules)
@@ -22,6 +23,7 @@
 //! - `error_chain`: an error and its causes on one line
 //! - `metrics`: metric names and EMF lines; `telemetry`: logging; `shutdown`: signals
 
+pub mod acceptance;
 pub mod aws;
 pub mod classifier;
 pub mod cli;
@@ -31,6 +33,7 @@ pub mod engine;
 pub mod engine_simulator;
 pub mod error_chain;
 pub mod fetch;
+pub mod http_server;
 pub mod lanes;
 pub mod local;
 pub mod metrics;

@@ -133,6 +133,13 @@ pub trait ResultStore: Send + Sync {
     async fn exists(&self, request_id: RequestId) -> Result<bool, StoreError>;
     async fn put_if_absent(&self, request_id: RequestId, document: &[u8]) -> Result<PutOutcome, StoreError>;
     async fn get(&self, request_id: RequestId) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Records, first writer wins, that the router accepted `request_id` (the record says with which request and
+    /// to which tier): how a reused id is told from a retry, and how a cancel knows the id exists. It expires
+    /// with the results.
+    async fn record_acceptance(&self, request_id: RequestId, record: &[u8]) -> Result<PutOutcome, StoreError>;
+    async fn acceptance(&self, request_id: RequestId) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Removes the record of an acceptance whose enqueue failed, so that a retry can be accepted.
+    async fn forget_acceptance(&self, request_id: RequestId) -> Result<(), StoreError>;
 }
 
 /// Engine failures, typed by what the worker must do about them.

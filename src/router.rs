@@ -17,6 +17,7 @@ use lambda_http::request::LambdaRequest;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
+use crate::acceptance::{self, Admission};
 use crate::metrics::{self, Emf, Metric};
 use crate::outbound::OutboundPolicy;
 use crate::outcome::{self, Ending};
@@ -136,22 +137,49 @@ async fn infer(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let body = read_body(&headers, body, MAX_REQUEST_BYTES).await?;
     let request = InferenceRequest::parse(&body, Intake::Api(Utc::now()))?;
+    let fingerprint = acceptance::fingerprint(&crate::request::parse_json(&body).unwrap_or_default());
     let Admitted { request, body } = admit(&state, request)?;
     let (tier, reason) = routing::route(&request, &state.routing, state.classifier.as_deref()).await;
-    lane(&state, tier, request.priority).send(&body).await.map_err(|error| {
-        tracing::error!(request_id = %request.request_id, %tier, %error, "enqueue failed");
-        ApiError::queue_unavailable()
-    })?;
+    let id = request.request_id;
+    let admission = acceptance::admit(state.store.as_ref(), id, &fingerprint, tier).await;
+    match admission.map_err(|error| ApiError::store_unavailable(id, &error))? {
+        Admission::New => {}
+        Admission::Retry(tier) => return Ok((StatusCode::ACCEPTED, Json(json!({ "requestId": id, "tier": tier })))),
+        Admission::Reused { status } => return Ok(reused(id, &status)),
+    }
+    if let Err(error) = lane(&state, tier, request.priority).send(&body).await {
+        tracing::error!(request_id = %id, %tier, %error, "enqueue failed");
+        forget(&state, id).await;
+        return Err(ApiError::queue_unavailable());
+    }
     accepted(&state, &request, tier, reason);
-    Ok((StatusCode::ACCEPTED, Json(json!({ "requestId": request.request_id, "tier": tier }))))
+    Ok((StatusCode::ACCEPTED, Json(json!({ "requestId": id, "tier": tier }))))
 }
 
-/// A batch entry that passed validation, routed to its tier.
+/// 409 for a request whose id another request holds: say where that one stands and what to do.
+fn reused(request_id: RequestId, status: &str) -> (StatusCode, Json<Value>) {
+    let error = format!(
+        "requestId: already used by another request (its status: {status}); send this one with a new requestId, or \
+         none and the router makes one"
+    );
+    (StatusCode::CONFLICT, Json(json!({ "requestId": request_id, "status": status, "error": error })))
+}
+
+/// Drops the record of an acceptance whose enqueue failed, so that the client's retry is accepted; if even that
+/// fails, the retry is answered 202 for the lost request (logged here).
+async fn forget(state: &AppState, request_id: RequestId) {
+    if let Err(error) = state.store.forget_acceptance(request_id).await {
+        tracing::error!(%request_id, %error, "could not drop the acceptance of a request that was not enqueued");
+    }
+}
+
+/// A batch entry that passed validation, routed to its tier, and what its id means.
 struct Routed {
     index: usize,
     admitted: Admitted,
     tier: Tier,
     reason: Reason,
+    admission: Result<Admission, StoreError>,
 }
 
 /// Up to 100 requests at once: each is validated, routed and answered on its own (`results[i]` answers
@@ -167,6 +195,7 @@ async fn infer_batch(
     let mut seen = HashSet::new();
     let mut routing = JoinSet::new();
     for (index, entry) in entries.into_iter().enumerate() {
+        let fingerprint = acceptance::fingerprint(&entry);
         let admitted = InferenceRequest::from_value(entry, Intake::Api(now))
             .and_then(|request| match seen.insert(request.request_id) {
                 true => Ok(request),
@@ -182,7 +211,9 @@ async fn infer_batch(
                 routing.spawn(async move {
                     let (tier, reason) =
                         routing::route(&admitted.request, &state.routing, state.classifier.as_deref()).await;
-                    Routed { index, admitted, tier, reason }
+                    let id = admitted.request.request_id;
+                    let admission = acceptance::admit(state.store.as_ref(), id, &fingerprint, tier).await;
+                    Routed { index, admitted, tier, reason, admission }
                 });
             }
             Err(error) => {
@@ -195,7 +226,22 @@ async fn infer_batch(
     while let Some(done) = routing.join_next().await {
         let routed =
             done.map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("routing failed: {e}")))?;
-        by_lane.entry((routed.tier, routed.admitted.request.priority)).or_default().push(routed);
+        let (index, id) = (routed.index, routed.admitted.request.request_id);
+        answers[index] = match &routed.admission {
+            Ok(Admission::New) => {
+                by_lane.entry((routed.tier, routed.admitted.request.priority)).or_default().push(routed);
+                continue;
+            }
+            Ok(Admission::Retry(tier)) => json!({ "index": index, "status": 202, "requestId": id, "tier": tier }),
+            Ok(Admission::Reused { status }) => {
+                let (code, Json(answer)) = reused(id, status);
+                json!({ "index": index, "status": code.as_u16(), "requestId": id, "error": answer["error"] })
+            }
+            Err(error) => {
+                let error = ApiError::store_unavailable(id, error);
+                json!({ "index": index, "status": error.status.as_u16(), "requestId": id, "error": error.message })
+            }
+        };
     }
     for ((tier, priority), group) in by_lane {
         let bodies: Vec<String> = group.iter().map(|routed| routed.admitted.body.clone()).collect();
@@ -209,6 +255,7 @@ async fn infer_batch(
                 }
                 Err(error) => {
                     tracing::error!(request_id = %id, %tier, %error, "enqueue failed");
+                    forget(&state, id).await;
                     let error = ApiError::queue_unavailable();
                     json!({ "index": index, "status": error.status.as_u16(), "requestId": id, "error": error.message })
                 }
@@ -302,6 +349,10 @@ async fn cancel(
     let request_id = parse_request_id(request_id)?;
     let unavailable = |error: StoreError| ApiError::store_unavailable(request_id, &error);
     let mut existing = state.store.get(request_id).await.map_err(unavailable)?;
+    if existing.is_none() && !acceptance::was_accepted(state.store.as_ref(), request_id).await.map_err(unavailable)? {
+        let error = "requestId: no request with this id was accepted (or its record expired); nothing to cancel";
+        return Ok((StatusCode::NOT_FOUND, Json(json!({ "requestId": request_id, "error": error }))).into_response());
+    }
     if existing.is_none() {
         let document = outcome::canceled(request_id);
         match state.store.put_if_absent(request_id, document.to_string().as_bytes()).await.map_err(unavailable)? {

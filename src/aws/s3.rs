@@ -41,6 +41,11 @@ impl S3Location {
     pub fn key(&self, request_id: RequestId) -> String {
         format!("{}{request_id}.json", self.prefix)
     }
+
+    /// The router's record of accepting the request, beside its result (so the same lifecycle expires it).
+    pub fn acceptance_key(&self, request_id: RequestId) -> String {
+        format!("{}{request_id}.accepted", self.prefix)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -59,6 +64,7 @@ impl S3Store {
 fn missing_permission(action: &str) -> &'static str {
     match action {
         "PutObject" => "s3:PutObject on the key",
+        "DeleteObject" => "s3:DeleteObject on the key",
         // S3 answers a read of a key that does not exist with 403 instead of 404 unless the caller may list the
         // bucket: without ListBucket every pending result reads as an error.
         _ => {
@@ -97,7 +103,31 @@ impl ResultStore for S3Store {
     }
 
     async fn put_if_absent(&self, request_id: RequestId, document: &[u8]) -> Result<PutOutcome, StoreError> {
-        let key = self.location.key(request_id);
+        self.create(self.location.key(request_id), document).await
+    }
+
+    async fn get(&self, request_id: RequestId) -> Result<Option<Vec<u8>>, StoreError> {
+        self.read(self.location.key(request_id)).await
+    }
+
+    async fn record_acceptance(&self, request_id: RequestId, record: &[u8]) -> Result<PutOutcome, StoreError> {
+        self.create(self.location.acceptance_key(request_id), record).await
+    }
+
+    async fn acceptance(&self, request_id: RequestId) -> Result<Option<Vec<u8>>, StoreError> {
+        self.read(self.location.acceptance_key(request_id)).await
+    }
+
+    async fn forget_acceptance(&self, request_id: RequestId) -> Result<(), StoreError> {
+        let key = self.location.acceptance_key(request_id);
+        let deleted = self.client.delete_object().bucket(&self.location.bucket).key(&key).send().await;
+        deleted.map(|_| ()).map_err(self.unavailable("DeleteObject", &key))
+    }
+}
+
+impl S3Store {
+    /// Writes `document` at `key` unless something is there: first writer wins.
+    async fn create(&self, key: String, document: &[u8]) -> Result<PutOutcome, StoreError> {
         let put = self
             .client
             .put_object()
@@ -118,8 +148,7 @@ impl ResultStore for S3Store {
         }
     }
 
-    async fn get(&self, request_id: RequestId) -> Result<Option<Vec<u8>>, StoreError> {
-        let key = self.location.key(request_id);
+    async fn read(&self, key: String) -> Result<Option<Vec<u8>>, StoreError> {
         let get = self.client.get_object().bucket(&self.location.bucket).key(&key).send().await;
         match get {
             Ok(object) => {

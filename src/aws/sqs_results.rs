@@ -32,6 +32,19 @@ impl ResultStore for SqsResults {
         Ok(PutOutcome::Created)
     }
 
+    /// A queue keeps no record to compare a later request with: a reused id is not detected.
+    async fn record_acceptance(&self, _request_id: RequestId, _record: &[u8]) -> Result<PutOutcome, StoreError> {
+        Ok(PutOutcome::Created)
+    }
+
+    async fn acceptance(&self, _request_id: RequestId) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(None)
+    }
+
+    async fn forget_acceptance(&self, _request_id: RequestId) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     async fn get(&self, _request_id: RequestId) -> Result<Option<Vec<u8>>, StoreError> {
         Err(StoreError::unavailable(format!(
             "results are delivered as messages to {}; read them from that queue",

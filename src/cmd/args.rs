@@ -15,6 +15,7 @@ use crate::classifier::OpenAiClassifier;
 use crate::cmd::backends::{QueueSource, Wiring};
 use crate::cmd::running_on_lambda;
 use crate::engine::{DEFAULT_REQUEST_TIMEOUT_SECONDS, EngineClient, EngineConfig};
+use crate::http_server::HttpLimits;
 use crate::local::DEFAULT_DATA_DIR;
 use crate::metrics::Emf;
 use crate::outbound::OutboundPolicy;
@@ -179,6 +180,40 @@ pub struct CallbackPolicyArgs {
 impl CallbackPolicyArgs {
     pub fn policy(&self) -> OutboundPolicy {
         OutboundPolicy { allow_http: self.allow_http_callbacks, allow_private: self.allow_private_callbacks }
+    }
+}
+
+/// The local HTTP server's limits; shared by `router` and `dev` (unused on Lambda, where API Gateway fronts the API).
+#[derive(Debug, Clone, clap::Args)]
+pub struct HttpServerArgs {
+    /// Seconds a client has to send a request's headers, counted from the connection's opening or the end of its
+    /// previous response: a connection that sends nothing, half a header, or stays idle between requests this
+    /// long is closed. A real client sends its headers at once.
+    #[arg(long, env = "HTTP_HEADER_TIMEOUT_SECONDS", default_value_t = HttpLimits::DEFAULT.header_timeout.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub http_header_timeout_seconds: u64,
+    /// Seconds a client has to send a request's whole body, counted from the end of its headers: a body that is
+    /// not all in by then (half sent, or trickled) gets a 400 and its connection is closed. The default takes the
+    /// largest body (a 5 MiB batch) at 175 KB/s.
+    #[arg(long, env = "HTTP_BODY_TIMEOUT_SECONDS", default_value_t = HttpLimits::DEFAULT.body_timeout.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    pub http_body_timeout_seconds: u64,
+    /// Connections open at once; further ones wait, unaccepted, until one closes. Keep it under the process's
+    /// open-file limit (ulimit -n).
+    #[arg(long, env = "HTTP_MAX_CONNECTIONS", default_value_t = HttpLimits::DEFAULT.max_connections, value_parser = clap::value_parser!(u32).range(1..))]
+    pub http_max_connections: u32,
+    /// Seconds a stopping server (SIGTERM, Ctrl-C) lets requests in flight finish before it drops the
+    /// connections still open. A request's own work (validate, classify, enqueue) takes a few seconds at most.
+    #[arg(long, env = "HTTP_SHUTDOWN_SECONDS", default_value_t = HttpLimits::DEFAULT.shutdown_timeout.as_secs())]
+    pub http_shutdown_seconds: u64,
+}
+
+impl HttpServerArgs {
+    pub fn limits(&self) -> HttpLimits {
+        HttpLimits {
+            header_timeout: Duration::from_secs(self.http_header_timeout_seconds),
+            body_timeout: Duration::from_secs(self.http_body_timeout_seconds),
+            max_connections: self.http_max_connections,
+            shutdown_timeout: Duration::from_secs(self.http_shutdown_seconds),
+        }
     }
 }
 

@@ -3,17 +3,21 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use crate::cmd::args::{DataDirArgs, RoutingArgs, ScalerArgs, TuningArgs, WebhookArgs};
+use crate::cmd::args::{DataDirArgs, HttpServerArgs, RoutingArgs, ScalerArgs, TuningArgs, WebhookArgs};
 use crate::cmd::backends::Wiring;
 use crate::cmd::router::serve;
 use crate::cmd::worker::{build, engine_lost};
 use crate::engine::DEFAULT_ENGINE_URL;
 use crate::engine::{EngineConfig, base_url};
+use crate::http_server::HttpLimits;
+use crate::local::RESULT_RETENTION_DAYS;
 use crate::local::fleet::FixedFleet;
+use crate::local::store::FileStore;
 use crate::metrics::Emf;
 use crate::ports::{Queue, ResultStore};
 use crate::router::AppState;
@@ -28,6 +32,8 @@ pub struct Args {
     #[arg(long, env = "LISTEN_ADDR", default_value = DEFAULT_LISTEN_ADDR)]
     pub listen: SocketAddr,
     #[command(flatten)]
+    pub http: HttpServerArgs,
+    #[command(flatten)]
     pub data: DataDirArgs,
     /// Engine of the small tier (any OpenAI-compatible server: vLLM, llama.cpp, SGLang…).
     #[arg(long, env = "SMALL_ENGINE_URL", default_value = DEFAULT_ENGINE_URL)]
@@ -41,6 +47,10 @@ pub struct Args {
     /// Model name for the large engine [default: the first it lists].
     #[arg(long, env = "LARGE_MODEL_NAME")]
     pub large_model: Option<String>,
+    /// Days a result document (and the record of its request) is kept in the data directory, checked hourly: the
+    /// template's ResultRetentionDays, as the results bucket's lifecycle rule applies it on AWS.
+    #[arg(long, env = "RESULT_RETENTION_DAYS", default_value_t = RESULT_RETENTION_DAYS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub result_retention_days: u64,
     #[command(flatten)]
     pub routing: RoutingArgs,
     #[command(flatten)]
@@ -55,12 +65,14 @@ pub struct Config {
     /// Held for the life of the process: a second `gpuinfer dev` on the same data directory is refused.
     _lock: std::fs::File,
     listen: SocketAddr,
+    http: HttpLimits,
     data_dir: PathBuf,
     engines: PerTier<EngineConfig>,
     workers: PerTier<WorkerConfig>,
     routing: RoutingArgs,
     webhooks: WebhookConfig,
     scaler: ScalerArgs,
+    retention: Duration,
     wiring: Wiring,
 }
 
@@ -82,12 +94,14 @@ impl Args {
         Ok(Config {
             _lock: lock,
             listen: self.listen,
+            http: self.http.limits(),
             data_dir: self.data.data_dir,
             engines,
             workers,
             routing: self.routing,
             webhooks: self.webhooks.config(),
             scaler: self.scaler,
+            retention: Duration::from_secs(self.result_retention_days * 24 * 3600),
             wiring,
         })
     }
@@ -132,6 +146,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     let scaler =
         config.scaler.scaler(Tier::ALL.map(|tier| (tier, lanes(tier))), fleet.clone(), fleet, metrics.clone())?;
     let scaler = tokio::spawn(scaler.run(config.scaler.interval(), shutdown.clone()));
+    let expiry = tokio::spawn(expire_hourly(Arc::clone(&backends.store), config.retention, shutdown.clone()));
     let state = Arc::new(AppState {
         queues: PerTier { small: lanes(Tier::Small), large: lanes(Tier::Large) },
         store,
@@ -141,7 +156,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         metrics,
     });
     print_banner(&config, &metrics_path);
-    let served = serve(config.listen, state, shutdown.clone()).await;
+    let served = serve(config.listen, state, config.http, shutdown.clone()).await;
     shutdown.cancel();
     let mut lost = None;
     while let Some(done) = pools.join_next().await {
@@ -150,8 +165,27 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         }
     }
     let _ = scaler.await;
+    let _ = expiry.await;
     served?;
     lost.map_or(Ok(()), Err)
+}
+
+/// Removes documents older than `retention` now and every hour, until `shutdown`.
+async fn expire_hourly(store: Arc<FileStore>, retention: Duration, shutdown: CancellationToken) {
+    let mut hours = tokio::time::interval(Duration::from_secs(3600));
+    loop {
+        tokio::select! {
+            _ = hours.tick() => {}
+            () = shutdown.cancelled() => return,
+        }
+        match store.expire(retention) {
+            Ok(0) => {}
+            Ok(removed) => {
+                tracing::info!(removed, retention_days = retention.as_secs() / 86_400, "expired documents removed")
+            }
+            Err(error) => tracing::warn!(%error, "expiring old documents failed; trying again in an hour"),
+        }
+    }
 }
 
 /// Takes `<data_dir>/dev.lock`, or says which process holds the directory and what to do.

@@ -8,9 +8,10 @@ use lambda_http::LambdaEvent;
 use lambda_http::request::LambdaRequest;
 use tokio_util::sync::CancellationToken;
 
-use crate::cmd::args::{CallbackPolicyArgs, DataDirArgs, RoutingArgs, TierQueueArgs};
+use crate::cmd::args::{CallbackPolicyArgs, DataDirArgs, HttpServerArgs, RoutingArgs, TierQueueArgs};
 use crate::cmd::backends::{Destination, QueueSource, Wiring};
 use crate::cmd::running_on_lambda;
+use crate::http_server::{self, HttpLimits};
 use crate::metrics::Emf;
 use crate::outbound::OutboundPolicy;
 use crate::ports::DEFAULT_MAX_RECEIVE_COUNT;
@@ -23,6 +24,8 @@ pub struct Args {
     /// Address of the local HTTP server (unused on Lambda).
     #[arg(long, env = "LISTEN_ADDR", default_value = DEFAULT_LISTEN_ADDR)]
     pub listen: SocketAddr,
+    #[command(flatten)]
+    pub http: HttpServerArgs,
     #[command(flatten)]
     pub queues: TierQueueArgs,
     /// Where results are read from: s3://bucket/prefix/ or a folder [default: --data-dir].
@@ -38,6 +41,7 @@ pub struct Args {
 
 pub struct Config {
     listen: SocketAddr,
+    http: HttpLimits,
     queues: PerTier<Lanes<QueueSource>>,
     destination: Destination,
     routing: RoutingArgs,
@@ -50,6 +54,7 @@ impl Args {
         let queues = self.queues.sources(&Tier::ALL)?;
         Ok(Config {
             listen: self.listen,
+            http: self.http.limits(),
             queues,
             destination: Destination::parse(self.output_destination.as_deref(), &self.data.data_dir)?,
             routing: self.routing,
@@ -83,17 +88,20 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             .await
             .map_err(|e| anyhow::anyhow!("Lambda runtime failed: {e}"));
     }
-    serve(config.listen, state, shutdown).await
+    serve(config.listen, state, config.http, shutdown).await
 }
 
-/// Serves the API until `shutdown`, then lets open requests finish.
-pub async fn serve(listen: SocketAddr, state: Arc<AppState>, shutdown: CancellationToken) -> anyhow::Result<()> {
+/// Serves the API on `listen` until `shutdown`, within `limits` (see `http_server::serve`).
+pub async fn serve(
+    listen: SocketAddr,
+    state: Arc<AppState>,
+    limits: HttpLimits,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen} (in use? choose another with --listen)"))?;
     tracing::info!(address = %listen, "router listening");
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
-        .context("HTTP server failed")
+    http_server::serve(listener, app(state), limits, shutdown).await;
+    Ok(())
 }

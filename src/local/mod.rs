@@ -17,6 +17,9 @@ use crate::vocabulary::{Lanes, Priority, Tier};
 
 pub(crate) const DEAD_LETTER_QUEUE: &str = "dead-letter";
 
+/// Days a result stays in the data directory unless configured (the template's ResultRetentionDays).
+pub const RESULT_RETENTION_DAYS: u64 = 30;
+
 /// Where the embedded backends live when no data directory is given.
 pub(crate) const DEFAULT_DATA_DIR: &str = ".gpuinfer";
 

@@ -131,9 +131,14 @@ async fn submit_and_get_against_gpuinfer_dev_with_every_exit_status() {
     assert_eq!(refused.status.code(), Some(2), "a 4xx");
     assert!(stderr(&refused).contains("maxTokens: must be an integer from 1 to 2048"), "{}", stderr(&refused));
 
+    let never_sent = uuid::Uuid::new_v4().to_string();
+    let refused = reqwest::Client::new().delete(format!("{url}/results/{never_sent}")).send().await.unwrap();
+    assert_eq!(refused.status(), 404, "only an accepted request can be canceled");
+    // A request that ended in error (here: canceled before a worker took it), as the pipeline stores it.
     let canceled = uuid::Uuid::new_v4().to_string();
-    let cancel = reqwest::Client::new().delete(format!("{url}/results/{canceled}")).send().await.unwrap();
-    assert_eq!(cancel.status(), 200);
+    let document =
+        json!({"requestId": canceled, "status": "error", "error": {"code": "canceled", "message": "canceled"}});
+    std::fs::write(data.path().join(format!("results/{canceled}.json")), document.to_string()).unwrap();
     let failed = gpuinfer(&["get", &canceled, "--url", url], "", &[]).await;
     assert_eq!(failed.status.code(), Some(3), "an error document");
     assert!(stderr(&failed).contains("canceled"), "{}", stderr(&failed));

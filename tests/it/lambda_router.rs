@@ -81,7 +81,12 @@ async fn api_gateway_events_get_the_same_answers_as_http() {
     assert_eq!(results[1]["status"], 400);
     assert!(results[1]["error"].as_str().unwrap().starts_with("priority: must be"), "{results}");
 
-    let canceled = gpuinfer::request_id::RequestId::new_v4();
+    let never_sent = gpuinfer::request_id::RequestId::new_v4();
+    let answer = runtime.invoke(http_event("DELETE", &format!("/results/{never_sent}"), None)).await;
+    assert_eq!(answer["statusCode"].as_u64(), Some(404), "only an accepted request can be canceled: {answer}");
+    let queued = json!({"prompt": "cancel me", "route": "large"}).to_string();
+    let answer = runtime.invoke(http_event("POST", "/infer", Some(&queued))).await;
+    let canceled = body(&answer)["requestId"].as_str().unwrap().to_owned();
     let answer = runtime.invoke(http_event("DELETE", &format!("/results/{canceled}"), None)).await;
     assert_eq!((answer["statusCode"].as_u64(), &body(&answer)["error"]["code"]), (Some(200), &json!("canceled")));
     let answer = runtime.invoke(http_event("DELETE", &format!("/results/{id}"), None)).await;
@@ -93,7 +98,7 @@ async fn api_gateway_events_get_the_same_answers_as_http() {
     let urgent = moto::drain(&small.high).await;
     assert_eq!(urgent.len(), 1);
     assert_eq!(serde_json::from_str::<Value>(urgent[0].body.as_deref().unwrap()).unwrap()["priority"], "high");
-    assert_eq!(moto::drain(&large.normal).await.len(), 1);
+    assert_eq!(moto::drain(&large.normal).await.len(), 2, "the forced request and the canceled one");
 
     function.kill().unwrap();
     let output = function.wait_with_output().unwrap();
@@ -103,7 +108,7 @@ async fn api_gateway_events_get_the_same_answers_as_http() {
         .filter_map(|l| serde_json::from_str(l).ok())
         .filter(|v: &Value| v.get("_aws").is_some())
         .collect();
-    assert_eq!(emf.len(), 3, "one RoutedRequests EMF line per accepted request on stdout");
+    assert_eq!(emf.len(), 4, "one RoutedRequests EMF line per accepted request on stdout");
     let stderr = String::from_utf8_lossy(&output.stderr);
     let accepted = stderr.lines().find(|l| l.contains("request accepted")).expect("an accepted log line");
     let line: Value = serde_json::from_str(accepted).expect("JSON logs when AWS_LAMBDA_LOG_FORMAT=JSON");

@@ -1,10 +1,11 @@
-//! The file result store: atomic create-if-absent (first writer wins), reads, and the retry schedule's cap.
+//! The file result store: atomic create-if-absent (first writer wins), reads, expiry, and the retry schedule's cap.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use gpuinfer::local::store::FileStore;
 use gpuinfer::ports::{PutOutcome, ResultStore};
+use gpuinfer::request_id::RequestId;
 use gpuinfer::vocabulary::Tier;
 use gpuinfer::worker::WorkerConfig;
 
@@ -48,4 +49,24 @@ fn retry_delays_double_and_stop_at_the_visibility_timeout() {
     };
     let delays: Vec<u64> = (1..=6).map(|attempt| config.retry_delay(attempt).as_secs()).collect();
     assert_eq!(delays, [2, 4, 8, 16, 20, 20]);
+}
+
+/// Documents expire as the results bucket's lifecycle rule makes them on AWS: older than the retention, gone.
+#[tokio::test]
+async fn documents_older_than_the_retention_expire_and_newer_ones_stay() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path()).unwrap();
+    let (old, new) = (RequestId::new_v4(), RequestId::new_v4());
+    store.put_if_absent(old, b"{}").await.unwrap();
+    store.record_acceptance(old, b"{}").await.unwrap();
+    store.put_if_absent(new, b"{}").await.unwrap();
+    let long_ago = std::time::SystemTime::now() - Duration::from_secs(40 * 86_400);
+    for name in [format!("{old}.json"), format!("{old}.accepted")] {
+        let file = std::fs::File::options().write(true).open(dir.path().join("results").join(name)).unwrap();
+        file.set_modified(long_ago).unwrap();
+    }
+    assert_eq!(store.expire(Duration::from_secs(30 * 86_400)).unwrap(), 2);
+    assert_eq!(store.get(old).await.unwrap(), None);
+    assert_eq!(store.acceptance(old).await.unwrap(), None);
+    assert!(store.get(new).await.unwrap().is_some(), "a recent document stays");
 }

@@ -21,6 +21,7 @@ mod fetch_model;
 mod fuzz_request;
 mod fuzz_router;
 mod healthcheck;
+mod http_limits;
 mod iam_enforced;
 mod inject_xid;
 mod lambda_router;

@@ -295,14 +295,20 @@ fn delete(path: &str) -> Request<Body> {
 #[tokio::test]
 async fn cancel_stores_a_canceled_document_once_and_refuses_finished_requests() {
     let f = fixture();
-    let id = gpuinfer::request_id::RequestId::new_v4();
+    let never_sent = gpuinfer::request_id::RequestId::new_v4();
+    let (status, body) = call(&f.state, delete(&format!("/results/{never_sent}"))).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "only an accepted request can be canceled: {body}");
+    assert!(!f.backends.store.path_of(never_sent).exists(), "no document is made for an id nobody sent");
+    let (_, accepted) = call(&f.state, post(json!({"prompt": "cancel me"}).to_string())).await;
+    let id = gpuinfer::request_id::RequestId::parse(accepted["requestId"].as_str().unwrap()).unwrap();
     let (status, canceled) = call(&f.state, delete(&format!("/results/{id}"))).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!((&canceled["status"], &canceled["error"]["code"]), (&json!("error"), &json!("canceled")));
     assert_eq!(call(&f.state, get(&format!("/results/{id}"))).await, (StatusCode::OK, canceled.clone()));
     assert_eq!(call(&f.state, delete(&format!("/results/{id}"))).await, (StatusCode::OK, canceled), "idempotent");
 
-    let done = gpuinfer::request_id::RequestId::new_v4();
+    let (_, accepted) = call(&f.state, post(json!({"prompt": "finished"}).to_string())).await;
+    let done = gpuinfer::request_id::RequestId::parse(accepted["requestId"].as_str().unwrap()).unwrap();
     let document = json!({"requestId": done, "status": "success", "result": {"text": "ok"}});
     f.backends.store.put_if_absent(done, document.to_string().as_bytes()).await.unwrap();
     let (status, body) = call(&f.state, delete(&format!("/results/{done}"))).await;
@@ -310,4 +316,44 @@ async fn cancel_stores_a_canceled_document_once_and_refuses_finished_requests() 
     assert!(body["error"].as_str().unwrap().contains("already finished"), "{body}");
     assert_eq!(call(&f.state, get(&format!("/results/{done}"))).await.1, document, "left as it was");
     assert_eq!(call(&f.state, delete("/results/nope")).await.0, StatusCode::BAD_REQUEST);
+}
+
+/// A requestId is one request's: the same request sent again (a client's retry) gets the same 202 and is not run
+/// twice; another request with that id is refused with 409 and the status of the one that holds it.
+#[tokio::test]
+async fn a_reused_request_id_is_refused_and_a_retry_is_answered_as_before() {
+    let f = fixture();
+    let id = gpuinfer::request_id::RequestId::new_v4();
+    let first = json!({"requestId": id, "prompt": "the first", "maxTokens": 8});
+    let (status, answer) = call(&f.state, post(first.to_string())).await;
+    assert_eq!((status, &answer["tier"]), (StatusCode::ACCEPTED, &json!("small")));
+    let reordered = json!({"maxTokens": 8, "prompt": "the first", "requestId": id});
+    assert_eq!(call(&f.state, post(reordered.to_string())).await, (status, answer.clone()), "a retry: same answer");
+    let (status, conflict) = call(&f.state, post(json!({"requestId": id, "prompt": "another"}).to_string())).await;
+    assert_eq!((status, &conflict["status"]), (StatusCode::CONFLICT, &json!("pending")), "{conflict}");
+    assert!(conflict["error"].as_str().unwrap().starts_with("requestId: already used by another request"));
+    let queue = f.lane(Tier::Small, Priority::Normal);
+    assert_eq!(queue.counts().await.unwrap().visible, 1, "only the first request was enqueued");
+
+    let done = json!({"requestId": id, "status": "success", "result": {"text": "ok"}});
+    f.backends.store.put_if_absent(id, done.to_string().as_bytes()).await.unwrap();
+    let (status, conflict) = call(&f.state, post(json!({"requestId": id, "prompt": "later"}).to_string())).await;
+    assert_eq!((status, &conflict["status"]), (StatusCode::CONFLICT, &json!("success")));
+
+    let (status, answer) = call(&f.state, post_to("/infer/batch", json!([first]).to_string())).await;
+    assert_eq!((status, &answer["results"][0]["status"]), (StatusCode::ACCEPTED, &json!(202)), "a retry in a batch");
+    let reused = json!([{"requestId": id, "prompt": "again another"}]).to_string();
+    let (status, answer) = call(&f.state, post_to("/infer/batch", reused)).await;
+    assert_eq!((status, &answer["results"][0]["status"]), (StatusCode::MULTI_STATUS, &json!(409)), "{answer}");
+    assert_eq!(queue.counts().await.unwrap().visible, 1, "nothing more was enqueued");
+}
+
+/// A request whose enqueue failed leaves no record behind: the client's retry is accepted and queued.
+#[tokio::test]
+async fn a_request_that_could_not_be_enqueued_can_be_retried_with_its_id() {
+    let f = fixture();
+    let body = json!({"requestId": gpuinfer::request_id::RequestId::new_v4(), "prompt": "retry me"}).to_string();
+    assert_eq!(call(&refusing(&f), post(body.clone())).await.0, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(call(&f.state, post(body)).await.0, StatusCode::ACCEPTED, "the retry is a new acceptance");
+    assert_eq!(f.lane(Tier::Small, Priority::Normal).counts().await.unwrap().visible, 1);
 }

@@ -52,4 +52,19 @@ impl ResultStore for FaultyStore {
         self.check()?;
         self.inner.get(request_id).await
     }
+
+    async fn record_acceptance(&self, request_id: RequestId, record: &[u8]) -> Result<PutOutcome, StoreError> {
+        self.check()?;
+        self.inner.record_acceptance(request_id, record).await
+    }
+
+    async fn acceptance(&self, request_id: RequestId) -> Result<Option<Vec<u8>>, StoreError> {
+        self.check()?;
+        self.inner.acceptance(request_id).await
+    }
+
+    async fn forget_acceptance(&self, request_id: RequestId) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.forget_acceptance(request_id).await
+    }
 }
