@@ -7,7 +7,8 @@
 //! - `request`: the request contract and its validation (router and worker); `request_id`: ids kept as sent
 //! - `outcome`: result and error documents
 //! - `routing`: tier heuristics and the classifier call; `classifier`: the OpenAI-compatible classifier
-//! - `router`: the HTTP API; `acceptance`: its record of accepted ids (retry or reuse); `worker`: lease → infer → store → delete
+//! - `router`: the HTTP API; `acceptance`: its record of accepted ids (retry or reuse);
+//!   `body_budget`: the memory request bodies may hold at once; `worker`: lease → infer → store → delete
 //! - `http_server`: the local HTTP server (header, idle and body timeouts, connection cap, bounded shutdown)
 //! - `lanes`: priority lanes (high and normal queue per tier), their share of free slots, the lane receiver;
 //!   `shared_lane`: a high lane without a queue of its own
@@ -25,6 +26,7 @@
 
 pub mod acceptance;
 pub mod aws;
+pub mod body_budget;
 pub mod classifier;
 pub mod cli;
 pub mod cmd;

@@ -105,6 +105,12 @@ pub enum Intake {
 pub enum RequestError {
     #[error("body: larger than the {limit} byte limit ({size} bytes)")]
     TooLarge { size: usize, limit: usize },
+    /// The request as sent fits, but the message it becomes (JSON escaping, defaults filled in) does not.
+    #[error(
+        "body: the request becomes a {queued}-byte queue message (escapes and defaults included), over the {limit}-byte \
+         limit of a queue message: shorten the prompt"
+    )]
+    QueueMessageTooLarge { queued: usize, limit: usize },
     #[error("{field}: {problem}")]
     Invalid { field: String, problem: String },
 }

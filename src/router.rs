@@ -12,12 +12,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::Utc;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use http_body_util::BodyExt;
 use lambda_http::request::LambdaRequest;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use crate::acceptance::{self, Admission};
+use crate::body_budget::{BodyBudget, Held};
 use crate::metrics::{self, Emf, Metric};
 use crate::outbound::OutboundPolicy;
 use crate::outcome::{self, Ending};
@@ -44,6 +45,8 @@ pub struct AppState {
     /// What callback URLs are accepted (checked again, with DNS, when the callback is sent).
     pub callbacks: OutboundPolicy,
     pub metrics: Emf,
+    /// The memory request bodies being read may hold at once, across every request.
+    pub bodies: BodyBudget,
 }
 
 pub fn app(state: Arc<AppState>) -> Router {
@@ -82,7 +85,7 @@ impl ApiError {
 impl From<RequestError> for ApiError {
     fn from(error: RequestError) -> Self {
         let status = match error {
-            RequestError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            RequestError::TooLarge { .. } | RequestError::QueueMessageTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             RequestError::Invalid { .. } => StatusCode::BAD_REQUEST,
         };
         ApiError::new(status, error.to_string())
@@ -91,7 +94,11 @@ impl From<RequestError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(json!({ "error": self.message }))).into_response()
+        let body = Json(json!({ "error": self.message }));
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            return (self.status, [(header::RETRY_AFTER, "1")], body).into_response();
+        }
+        (self.status, body).into_response()
     }
 }
 
@@ -111,7 +118,7 @@ fn admit(state: &AppState, request: InferenceRequest) -> Result<Admitted, Reques
     }
     let body = request.to_queue_body();
     if body.len() > MAX_REQUEST_BYTES {
-        return Err(RequestError::TooLarge { size: body.len(), limit: MAX_REQUEST_BYTES });
+        return Err(RequestError::QueueMessageTooLarge { queued: body.len(), limit: MAX_REQUEST_BYTES });
     }
     Ok(Admitted { request, body })
 }
@@ -135,7 +142,7 @@ async fn infer(
     headers: HeaderMap,
     body: Body,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let body = read_body(&headers, body, MAX_REQUEST_BYTES).await?;
+    let (body, _held) = read_body(&state, &headers, body, MAX_REQUEST_BYTES).await?;
     let request = InferenceRequest::parse(&body, Intake::Api(Utc::now()))?;
     let fingerprint = acceptance::fingerprint(&crate::request::parse_json(&body).unwrap_or_default());
     let Admitted { request, body } = admit(&state, request)?;
@@ -189,7 +196,9 @@ async fn infer_batch(
     headers: HeaderMap,
     body: Body,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let entries = batch_entries(&read_body(&headers, body, MAX_BATCH_BYTES).await?)?;
+    let (body, held) = read_body(&state, &headers, body, MAX_BATCH_BYTES).await?;
+    let entries = batch_entries(&body)?;
+    drop((body, held)); // parsed: the raw bytes are not kept while the entries are routed and queued
     let now = Utc::now();
     let mut answers = vec![Value::Null; entries.len()];
     let mut seen = HashSet::new();
@@ -243,8 +252,8 @@ async fn infer_batch(
             }
         };
     }
-    for ((tier, priority), group) in by_lane {
-        let bodies: Vec<String> = group.iter().map(|routed| routed.admitted.body.clone()).collect();
+    for ((tier, priority), mut group) in by_lane {
+        let bodies: Vec<String> = group.iter_mut().map(|routed| std::mem::take(&mut routed.admitted.body)).collect();
         let outcomes = lane(&state, tier, priority).send_batch(&bodies).await;
         for (Routed { index, admitted, reason, .. }, outcome) in group.into_iter().zip(outcomes) {
             let id = admitted.request.request_id;
@@ -286,7 +295,15 @@ fn batch_entries(body: &[u8]) -> Result<Vec<Value>, ApiError> {
 /// The body, once the content type and the size limit are checked.
 /// The whole body after a content-type check, refused with 413 as soon as it is known to exceed `limit`: at
 /// once when Content-Length says so, else when the bytes read pass it. An empty body gets its own message.
-async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ApiError> {
+/// The bytes are held against the server's body budget until the returned `Held` is dropped; a body the budget
+/// cannot take now is refused with 503 (and Retry-After) as it arrives, so bodies in flight never hold more memory
+/// than the budget.
+async fn read_body(
+    state: &AppState,
+    headers: &HeaderMap,
+    mut body: Body,
+    limit: usize,
+) -> Result<(Bytes, Held), ApiError> {
     check_content_type(headers)?;
     let too_large =
         || ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("body: larger than the {limit} byte limit"));
@@ -294,15 +311,42 @@ async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Byte
     if declared.is_some_and(|length| length > limit as u64) {
         return Err(too_large());
     }
-    let bytes = match Limited::new(body, limit).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(error) if error.is::<LengthLimitError>() => return Err(too_large()),
-        Err(error) => return Err(ApiError::new(StatusCode::BAD_REQUEST, format!("body: could not be read ({error})"))),
+    let busy = || {
+        let mib = state.bodies.total() / (1024 * 1024);
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("body: the server holds as many request bodies as it may ({mib} MiB); retry later"),
+        )
     };
+    // Held against the budget: the declared length up front, then whatever arrives beyond it.
+    let mut held = state.bodies.none();
+    let mut taken = 0;
+    if let Some(length) = declared {
+        taken = length as usize;
+        if !state.bodies.take(&mut held, taken) {
+            return Err(busy());
+        }
+    }
+    let mut bytes = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let unreadable = |error| ApiError::new(StatusCode::BAD_REQUEST, format!("body: could not be read ({error})"));
+        let Ok(data) = frame.map_err(unreadable)?.into_data() else { continue };
+        let total = bytes.len() + data.len();
+        if total > limit {
+            return Err(too_large());
+        }
+        if total > taken {
+            if !state.bodies.take(&mut held, total - taken) {
+                return Err(busy());
+            }
+            taken = total;
+        }
+        bytes.extend_from_slice(&data);
+    }
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::new(StatusCode::BAD_REQUEST, "body: empty; send a JSON request object"));
     }
-    Ok(bytes)
+    Ok((Bytes::from(bytes), held))
 }
 
 /// JSON bodies only. A missing Content-Type, or the form type `curl -d` sends without `-H`, is read as JSON.

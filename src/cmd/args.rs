@@ -11,6 +11,7 @@ use anyhow::{Context, bail};
 use clap::ValueEnum;
 
 use crate::aws::bedrock::{BedrockClassifier, DEFAULT_MODEL_ID};
+use crate::body_budget::{BodyBudget, DEFAULT_BODY_MEMORY_MIB};
 use crate::classifier::OpenAiClassifier;
 use crate::cmd::backends::{QueueSource, Wiring};
 use crate::cmd::running_on_lambda;
@@ -204,9 +205,17 @@ pub struct HttpServerArgs {
     /// connections still open. A request's own work (validate, classify, enqueue) takes a few seconds at most.
     #[arg(long, env = "HTTP_SHUTDOWN_SECONDS", default_value_t = HttpLimits::DEFAULT.shutdown_timeout.as_secs())]
     pub http_shutdown_seconds: u64,
+    /// MiB that the bodies of requests being read may hold in memory at once, across all requests: a body beyond
+    /// it is refused (503, Retry-After: 1) as it arrives, so memory stays bounded whatever clients send.
+    #[arg(long, env = "HTTP_BODY_MEMORY_MIB", default_value_t = DEFAULT_BODY_MEMORY_MIB, value_parser = clap::value_parser!(u64).range(6..))]
+    pub http_body_memory_mib: u64,
 }
 
 impl HttpServerArgs {
+    pub fn body_budget(&self) -> BodyBudget {
+        BodyBudget::new(self.http_body_memory_mib as usize * 1024 * 1024)
+    }
+
     pub fn limits(&self) -> HttpLimits {
         HttpLimits {
             header_timeout: Duration::from_secs(self.http_header_timeout_seconds),

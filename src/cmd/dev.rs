@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
+use crate::body_budget::BodyBudget;
 use crate::cmd::args::{DataDirArgs, HttpServerArgs, RoutingArgs, ScalerArgs, TuningArgs, WebhookArgs};
 use crate::cmd::backends::Wiring;
 use crate::cmd::router::serve;
@@ -66,6 +67,7 @@ pub struct Config {
     _lock: std::fs::File,
     listen: SocketAddr,
     http: HttpLimits,
+    bodies: BodyBudget,
     data_dir: PathBuf,
     engines: PerTier<EngineConfig>,
     workers: PerTier<WorkerConfig>,
@@ -95,6 +97,7 @@ impl Args {
             _lock: lock,
             listen: self.listen,
             http: self.http.limits(),
+            bodies: self.http.body_budget(),
             data_dir: self.data.data_dir,
             engines,
             workers,
@@ -154,6 +157,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         classifier: config.routing.classifier(&config.wiring, Some(&config.engines.small.base_url)).await?,
         callbacks: config.webhooks.policy,
         metrics,
+        bodies: config.bodies.clone(),
     });
     print_banner(&config, &metrics_path);
     let served = serve(config.listen, state, config.http, shutdown.clone()).await;

@@ -8,6 +8,7 @@ use lambda_http::LambdaEvent;
 use lambda_http::request::LambdaRequest;
 use tokio_util::sync::CancellationToken;
 
+use crate::body_budget::BodyBudget;
 use crate::cmd::args::{CallbackPolicyArgs, DataDirArgs, HttpServerArgs, RoutingArgs, TierQueueArgs};
 use crate::cmd::backends::{Destination, QueueSource, Wiring};
 use crate::cmd::running_on_lambda;
@@ -42,6 +43,7 @@ pub struct Args {
 pub struct Config {
     listen: SocketAddr,
     http: HttpLimits,
+    bodies: BodyBudget,
     queues: PerTier<Lanes<QueueSource>>,
     destination: Destination,
     routing: RoutingArgs,
@@ -55,6 +57,7 @@ impl Args {
         Ok(Config {
             listen: self.listen,
             http: self.http.limits(),
+            bodies: self.http.body_budget(),
             queues,
             destination: Destination::parse(self.output_destination.as_deref(), &self.data.data_dir)?,
             routing: self.routing,
@@ -76,6 +79,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         classifier: config.routing.classifier(wiring, None).await?,
         callbacks: config.callbacks,
         metrics: Emf::stdout(),
+        bodies: config.bodies.clone(),
     });
     if running_on_lambda() {
         let service = lambda_http::tower::ServiceBuilder::new()

@@ -70,6 +70,47 @@ async fn bodies_over_the_cap_get_413() {
     let (status, body) = call(&f.state, post(big)).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     assert!(body["error"].as_str().unwrap().starts_with("body: larger than"));
+    // Under the limit as sent, over it once the router adds the requestId and the defaults: the message says
+    // which size broke the limit.
+    let nearly = json!({"prompt": "x".repeat(1024 * 1024 - 20)}).to_string();
+    assert!(nearly.len() < 1024 * 1024);
+    let (status, body) = call(&f.state, post(nearly)).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("-byte queue message"), "{body}");
+}
+
+/// Request bodies in memory at once are bounded for the whole server: a body the budget cannot hold is refused
+/// with 503 and Retry-After, and a finished request gives its share back.
+#[tokio::test]
+async fn bodies_beyond_the_servers_body_budget_are_refused_and_released_after_each_request() {
+    let f = fixture();
+    let budget = gpuinfer::body_budget::BodyBudget::new(4096);
+    let state = Arc::new(AppState { bodies: budget.clone(), ..clone_state(&f) });
+    let small = json!({"prompt": "x".repeat(3000)}).to_string();
+    for _ in 0..3 {
+        assert_eq!(call(&state, post(small.clone())).await.0, StatusCode::ACCEPTED, "each one's share comes back");
+    }
+    let mut held = budget.none();
+    assert!(budget.take(&mut held, 2000), "another request holds half the budget");
+    let request = Request::post("/infer").header("content-type", "application/json").body(Body::from(small)).unwrap();
+    let response = tower::ServiceExt::oneshot(gpuinfer::router::app(Arc::clone(&state)), request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(response.headers()["retry-after"], "1");
+    drop(held);
+    assert_eq!(call(&state, post(json!({"prompt": "x".repeat(3000)}).to_string())).await.0, StatusCode::ACCEPTED);
+}
+
+/// The fixture's state, to change one field of.
+fn clone_state(f: &Fixture) -> AppState {
+    AppState {
+        queues: f.state.queues.clone(),
+        store: f.state.store.clone(),
+        routing: f.state.routing.clone(),
+        classifier: f.state.classifier.clone(),
+        callbacks: f.state.callbacks,
+        metrics: Emf::discard(),
+        bodies: f.state.bodies.clone(),
+    }
 }
 
 #[tokio::test]
@@ -112,6 +153,7 @@ impl Queue for RefusingQueue {
 fn refusing(f: &Fixture) -> Arc<AppState> {
     let lanes = || Lanes::from_fn(|_| Arc::new(RefusingQueue) as Arc<dyn Queue>);
     Arc::new(AppState {
+        bodies: f.state.bodies.clone(),
         queues: PerTier { small: lanes(), large: lanes() },
         store: f.state.store.clone(),
         routing: RoutingConfig::default(),

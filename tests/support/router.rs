@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::http::{Request, StatusCode};
+use gpuinfer::body_budget::BodyBudget;
 use gpuinfer::local::LocalBackends;
 use gpuinfer::local::queue::LocalQueue;
 use gpuinfer::metrics::Emf;
@@ -33,6 +34,7 @@ pub fn fixture() -> Fixture {
     let emf = SharedBuf::default();
     let lanes = |tier| backends.tier_lanes(tier, Duration::from_secs(30), 3).map(|q| q as Arc<dyn Queue>);
     let state = Arc::new(AppState {
+        bodies: BodyBudget::default(),
         queues: PerTier { small: lanes(Tier::Small), large: lanes(Tier::Large) },
         store: backends.store.clone(),
         routing: RoutingConfig::default(),
