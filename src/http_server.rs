@@ -21,6 +21,8 @@ use tokio::task::JoinSet;
 use tokio::time::Sleep;
 use tokio_util::sync::CancellationToken;
 
+use crate::http_refusals::JsonRefusals;
+
 /// The server's limits.
 #[derive(Debug, Clone, Copy)]
 pub struct HttpLimits {
@@ -73,7 +75,8 @@ pub(crate) async fn serve(listener: TcpListener, app: Router, limits: HttpLimits
                 continue;
             }
         };
-        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service.clone()));
+        let stream = TokioIo::new(JsonRefusals::new(stream));
+        let connection = graceful.watch(http.serve_connection(stream, service.clone()));
         connections.spawn(async move {
             if let Err(error) = connection.await {
                 tracing::debug!(%error, "HTTP connection closed on an error");

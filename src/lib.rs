@@ -9,7 +9,8 @@
 //! - `routing`: tier heuristics and the classifier call; `classifier`: the OpenAI-compatible classifier
 //! - `router`: the HTTP API; `acceptance`: its record of accepted ids (retry or reuse);
 //!   `body_budget`: the memory request bodies may hold at once; `worker`: lease → infer → store → delete
-//! - `http_server`: the local HTTP server (header, idle and body timeouts, connection cap, bounded shutdown)
+//! - `http_server`: the local HTTP server (header, idle and body timeouts, connection cap, bounded shutdown);
+//!   `http_refusals`: JSON bodies for the refusals hyper makes itself
 //! - `lanes`: priority lanes (high and normal queue per tier), their share of free slots, the lane receiver;
 //!   `shared_lane`: a high lane without a queue of its own
 //! - `webhook`: signed result callbacks; `outbound`: where callbacks may go (URL and address rules)
@@ -35,6 +36,7 @@ pub mod engine;
 pub mod engine_simulator;
 pub mod error_chain;
 pub mod fetch;
+pub mod http_refusals;
 pub mod http_server;
 pub mod lanes;
 pub mod local;

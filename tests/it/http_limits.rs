@@ -165,3 +165,30 @@ async fn sigterm_ends_gpuinfer_dev_by_the_shutdown_deadline_with_half_a_header_h
     assert!(log.contains("HTTP shutdown deadline passed") && log.contains("connections=1"), "{log}");
     drop(held);
 }
+
+/// Every refusal the API gives is JSON, also those the HTTP layer makes before a request reaches the API.
+#[tokio::test]
+async fn refusals_made_before_the_api_are_json_too() {
+    let data = tempfile::tempdir().unwrap();
+    let (_router, address) = start("router", data.path(), &[], &[]).await;
+    let many_headers: String = (0..120).map(|i| format!("x-header-{i}: {i}\r\n")).collect();
+    let cases = [
+        (format!("GET /healthz HTTP/1.1\r\nHost: test\r\n{many_headers}\r\n"), "431", "headers: too large or too many"),
+        (format!("GET /{} HTTP/1.1\r\nHost: test\r\n\r\n", "a".repeat(70 * 1024)), "414", "path: the request target"),
+        (
+            "POST /infer HTTP/1.1\r\nHost: test\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}".into(),
+            "400",
+            "request: not a valid HTTP/1.1 request",
+        ),
+        ("NOT A REQUEST\r\n\r\n".into(), "400", "request: not a valid HTTP/1.1 request"),
+    ];
+    for (request, status, error) in cases {
+        let stream = send(&address, request.as_bytes()).await;
+        let (answer, _) = read_until_closed(stream, Duration::from_secs(10)).await;
+        assert!(answer.starts_with(&format!("HTTP/1.1 {status} ")), "{status}: {answer}");
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        assert!(head.to_ascii_lowercase().contains("content-type: application/json"), "{head}");
+        let body: serde_json::Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{status}: {e}: {body:?}"));
+        assert!(body["error"].as_str().unwrap().starts_with(error), "{status}: {body}");
+    }
+}
