@@ -46,6 +46,12 @@ impl std::ops::Add for QueueCounts {
     }
 }
 
+/// A port error's two fields for a call that failed with `source`: `context` followed by `source`'s whole chain
+/// (so a log line tells everything), and `source` itself (so nothing is lost to callers that look into it).
+fn with_cause(context: &str, source: impl std::error::Error + Send + Sync + 'static) -> (String, Option<Cause>) {
+    (format!("{context}: {}", crate::error_chain::describe(&source)), Some(Arc::new(source)))
+}
+
 /// The error an adapter's call failed with (the SDK's, SQLite's, the file system's), kept as the port error's
 /// source so nothing of its chain is lost; shared, so a batch call's one failure can fail every entry.
 pub(crate) type Cause = Arc<dyn std::error::Error + Send + Sync + 'static>;
@@ -68,10 +74,9 @@ impl QueueError {
         QueueError::Unavailable { context: context.into(), source: None }
     }
 
-    /// `context` followed by `source`'s whole chain, and `source` kept.
     pub(crate) fn caused(context: &str, source: impl std::error::Error + Send + Sync + 'static) -> Self {
-        let context = format!("{context}: {}", crate::error_chain::describe(&source));
-        QueueError::Unavailable { context, source: Some(Arc::new(source)) }
+        let (context, source) = with_cause(context, source);
+        QueueError::Unavailable { context, source }
     }
 }
 
@@ -113,10 +118,9 @@ impl StoreError {
         StoreError { context: context.into(), source: None }
     }
 
-    /// `context` followed by `source`'s whole chain, and `source` kept.
     pub(crate) fn caused(context: &str, source: impl std::error::Error + Send + Sync + 'static) -> Self {
-        let context = format!("{context}: {}", crate::error_chain::describe(&source));
-        StoreError { context, source: Some(Arc::new(source)) }
+        let (context, source) = with_cause(context, source);
+        StoreError { context, source }
     }
 }
 
@@ -213,10 +217,9 @@ impl FleetError {
         FleetError { context: context.into(), source: None }
     }
 
-    /// `context` followed by `source`'s whole chain, and `source` kept.
     pub(crate) fn caused(context: &str, source: impl std::error::Error + Send + Sync + 'static) -> Self {
-        let context = format!("{context}: {}", crate::error_chain::describe(&source));
-        FleetError { context, source: Some(Arc::new(source)) }
+        let (context, source) = with_cause(context, source);
+        FleetError { context, source }
     }
 }
 
