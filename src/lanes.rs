@@ -41,24 +41,23 @@ pub struct Lease {
 /// Counts high-lane starts since the last normal one, to give the normal lane its share.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Share {
-    high_streak: usize,
+    /// High-lane starts the normal lane has not yet had its slot for: each normal start settles
+    /// `NORMAL_SHARE - 1` of them, so slots freed several at a time keep the same one-in-five share.
+    high_unpaid: usize,
 }
 
 impl Share {
     /// How many of `free` slots the high lane may take; the rest are the normal lane's due.
     pub(crate) fn high_allowance(&self, free: usize) -> usize {
-        let normal_due = ((self.high_streak + free) / NORMAL_SHARE).min(free);
+        let normal_due = ((self.high_unpaid + free) / NORMAL_SHARE).min(free);
         free - normal_due
     }
 
     /// Records one round: `high` started first, then `normal`, then `high_after` when the normal lane ran short.
     pub fn record(&mut self, high: usize, normal: usize, high_after: usize) {
-        self.high_streak = if normal > 0 {
-            high_after
-        } else {
-            // A normal lane without work is owed nothing beyond its next slot.
-            (self.high_streak + high + high_after).min(NORMAL_SHARE - 1)
-        };
+        let unpaid = (self.high_unpaid + high + high_after).saturating_sub(normal * (NORMAL_SHARE - 1));
+        // A normal lane without work is owed nothing beyond its next slot.
+        self.high_unpaid = if normal > 0 { unpaid } else { unpaid.min(NORMAL_SHARE - 1) };
     }
 }
 

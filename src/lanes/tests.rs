@@ -13,6 +13,14 @@ fn the_share_gives_normal_one_slot_in_five_and_nothing_it_cannot_use() {
         share.record(high, 1 - high, 0);
     }
     assert_eq!(order, "HHHHNHHHHN", "one slot at a time");
+    let mut share = Share::default();
+    let mut normals = 0;
+    for _ in 0..10 {
+        let high = share.high_allowance(4);
+        normals += 4 - high;
+        share.record(high, 4 - high, 0);
+    }
+    assert_eq!(normals, 8, "four slots freed at a time: still one in five of 40 starts (not one in eight)");
     let fresh = Share::default();
     assert_eq!((fresh.high_allowance(10), fresh.high_allowance(4), fresh.high_allowance(5)), (8, 4, 4));
     let mut idle_normal = Share::default();
