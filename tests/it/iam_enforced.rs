@@ -204,6 +204,11 @@ async fn router_flow(overrides: &[(&str, &str)]) {
     }
 
     let id = &ids[0][0];
+    // The router's record of each accepted id: a retry reads it (same request: 202), a reuse reads it and the
+    // result (another request: 409).
+    let reuse = json!({"requestId": id, "prompt": "another request with the same id"});
+    let answer = http.post(format!("{base}/infer")).json(&reuse).send().await.unwrap();
+    assert_eq!(answer.status(), 409, "a reused requestId\n{}", refusals(&router));
     let url = format!("{base}/results/{id}");
     let pending = http.get(&url).send().await.unwrap();
     assert_eq!(pending.status(), 404, "GET while pending\n{}", refusals(&router));
