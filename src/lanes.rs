@@ -149,15 +149,18 @@ impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
         (lane, received.map(|messages| leases(lane, messages).collect()))
     }
 
-    /// Ends the pending long polls. A queue whose receive is safe to drop is just dropped; any other poll is let
-    /// finish (at most the long-poll wait), and what it brought is returned for the caller to hand back.
+    /// Ends the pending long polls. A poll on a queue whose receive is safe to drop is aborted; any other poll is
+    /// let finish (at most the long-poll wait). What a poll brought before it ended (an aborted one may have
+    /// finished first) is returned for the caller to hand back.
     pub(crate) async fn close(mut self) -> Vec<Lease> {
         let mut brought = Vec::new();
         for lane in Priority::ALL {
             let Some(poll) = self.polls.get_mut(lane).take() else { continue };
             if self.lanes.get(lane).receive_is_cancel_safe() {
                 poll.task.abort();
-            } else if let Ok(Ok(messages)) = poll.task.await {
+            }
+            // A poll that finished before the abort took its messages: they are handed back, not dropped.
+            if let Ok(Ok(messages)) = poll.task.await {
                 brought.extend(leases(lane, messages));
             }
         }

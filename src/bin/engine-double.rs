@@ -4,6 +4,7 @@
 //! Prints its base URL on the first stdout line.
 //!
 //! `cargo run --bin engine-double -- --listen 127.0.0.1:8000 --latency-ms 200 --slots 8`
+//! (`--start-delay-ms 3000` waits before listening, like a model load).
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -51,6 +52,9 @@ struct Args {
     /// Prefill time per prompt token, in microseconds.
     #[arg(long, env = "ENGINE_DOUBLE_PREFILL_US", default_value_t = 0)]
     prefill_us_per_token: u64,
+    /// Milliseconds to wait before listening, as an engine loading its model does (its port refuses until then).
+    #[arg(long, env = "ENGINE_DOUBLE_START_DELAY_MS", default_value_t = 0)]
+    start_delay_ms: u64,
 }
 
 #[tokio::main]
@@ -70,6 +74,7 @@ async fn main() -> std::io::Result<()> {
         batch_slowdown: args.batch_slowdown,
         prefill_per_token: Duration::from_micros(args.prefill_us_per_token),
     };
+    tokio::time::sleep(Duration::from_millis(args.start_delay_ms)).await;
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     let double = EngineDouble::serve(listener, behavior);
     let mut stdout = std::io::stdout();

@@ -9,7 +9,7 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 use crate::body_budget::BodyBudget;
-use crate::cmd::args::{DataDirArgs, HttpServerArgs, RoutingArgs, ScalerArgs, TuningArgs, WebhookArgs};
+use crate::cmd::args::{DataDirArgs, HttpServerArgs, RoutingArgs, ScalerArgs, TierSetting, TuningArgs, WebhookArgs};
 use crate::cmd::backends::Wiring;
 use crate::cmd::router::serve;
 use crate::cmd::worker::{build, engine_lost};
@@ -17,12 +17,17 @@ use crate::engine::DEFAULT_ENGINE_URL;
 use crate::engine::{EngineConfig, base_url};
 use crate::http_server::HttpLimits;
 use crate::local::RESULT_RETENTION_DAYS;
+use crate::local::engine_fleet::{
+    DEFAULT_IDLE_TTL_SECONDS, DEFAULT_MAX_ENGINES, DEFAULT_START_TIMEOUT_SECONDS, EngineFleet, EngineTier,
+    FleetSettings, PORT_PLACEHOLDER, PoolOutputs,
+};
 use crate::local::fleet::FixedFleet;
 use crate::local::store::FileStore;
 use crate::metrics::Emf;
 use crate::ports::{Queue, ResultStore};
 use crate::router::AppState;
 use crate::router::DEFAULT_LISTEN_ADDR;
+use crate::scaler::Scaler;
 use crate::vocabulary::{Lanes, PerTier, Tier};
 use crate::webhook::{WebhookConfig, Webhooks};
 use crate::worker::{Stopped, WorkerConfig};
@@ -60,6 +65,71 @@ pub struct Args {
     pub webhooks: WebhookArgs,
     #[command(flatten)]
     pub scaler: ScalerArgs,
+    // Boxed: the command enum's variants stay of comparable size.
+    #[command(flatten)]
+    pub engines: Box<EngineFleetArgs>,
+}
+
+/// Engines started on demand (opt-in): with an engine command, a tier's engines are started when work arrives
+/// and stopped when idle, instead of using its engine URL.
+#[derive(Debug, Clone, clap::Args)]
+pub struct EngineFleetArgs {
+    /// Command line that starts one small-tier engine listening on `{port}` of 127.0.0.1, run through `sh -c`
+    /// (e.g. `vllm serve Qwen/Qwen2.5-0.5B-Instruct --host 127.0.0.1 --port {port}`) [default: none: the
+    /// engine at --small-engine-url].
+    #[arg(long, env = "SMALL_ENGINE_CMD")]
+    pub small_engine_cmd: Option<String>,
+    /// Command line that starts one large-tier engine, as --small-engine-cmd [default: the small tier's
+    /// command when --large-engine-url is not given].
+    #[arg(long, env = "LARGE_ENGINE_CMD")]
+    pub large_engine_cmd: Option<String>,
+    /// Most engines per tier started by an engine command, e.g. `2` or `small=2,large=1` [default: 1].
+    #[arg(long, env = "MAX_ENGINES", value_delimiter = ',')]
+    pub max_engines: Vec<TierSetting<u32>>,
+    /// Seconds a tier must need fewer engines than it runs before one is stopped (drained first).
+    #[arg(long, env = "ENGINE_IDLE_TTL_SECONDS", default_value_t = DEFAULT_IDLE_TTL_SECONDS)]
+    pub engine_idle_ttl_seconds: u64,
+    /// Seconds a started engine has to answer /health before its start counts as failed (a model load).
+    #[arg(long, env = "ENGINE_START_TIMEOUT_SECONDS", default_value_t = DEFAULT_START_TIMEOUT_SECONDS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub engine_start_timeout_seconds: u64,
+}
+
+/// The checked engine commands: per tier, the command and its most engines, or None for a fixed engine URL.
+struct EngineCommands {
+    commands: PerTier<Option<(String, u32)>>,
+    settings: FleetSettings,
+}
+
+impl EngineFleetArgs {
+    fn commands(&self, large_engine_url: Option<&str>) -> anyhow::Result<EngineCommands> {
+        let large = self
+            .large_engine_cmd
+            .clone()
+            .or_else(|| large_engine_url.is_none().then(|| self.small_engine_cmd.clone()).flatten());
+        let check = |tier: Tier, command: Option<String>| -> anyhow::Result<Option<(String, u32)>> {
+            let Some(command) = command else { return Ok(None) };
+            if !command.contains(PORT_PLACEHOLDER) {
+                anyhow::bail!(
+                    "the {tier} tier's engine command must contain {PORT_PLACEHOLDER}, the port it is to listen on: `{command}`"
+                );
+            }
+            let max = TierSetting::pick(&self.max_engines, tier, DEFAULT_MAX_ENGINES);
+            if max == 0 {
+                anyhow::bail!("--max-engines must be at least 1 for the {tier} tier");
+            }
+            Ok(Some((command, max)))
+        };
+        Ok(EngineCommands {
+            commands: PerTier {
+                small: check(Tier::Small, self.small_engine_cmd.clone())?,
+                large: check(Tier::Large, large)?,
+            },
+            settings: FleetSettings {
+                idle_ttl: Duration::from_secs(self.engine_idle_ttl_seconds),
+                start_timeout: Duration::from_secs(self.engine_start_timeout_seconds),
+            },
+        })
+    }
 }
 
 pub struct Config {
@@ -76,10 +146,12 @@ pub struct Config {
     scaler: ScalerArgs,
     retention: Duration,
     wiring: Wiring,
+    engine_commands: EngineCommands,
 }
 
 impl Args {
     pub fn into_config(self) -> anyhow::Result<Config> {
+        let engine_commands = self.engines.commands(self.large_engine_url.as_deref())?;
         let large_engine_url = self.large_engine_url.as_deref().unwrap_or(&self.small_engine_url);
         let engines = PerTier {
             small: self.tuning.engine_config(&self.small_engine_url, self.small_model.clone()),
@@ -106,6 +178,7 @@ impl Args {
             scaler: self.scaler,
             retention: Duration::from_secs(self.result_retention_days * 24 * 3600),
             wiring,
+            engine_commands,
         })
     }
 }
@@ -127,7 +200,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
 
     let webhooks = Webhooks::new(config.webhooks.clone(), metrics.clone())?;
     let mut pools = tokio::task::JoinSet::new();
-    for tier in Tier::ALL {
+    let commands = &config.engine_commands.commands;
+    for tier in Tier::ALL.into_iter().filter(|&tier| commands.get(tier).is_none()) {
         let worker = build(
             lanes(tier),
             Arc::clone(&store),
@@ -145,16 +219,49 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             (tier, stopped)
         });
     }
-    let fleet = Arc::new(FixedFleet { tasks_per_tier: 1 });
-    let scaler =
-        config.scaler.scaler(Tier::ALL.map(|tier| (tier, lanes(tier))), fleet.clone(), fleet, metrics.clone())?;
-    let scaler = tokio::spawn(scaler.run(config.scaler.interval(), shutdown.clone()));
+    let scaled = Tier::ALL.map(|tier| (tier, lanes(tier)));
+    let engine_tiers: Vec<EngineTier> = Tier::ALL
+        .into_iter()
+        .filter_map(|tier| {
+            let (command, max_engines) = commands.get(tier).clone()?;
+            Some(EngineTier {
+                tier,
+                command,
+                max_engines,
+                engine: config.engines.get(tier).clone(),
+                worker: config.workers.get(tier).clone(),
+                lanes: lanes(tier),
+            })
+        })
+        .collect();
+    let mut engine_fleet = None;
+    let scaler = if engine_tiers.is_empty() {
+        let fleet = Arc::new(FixedFleet { tasks_per_tier: 1 });
+        let scaler = config.scaler.scaler(scaled, fleet.clone(), fleet, metrics.clone())?;
+        tokio::spawn(scaler.run(config.scaler.interval(), shutdown.clone()))
+    } else {
+        let services = Tier::ALL.map(|tier| (config.scaler.service_name.replace("{tier}", tier.as_str()), tier));
+        let fleet = Arc::new(EngineFleet::new(
+            services.into(),
+            engine_tiers,
+            PoolOutputs { store: Arc::clone(&store), metrics: metrics.clone(), webhooks: webhooks.clone() },
+            config.engine_commands.settings.clone(),
+            shutdown.clone(),
+        ));
+        engine_fleet = Some(Arc::clone(&fleet));
+        let scaler = config.scaler.scaler(scaled, fleet.clone(), fleet.clone(), metrics.clone())?;
+        tokio::spawn(scale_engines(scaler, fleet, config.scaler.interval(), shutdown.clone()))
+    };
     let expiry = tokio::spawn(expire_hourly(Arc::clone(&backends.store), config.retention, shutdown.clone()));
     let state = Arc::new(AppState {
         queues: PerTier { small: lanes(Tier::Small), large: lanes(Tier::Large) },
         store,
         routing: config.routing.config(),
-        classifier: config.routing.classifier(&config.wiring, Some(&config.engines.small.base_url)).await?,
+        // An engine started on demand is not there to classify: only a configured classifier then decides.
+        classifier: config
+            .routing
+            .classifier(&config.wiring, commands.small.is_none().then_some(config.engines.small.base_url.as_str()))
+            .await?,
         callbacks: config.webhooks.policy,
         metrics,
         bodies: config.bodies.clone(),
@@ -169,9 +276,26 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         }
     }
     let _ = scaler.await;
+    if let Some(fleet) = engine_fleet {
+        fleet.stopped().await;
+    }
     let _ = expiry.await;
     served?;
     lost.map_or(Ok(()), Err)
+}
+
+/// The scaler's loop when engines are started on demand: each tick's decisions go to the engine fleet.
+async fn scale_engines(scaler: Scaler, fleet: Arc<EngineFleet>, interval: Duration, shutdown: CancellationToken) {
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            () = shutdown.cancelled() => break,
+        }
+        let reports = scaler.tick().await;
+        fleet.apply(&reports);
+    }
 }
 
 /// Removes documents older than `retention` now and every hour, until `shutdown`.
@@ -218,7 +342,19 @@ fn print_banner(config: &Config, metrics_path: &std::path::Path) {
     let engines = &config.engines;
     println!("gpuinfer dev: router on {url}");
     println!("  data      {}", config.data_dir.display());
-    println!("  engines   small {}   large {}", base_url(&engines.small.base_url), base_url(&engines.large.base_url));
+    let engine = |tier: Tier| match config.engine_commands.commands.get(tier) {
+        Some((command, max)) => format!(
+            "on demand, up to {max}, stopped after {} s idle: {command}",
+            config.engine_commands.settings.idle_ttl.as_secs()
+        ),
+        None => base_url(&engines.get(tier).base_url),
+    };
+    if config.engine_commands.commands.small.is_none() && config.engine_commands.commands.large.is_none() {
+        println!("  engines   small {}   large {}", engine(Tier::Small), engine(Tier::Large));
+    } else {
+        println!("  engines   small {}", engine(Tier::Small));
+        println!("            large {}", engine(Tier::Large));
+    }
     println!(
         "  send      curl -s {url}/infer -H 'content-type: application/json' -d '{{\"prompt\":\"What is Amazon ECS? Answer briefly.\",\"maxTokens\":64}}'"
     );

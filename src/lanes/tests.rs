@@ -28,3 +28,28 @@ fn the_share_gives_normal_one_slot_in_five_and_nothing_it_cannot_use() {
     assert_eq!(idle_normal.high_allowance(10), 8, "a normal lane without work is owed nothing for the past");
     assert_eq!(idle_normal.high_allowance(1), 0, "…but its next slot");
 }
+
+/// A long poll on the embedded queue that took a message just before the worker stopped receiving: closing the
+/// receiver returns that message for the worker to hand back, instead of dropping it invisible.
+#[tokio::test]
+async fn closing_returns_what_a_finished_poll_brought() {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use crate::local::LocalBackends;
+    use crate::ports::Queue;
+    use crate::vocabulary::{Priority, Tier};
+
+    use super::LaneReceiver;
+
+    let dir = tempfile::tempdir().unwrap();
+    let backends = LocalBackends::open(dir.path()).unwrap();
+    let lanes = backends.tier_lanes(Tier::Small, Duration::from_secs(300), 3).map(|q| q as Arc<dyn Queue>);
+    let mut receiver = LaneReceiver::new(lanes.clone(), Duration::from_secs(20));
+    receiver.poll_idle_lanes(1);
+    lanes.get(Priority::Normal).send("taken by the poll").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let brought = receiver.close().await;
+    assert_eq!(brought.len(), 1, "the message the poll took comes back to the caller");
+    assert_eq!(brought[0].message.body, "taken by the poll");
+}

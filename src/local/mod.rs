@@ -1,6 +1,7 @@
 //! Embedded backends for one machine: SQLite queues and a results folder under a data directory, and the
-//! fixed fleet of local worker pools.
+//! local fleets: fixed worker pools, or engines started on demand.
 
+pub mod engine_fleet;
 pub mod fleet;
 pub mod queue;
 pub mod store;

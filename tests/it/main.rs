@@ -15,6 +15,7 @@ mod deletes;
 mod docs;
 mod e2e_dev;
 mod engine_client;
+mod engine_fleet;
 mod engine_loss;
 mod entrypoint;
 mod fetch_model;

@@ -1,0 +1,219 @@
+//! `gpuinfer dev` starting its engines on demand (`--small-engine-cmd`, the engine double with a start delay as
+//! the engine): zero engine processes while idle, one started by a request and stopped after the idle TTL; a
+//! burst scaled out to the maximum and back in with nothing lost; an engine killed mid-request replaced with
+//! every request ending once; and no engine outliving a `gpuinfer dev` killed with SIGKILL.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use gpuinfer::ports::{Queue, QueueCounts};
+use serde_json::Value;
+
+use crate::support::process::ChildProcess;
+use crate::support::{eventually, free_port, request_body, result_document};
+
+/// Time one request takes in the engine.
+const LATENCY_MS: u64 = 300;
+/// The engine's "model load" before it listens.
+const START_DELAY_MS: u64 = 1000;
+/// Seconds a tier must need fewer engines before one is stopped.
+const IDLE_TTL_SECONDS: u64 = 2;
+
+struct OnDemand {
+    dev: ChildProcess,
+    url: String,
+    /// In the environment of this test's engines only: how they are told from every other process.
+    marker: String,
+    http: reqwest::Client,
+}
+
+impl OnDemand {
+    /// `gpuinfer dev` whose small tier (and so the large one) starts engine doubles on demand; once it answers.
+    async fn start(data: &Path, latency_ms: u64, flags: &[&str]) -> OnDemand {
+        let marker = format!("GPUINFER_TEST_ENGINE={}", uuid::Uuid::new_v4());
+        let command = format!(
+            "{marker} {} --listen 127.0.0.1:{{port}} --latency-ms {latency_ms} --start-delay-ms {START_DELAY_MS}",
+            env!("CARGO_BIN_EXE_engine-double")
+        );
+        let address = format!("127.0.0.1:{}", free_port());
+        let data_dir = data.display().to_string();
+        let ttl = IDLE_TTL_SECONDS.to_string();
+        let mut args = vec![
+            "dev",
+            "--listen",
+            &address,
+            "--data-dir",
+            &data_dir,
+            "--classifier",
+            "none",
+            "--scaler-interval",
+            "1",
+            "--small-engine-cmd",
+            &command,
+            "--engine-idle-ttl-seconds",
+            &ttl,
+            "--engine-start-timeout-seconds",
+            "30",
+            "--engine-loss-window-seconds",
+            "2",
+        ];
+        args.extend(flags);
+        let dev = ChildProcess::gpuinfer(&args, &[("RUST_LOG", "info".into())], &data.join("log"));
+        let on_demand = OnDemand { dev, url: format!("http://{address}"), marker, http: reqwest::Client::new() };
+        crate::support::router_listening(&on_demand.http, &on_demand.url).await;
+        on_demand
+    }
+
+    /// The pids of this test's live engine processes.
+    fn engines(&self) -> Vec<u32> {
+        engine_pids(&self.marker)
+    }
+
+    /// Waits until exactly `count` engine processes run.
+    async fn engines_become(&self, count: usize, limit: Duration) -> Vec<u32> {
+        let what = format!("{count} engine process(es) (log {})", self.dev.log());
+        eventually(limit, &what, || std::future::ready(Some(self.engines()).filter(|pids| pids.len() == count))).await
+    }
+
+    /// Sends a request to the small tier; its id.
+    async fn send(&self, prompt: &str) -> String {
+        let (id, body) = request_body(prompt);
+        let response = self
+            .http
+            .post(format!("{}/infer", self.url))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 202, "{}", response.text().await.unwrap());
+        id.to_string()
+    }
+
+    async fn document(&self, id: &str, limit: Duration) -> Value {
+        result_document(&self.http, &self.url, id, limit).await
+    }
+}
+
+/// Live (not zombie) processes whose command line names the engine double and whose environment holds `marker`.
+fn engine_pids(marker: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else { continue };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if !String::from_utf8_lossy(&cmdline).contains("engine-double") {
+            continue;
+        }
+        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+        if String::from_utf8_lossy(&environ).split('\0').any(|variable| variable == marker) && alive(pid) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Whether `pid` is a process that has not exited (a zombie waiting for its parent's wait has).
+fn alive(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
+    !matches!(state, None | Some("Z" | "X"))
+}
+
+fn assert_success(document: &Value) {
+    assert_eq!(document["status"], "success", "{document}");
+}
+
+#[tokio::test]
+async fn an_idle_tier_runs_no_engine_until_a_request_starts_one_and_stops_it_after_the_idle_ttl() {
+    let data = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let dev = OnDemand::start(data.path(), LATENCY_MS, &[]).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(dev.engines().is_empty(), "an engine runs with nothing to do: {}", dev.dev.log());
+
+    let id = dev.send("hello").await;
+    let document = dev.document(&id, Duration::from_secs(30)).await;
+    assert_success(&document);
+    assert_eq!(dev.engines().len(), 1, "{}", dev.dev.log());
+    let log = dev.dev.log();
+    assert!(log.contains("starting an engine") && log.contains("cold_start_ms"), "{log}");
+
+    dev.engines_become(0, Duration::from_secs(IDLE_TTL_SECONDS + 10)).await;
+    assert!(dev.dev.log().contains("engine stopped"), "{}", dev.dev.log());
+    crate::support::report_figure(&format!(
+        "engine fleet: idle → 1 engine → result → 0 engines in {:.1} s",
+        started.elapsed().as_secs_f64()
+    ));
+}
+
+#[tokio::test]
+async fn a_burst_scales_out_to_the_maximum_and_back_in_with_nothing_lost() {
+    let data = tempfile::tempdir().unwrap();
+    let dev = OnDemand::start(data.path(), 1000, &["--max-engines", "small=2", "--concurrency", "2"]).await;
+    let mut ids = Vec::new();
+    for n in 0..16 {
+        ids.push(dev.send(&format!("burst {n}")).await);
+    }
+    let most = eventually(Duration::from_secs(30), "two engines during the burst", || {
+        std::future::ready(Some(dev.engines().len()).filter(|&n| n == 2))
+    })
+    .await;
+    let mut highest = most;
+    for id in &ids {
+        let document = dev.document(id, Duration::from_secs(60)).await;
+        assert_success(&document);
+        highest = highest.max(dev.engines().len());
+    }
+    assert_eq!(highest, 2, "never more engines than --max-engines");
+    dev.engines_become(0, Duration::from_secs(IDLE_TTL_SECONDS + 15)).await;
+    let documents = std::fs::read_dir(data.path().join("results")).unwrap().count();
+    assert!(documents >= ids.len(), "{documents} documents for {} requests", ids.len());
+}
+
+#[tokio::test]
+async fn an_engine_killed_mid_request_is_replaced_and_every_request_ends_once() {
+    let data = tempfile::tempdir().unwrap();
+    let dev = OnDemand::start(data.path(), 3000, &[]).await;
+    let mut ids = Vec::new();
+    for n in 0..4 {
+        ids.push(dev.send(&format!("in flight {n}")).await);
+    }
+    let pids = dev.engines_become(1, Duration::from_secs(20)).await;
+    // Let the requests reach the engine, then kill it mid-request.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let killed = std::process::Command::new("kill").args(["-KILL", &pids[0].to_string()]).status().unwrap();
+    assert!(killed.success());
+    let replacement = eventually(Duration::from_secs(30), "a replacement engine", || {
+        std::future::ready(dev.engines().into_iter().find(|pid| *pid != pids[0]))
+    })
+    .await;
+    assert_ne!(replacement, pids[0]);
+    for id in &ids {
+        let answered = tokio::time::timeout(Duration::from_secs(60), dev.document(id, Duration::from_secs(61))).await;
+        let document = answered.unwrap_or_else(|_| panic!("no document for {id}; dev's log:\n{}", dev.dev.log()));
+        assert_success(&document);
+    }
+    assert!(dev.dev.log().contains("replacing a lost engine"), "{}", dev.dev.log());
+    // Once each: a document per request, and nothing left in the queue to run again.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for id in &ids {
+        assert_success(&dev.document(id, Duration::from_secs(1)).await);
+    }
+    let queues = gpuinfer::local::LocalBackends::open(data.path()).unwrap();
+    let lanes = queues.lane_handles(gpuinfer::vocabulary::Tier::Small);
+    let counts = lanes.high.counts().await.unwrap() + lanes.normal.counts().await.unwrap();
+    assert_eq!(counts, QueueCounts::default(), "messages still queued after every request ended");
+}
+
+#[tokio::test]
+async fn an_engine_does_not_outlive_a_killed_dev() {
+    let data = tempfile::tempdir().unwrap();
+    let mut dev = OnDemand::start(data.path(), 5000, &[]).await;
+    dev.send("keep it busy").await;
+    let pids = dev.engines_become(1, Duration::from_secs(20)).await;
+    dev.dev.kill(); // SIGKILL: no cleanup of any kind
+    eventually(Duration::from_secs(10), "the engine to die with gpuinfer dev", || {
+        std::future::ready(Some(()).filter(|()| !alive(pids[0]) && dev.engines().is_empty()))
+    })
+    .await;
+}
