@@ -85,6 +85,43 @@ struct TierState {
     lost: u32,
     /// Since when the tier has needed fewer engines than it holds.
     fewer_needed_since: Option<Instant>,
+    /// The status last logged, so a line is written only when it changes.
+    last_status: Option<TierStatus>,
+}
+
+/// What a tier's status line shows: engines wanted, in each phase, and the messages waiting for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct TierStatus {
+    desired: usize,
+    starting: usize,
+    running: usize,
+    draining: usize,
+    queue_depth: u64,
+}
+
+impl TierState {
+    fn status(&self, desired: usize, queue_depth: u64) -> TierStatus {
+        let mut status = TierStatus { desired, starting: 0, running: 0, draining: 0, queue_depth };
+        for slot in self.engines.values() {
+            match (slot.stopping, slot.healthy) {
+                (true, _) => status.draining += 1,
+                (false, true) => status.running += 1,
+                (false, false) => status.starting += 1,
+            }
+        }
+        status
+    }
+
+    /// Logs the tier's status line after a scaler tick, when it differs from the last one logged.
+    fn log_status_change(&mut self, tier: Tier, desired: usize, queue_depth: u64) {
+        let status = self.status(desired, queue_depth);
+        if self.last_status == Some(status) {
+            return;
+        }
+        self.last_status = Some(status);
+        let TierStatus { desired, starting, running, draining, queue_depth } = status;
+        tracing::info!(%tier, desired, starting, running, draining, queue_depth, "engine fleet status");
+    }
 }
 
 struct Managed {
@@ -161,30 +198,30 @@ impl EngineFleet {
                 state.fewer_needed_since = None;
             } else {
                 let since = *state.fewer_needed_since.get_or_insert_with(Instant::now);
-                if since.elapsed() < self.settings.idle_ttl {
-                    continue;
+                if since.elapsed() >= self.settings.idle_ttl {
+                    state.fewer_needed_since = None;
+                    self.stop_surplus(tier, &mut state, active, needed);
                 }
-                state.fewer_needed_since = None;
-                // Engines still starting go first (they hold no work), then the newest.
-                let mut surplus = active;
-                surplus.sort_by_key(|&(id, healthy)| (healthy, std::cmp::Reverse(id)));
-                let count = surplus.len() - needed;
-                for (id, _) in surplus.into_iter().take(count) {
-                    if let Some(slot) = state.engines.get_mut(&id) {
-                        slot.stopping = true;
-                        slot.stop.cancel();
-                        tracing::info!(
-                            %tier,
-                            engine = id,
-                            port = slot.port,
-                            reason = format!(
-                                "{needed} engine(s) needed for the idle TTL of {} s",
-                                self.settings.idle_ttl.as_secs()
-                            ),
-                            "stopping an engine: draining its worker pool first"
-                        );
-                    }
-                }
+            }
+            state.log_status_change(tier, needed, messages);
+        }
+    }
+
+    /// Stops the engines beyond `needed`: those still starting first (they hold no work), then the newest.
+    fn stop_surplus(&self, tier: Tier, state: &mut TierState, mut active: Vec<(u64, bool)>, needed: usize) {
+        active.sort_by_key(|&(id, healthy)| (healthy, std::cmp::Reverse(id)));
+        let count = active.len() - needed;
+        for (id, _) in active.into_iter().take(count) {
+            if let Some(slot) = state.engines.get_mut(&id) {
+                slot.stopping = true;
+                slot.stop.cancel();
+                tracing::info!(
+                    %tier,
+                    engine = id,
+                    port = slot.port,
+                    reason = format!("{needed} engine(s) needed for the idle TTL of {} s", self.settings.idle_ttl.as_secs()),
+                    "stopping an engine: draining its worker pool first"
+                );
             }
         }
     }

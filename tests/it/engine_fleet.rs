@@ -93,6 +93,25 @@ impl OnDemand {
     async fn document(&self, id: &str, limit: Duration) -> Value {
         result_document(&self.http, &self.url, id, limit).await
     }
+
+    /// The small tier's status lines logged so far, each as its `key=value` fields.
+    fn small_statuses(&self) -> Vec<String> {
+        self.dev
+            .log()
+            .lines()
+            .filter(|line| line.contains("engine fleet status") && line.contains("tier=small"))
+            .map(|line| line.split_once("engine fleet status").map_or("", |(_, fields)| fields).trim().to_owned())
+            .collect()
+    }
+
+    /// Waits until the small tier's last status line reads `fields`.
+    async fn small_status_becomes(&self, fields: &str, limit: Duration) {
+        let what = format!("the status `{fields}` (log {})", self.dev.log());
+        eventually(limit, &what, || {
+            std::future::ready(self.small_statuses().last().filter(|last| last.ends_with(fields)).map(|_| ()))
+        })
+        .await
+    }
 }
 
 /// Live (not zombie) processes whose command line names the engine double and whose environment holds `marker`.
@@ -137,9 +156,14 @@ async fn an_idle_tier_runs_no_engine_until_a_request_starts_one_and_stops_it_aft
     assert_eq!(dev.engines().len(), 1, "{}", dev.dev.log());
     let log = dev.dev.log();
     assert!(log.contains("starting an engine") && log.contains("cold_start_ms"), "{log}");
+    let statuses = dev.small_statuses();
+    assert!(statuses.iter().any(|s| s.starts_with("tier=small desired=1 starting=1 running=0")), "{statuses:?}");
 
     dev.engines_become(0, Duration::from_secs(IDLE_TTL_SECONDS + 10)).await;
     assert!(dev.dev.log().contains("engine stopped"), "{}", dev.dev.log());
+    dev.small_status_becomes("desired=0 starting=0 running=0 draining=0 queue_depth=0", Duration::from_secs(10)).await;
+    let statuses = dev.small_statuses();
+    assert!(statuses.iter().any(|s| s.contains("running=1")), "no status line with the engine running: {statuses:?}");
     crate::support::report_figure(&format!(
         "engine fleet: idle → 1 engine → result → 0 engines in {:.1} s",
         started.elapsed().as_secs_f64()
