@@ -3,6 +3,8 @@
 # on 127.0.0.1, for tests and local runs. CPU only, tiny models from PyPI.
 #
 #   scripts/local-engine.sh start  [--port 8000] [--slots 8] [--ctx 2048] [--model gemma3|smollm2]
+#   scripts/local-engine.sh serve  [same options]  # in the foreground, e.g. as
+#       gpuinfer dev --small-engine-cmd 'scripts/local-engine.sh serve --port {port}'
 #   scripts/local-engine.sh stop   [--port 8000]
 #   scripts/local-engine.sh status [--port 8000]
 #   scripts/local-engine.sh install            # venv + model only (CI warm-up)
@@ -38,7 +40,7 @@ die() {
 }
 
 usage() {
-    sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 is_uint() { [[ $1 =~ ^[0-9]+$ ]] && ((10#$1 > 0)); }
@@ -189,6 +191,13 @@ cmd_start() {
     die "engine (pid $pid) not healthy after ${START_TIMEOUT}s; it is left running: '$0 stop --port $PORT' to kill it"
 }
 
+cmd_serve() {
+    do_install
+    [[ $(health_code) == 000 ]] || die "port $PORT is already in use by another program; pick another --port"
+    OMP_WAIT_POLICY=PASSIVE exec "$VPY" "$HELPER" serve --model "$MODEL" --cache "$CACHE" --port "$PORT" \
+        --slots "$SLOTS" --ctx "$CTX" --threads "$(nproc)" --in-caller-group
+}
+
 cmd_stop() {
     local pid i
     lock "engine-$PORT"
@@ -241,6 +250,10 @@ case $CMD in
     start)
         parse_opts "--port --slots --ctx --model" "$@"
         cmd_start
+        ;;
+    serve)
+        parse_opts "--port --slots --ctx --model" "$@"
+        cmd_serve
         ;;
     stop)
         parse_opts "--port" "$@"

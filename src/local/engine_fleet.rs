@@ -37,6 +37,8 @@ pub const DEFAULT_START_TIMEOUT_SECONDS: u64 = 600;
 pub const PORT_PLACEHOLDER: &str = "{port}";
 /// Time a stopping engine has to exit after SIGTERM before its process group gets SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(10);
+/// How often a stopping engine's process group is checked for processes still running.
+const GROUP_EXIT_POLL: Duration = Duration::from_millis(100);
 /// How often a starting engine's /health is probed.
 const HEALTH_POLL: Duration = Duration::from_millis(250);
 
@@ -446,14 +448,22 @@ fn guarded(engine: &str) -> String {
     )
 }
 
-/// SIGTERM to the engine's process group, then SIGKILL to what is left after the grace; reaps the shell.
+/// SIGTERM to the engine's process group, then SIGKILL to what is left after the grace; reaps the shell. The
+/// grace lasts until the whole group has exited, not only the shell: an engine started by a wrapper (a script
+/// that runs the server as its child) may still be shutting down when the shell is gone.
 async fn terminate(pgid: u32, child: &mut Child) {
     if pgid == 0 {
         let _ = child.kill().await;
         return;
     }
     signal_group("TERM", pgid).await;
-    if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_err() {
+    let group_exited = async {
+        let _ = child.wait().await;
+        while signal_group("0", pgid).await {
+            tokio::time::sleep(GROUP_EXIT_POLL).await;
+        }
+    };
+    if tokio::time::timeout(STOP_GRACE, group_exited).await.is_err() {
         tracing::warn!(
             pgid,
             grace_s = STOP_GRACE.as_secs(),
@@ -464,14 +474,16 @@ async fn terminate(pgid: u32, child: &mut Child) {
     let _ = child.wait().await;
 }
 
-/// Sends `signal` to every process of the group `pgid` (`kill -s SIGNAL -- -PGID`; no unsafe code here).
-async fn signal_group(signal: &str, pgid: u32) {
-    let _ = Command::new("kill")
+/// Sends `signal` to every process of the group `pgid` (`kill -s SIGNAL -- -PGID`; no unsafe code here); whether
+/// the group had a process to take it (signal "0" only asks that).
+async fn signal_group(signal: &str, pgid: u32) -> bool {
+    Command::new("kill")
         .args(["-s", signal, "--", &format!("-{pgid}")])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
-        .await;
+        .await
+        .is_ok_and(|status| status.success())
 }
 
 /// Polls /health until it answers.
