@@ -274,8 +274,8 @@ impl Scaler {
         reports
     }
 
-    /// Ticks every `interval` until `shutdown`.
-    pub async fn run(self, interval: Duration, shutdown: CancellationToken) {
+    /// Ticks every `interval` until `shutdown`, handing each tick's reports to `on_tick` (e.g. the local engine fleet).
+    pub async fn run(self, interval: Duration, shutdown: CancellationToken, mut on_tick: impl FnMut(&[TierReport])) {
         let mut ticks = tokio::time::interval(interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -283,7 +283,7 @@ impl Scaler {
                 _ = ticks.tick() => {}
                 () = shutdown.cancelled() => break,
             }
-            self.tick().await;
+            on_tick(&self.tick().await);
         }
     }
 

@@ -27,7 +27,6 @@ use crate::metrics::Emf;
 use crate::ports::{Queue, ResultStore};
 use crate::router::AppState;
 use crate::router::DEFAULT_LISTEN_ADDR;
-use crate::scaler::Scaler;
 use crate::vocabulary::{Lanes, PerTier, Tier};
 use crate::webhook::{WebhookConfig, Webhooks};
 use crate::worker::{Stopped, WorkerConfig};
@@ -238,7 +237,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     let scaler = if engine_tiers.is_empty() {
         let fleet = Arc::new(FixedFleet { tasks_per_tier: 1 });
         let scaler = config.scaler.scaler(scaled, fleet.clone(), fleet, metrics.clone())?;
-        tokio::spawn(scaler.run(config.scaler.interval(), shutdown.clone()))
+        tokio::spawn(scaler.run(config.scaler.interval(), shutdown.clone(), |_| {}))
     } else {
         let services = Tier::ALL.map(|tier| (config.scaler.service_name.replace("{tier}", tier.as_str()), tier));
         let fleet = Arc::new(EngineFleet::new(
@@ -250,7 +249,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         ));
         engine_fleet = Some(Arc::clone(&fleet));
         let scaler = config.scaler.scaler(scaled, fleet.clone(), fleet.clone(), metrics.clone())?;
-        tokio::spawn(scale_engines(scaler, fleet, config.scaler.interval(), shutdown.clone()))
+        tokio::spawn(scaler.run(config.scaler.interval(), shutdown.clone(), move |reports| fleet.apply(reports)))
     };
     let expiry = tokio::spawn(expire_hourly(Arc::clone(&backends.store), config.retention, shutdown.clone()));
     let state = Arc::new(AppState {
@@ -282,20 +281,6 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     let _ = expiry.await;
     served?;
     lost.map_or(Ok(()), Err)
-}
-
-/// The scaler's loop when engines are started on demand: each tick's decisions go to the engine fleet.
-async fn scale_engines(scaler: Scaler, fleet: Arc<EngineFleet>, interval: Duration, shutdown: CancellationToken) {
-    let mut ticks = tokio::time::interval(interval);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = ticks.tick() => {}
-            () = shutdown.cancelled() => break,
-        }
-        let reports = scaler.tick().await;
-        fleet.apply(&reports);
-    }
 }
 
 /// Removes documents older than `retention` now and every hour, until `shutdown`.

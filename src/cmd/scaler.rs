@@ -89,7 +89,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     }
     let interval = config.scaler.interval();
     tracing::info!(interval_s = interval.as_secs(), "scaler running");
-    scaler.run(interval, shutdown).await;
+    scaler.run(interval, shutdown, |_| {}).await;
     Ok(())
 }
 
