@@ -5,9 +5,8 @@
 //! Run through scripts/bench.sh, which builds in release and starts the services this needs.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,59 +16,15 @@ use gpuinfer::vocabulary::Tier;
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
+mod support;
+use support::{GPU_LIKE, Process, Row, free_port, machine, report, simulator, table};
+
 const TOKENS: u32 = 48;
-
-/// One row of the table: ours against its reference, measured in the same run.
-struct Row {
-    id: &'static str,
-    what: String,
-    ours: String,
-    reference: String,
-    ratio: f64,
-    target: &'static str,
-    /// None where the issue sets no target and the row is there to be read.
-    met: Option<bool>,
-}
-
-/// A child process killed when dropped.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Process {
-    fn pid(&self) -> u32 {
-        self.0.id()
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 fn gpuinfer(args: &[&str], env: &[(&str, String)]) -> Process {
     let mut command = Command::new(env!("CARGO_BIN_EXE_gpuinfer"));
     command.args(args).envs(env.iter().cloned()).env("RUST_LOG", "warn").stdout(Stdio::null()).stderr(Stdio::null());
     Process(command.spawn().expect("start gpuinfer"))
-}
-
-/// The engine simulator: `slots` parallel slots, 10 ms per token at batch 1, 30 % slower at a full batch.
-fn simulator(slots: usize, extra: &[&str]) -> (Process, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_engine-double"))
-        .args(["--listen", "127.0.0.1:0", "--slots", &slots.to_string()])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the engine simulator");
-    let mut url = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut url).unwrap();
-    assert!(url.starts_with("http://"), "the engine simulator did not start with {extra:?}");
-    (Process(child), url.trim().to_owned())
 }
 
 /// Total completion tokens per second when `concurrency` clients drive the engine directly.
@@ -127,7 +82,8 @@ async fn wait_for_results(dir: &Path, expected: usize, limit: Duration) {
     }
 }
 
-/// Tokens per second of `gpuinfer worker` draining `requests` queued requests of `TOKENS` tokens.
+/// Tokens per second of `gpuinfer worker` draining `requests` queued requests of `TOKENS` tokens, `concurrency`
+/// requests in flight (0: the default, adaptive).
 async fn drain_with_worker(engine: &str, concurrency: usize, requests: usize) -> (f64, Duration) {
     let dir = tempfile::tempdir().unwrap();
     let queue = LocalBackends::open(dir.path()).unwrap().lane_handles(Tier::Small).normal;
@@ -135,22 +91,25 @@ async fn drain_with_worker(engine: &str, concurrency: usize, requests: usize) ->
         queue.send(&request(i)).await.unwrap();
     }
     let started = Instant::now();
-    let _worker = gpuinfer(
-        &["worker", "--tier", "small", "--engine-url", engine, "--concurrency", &concurrency.to_string()],
-        &[("GPUINFER_DATA_DIR", dir.path().display().to_string())],
-    );
+    let mut args = vec!["worker", "--tier", "small", "--engine-url", engine];
+    let concurrency = concurrency.to_string();
+    if concurrency != "0" {
+        args.extend(["--concurrency", &concurrency, "--fixed-concurrency"]);
+    }
+    let _worker = gpuinfer(&args, &[("GPUINFER_DATA_DIR", dir.path().display().to_string())]);
     wait_for_results(dir.path(), requests, Duration::from_secs(900)).await;
     let elapsed = started.elapsed();
     ((requests * TOKENS as usize) as f64 / elapsed.as_secs_f64(), elapsed)
 }
 
-/// Tokens per second through `gpuinfer dev`: HTTP POSTs → embedded queue → worker → engine → result files.
-async fn through_dev(engine: &str, concurrency: usize, requests: usize) -> f64 {
+/// Tokens per second through `gpuinfer dev` with its default settings: HTTP POSTs (32 at a time) → embedded
+/// queue → worker (adaptive in-flight limit) → engine → result files.
+async fn through_dev(engine: &str, requests: usize) -> f64 {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let _dev = gpuinfer(
         &["dev", "--listen", &format!("127.0.0.1:{port}"), "--small-engine-url", engine, "--classifier", "none"],
-        &[("GPUINFER_DATA_DIR", dir.path().display().to_string()), ("WORKER_CONCURRENCY", concurrency.to_string())],
+        &[("GPUINFER_DATA_DIR", dir.path().display().to_string())],
     );
     let http = reqwest::Client::new();
     let base = format!("http://127.0.0.1:{port}");
@@ -158,10 +117,19 @@ async fn through_dev(engine: &str, concurrency: usize, requests: usize) -> f64 {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let started = Instant::now();
+    let posting = Arc::new(Semaphore::new(32));
+    let mut posts = tokio::task::JoinSet::new();
     for i in 0..requests {
-        let body = json!({"prompt": format!("Benchmark request {i}: tell a story."), "maxTokens": TOKENS});
-        let status = http.post(format!("{base}/infer")).json(&body).send().await.unwrap().status();
-        assert_eq!(status, 202);
+        let (http, base, posting) = (http.clone(), base.clone(), Arc::clone(&posting));
+        posts.spawn(async move {
+            let _turn = posting.acquire_owned().await.unwrap();
+            let body = json!({"prompt": format!("Benchmark request {i}: tell a story."), "maxTokens": TOKENS});
+            let status = http.post(format!("{base}/infer")).json(&body).send().await.unwrap().status();
+            assert_eq!(status, 202);
+        });
+    }
+    while let Some(posted) = posts.join_next().await {
+        posted.unwrap();
     }
     wait_for_results(dir.path(), requests, Duration::from_secs(900)).await;
     (requests * TOKENS as usize) as f64 / started.elapsed().as_secs_f64()
@@ -485,34 +453,32 @@ async fn fetch_versus_cli(moto: &str) -> (f64, f64) {
     (ours_mib_s, cli_mib_s)
 }
 
+/// P1 (pipeline with default settings vs the engine driven directly at its best concurrency) and, given a
+/// number of sequential requests, P2 (our worker vs a seed-style sequential one).
 async fn pipeline_rows(
     rows: &mut Vec<Row>,
     label: &str,
     engine: &str,
     slots: usize,
     requests: usize,
-    sequential: usize,
+    sequential: Option<usize>,
 ) {
     // Warm up the engine (caches, memory pages, a first-request cost): not measured.
     drive_engine(engine, slots, slots).await;
     eprintln!("{label}: direct load, best concurrency");
     let concurrencies: Vec<usize> = [1, slots / 2, slots, slots * 2].into_iter().filter(|&c| c > 0).collect();
     let (direct_before, best) = best_direct(engine, &concurrencies, requests).await;
-    eprintln!("{label}: through gpuinfer dev");
-    let pipeline = through_dev(engine, slots, requests).await;
+    eprintln!("{label}: through gpuinfer dev, default settings");
+    let pipeline = through_dev(engine, requests).await;
     // The engine measured again right after: a machine whose speed drifts during the run moves both sides.
     let direct_after = drive_engine(engine, best, requests).await;
     eprintln!("  direct at concurrency {best} again: {direct_after:.1} tok/s");
     let direct = (direct_before + direct_after) / 2.0;
-    eprintln!("{label}: seed-style worker (concurrency 1, one message per receive)");
-    let (seed, _) = drain_with_worker(engine, 1, sequential).await;
-    eprintln!("{label}: our worker (concurrency {slots})");
-    let (ours, _) = drain_with_worker(engine, slots, requests).await;
     report(
         rows,
         Row {
             id: "P1",
-            what: format!("pipeline vs direct, {label} ({requests} × {TOKENS} tokens)"),
+            what: format!("pipeline vs direct, {label} ({requests} × {TOKENS} tokens), default settings"),
             ours: format!("{pipeline:.1} tok/s through `gpuinfer dev`"),
             reference: format!(
                 "{direct:.1} tok/s direct at concurrency {best} (mean of {direct_before:.1} before, {direct_after:.1} after)"
@@ -522,65 +488,24 @@ async fn pipeline_rows(
             met: Some(pipeline / direct >= 0.95),
         },
     );
+    let Some(sequential) = sequential else { return };
+    eprintln!("{label}: seed-style worker (concurrency 1, one message per receive)");
+    let (seed, _) = drain_with_worker(engine, 1, sequential).await;
+    eprintln!("{label}: our worker (default settings)");
+    let (ours, _) = drain_with_worker(engine, 0, requests).await;
     let p2_target = if slots >= 32 { ("≥ 10", 10.0) } else { ("≥ 3.4", 3.4) };
     report(
         rows,
         Row {
             id: "P2",
             what: format!("our worker vs seed-style sequential worker, {label}"),
-            ours: format!("{ours:.1} tok/s (concurrency {slots})"),
+            ours: format!("{ours:.1} tok/s (default settings)"),
             reference: format!("{seed:.1} tok/s (concurrency 1, one message per receive)"),
             ratio: ours / seed,
             target: p2_target.0,
             met: Some(ours / seed >= p2_target.1),
         },
     );
-}
-
-/// Adds a row and shows it at once, so a long run reports as it goes.
-fn report(rows: &mut Vec<Row>, row: Row) {
-    eprintln!(
-        "  {} {}: {} vs {} → {:.2} (target {})",
-        row.id, row.what, row.ours, row.reference, row.ratio, row.target
-    );
-    rows.push(row);
-}
-
-fn table(rows: &[Row]) -> String {
-    let mut out =
-        String::from("| | what | ours | reference | ratio | target | met |\n|---|---|---|---|---:|---|---|\n");
-    for r in rows {
-        out += &format!(
-            "| {} | {} | {} | {} | {:.2} | {} | {} |\n",
-            r.id,
-            r.what,
-            r.ours,
-            r.reference,
-            r.ratio,
-            r.target,
-            match r.met {
-                Some(true) => "yes",
-                Some(false) => "**no**",
-                None => "—",
-            }
-        );
-    }
-    out
-}
-
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
-        })
-        .unwrap_or_default();
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
-    let memory = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| m.lines().next().and_then(|l| l.split_whitespace().nth(1)).and_then(|kb| kb.parse::<f64>().ok()))
-        .map_or(0.0, |kb| kb / 1_048_576.0);
-    format!("{cores} cores ({cpu}), {memory:.0} GiB memory")
 }
 
 #[tokio::main]
@@ -592,10 +517,11 @@ async fn main() {
     let started = Instant::now();
     let mut rows = Vec::new();
 
-    let (_sim, sim_url) =
-        simulator(32, &["--completion-tokens", "100000", "--token-ms", "10", "--batch-slowdown", "0.3"]);
-    pipeline_rows(&mut rows, "simulator, 32 slots", &sim_url, 32, 640, 24).await;
-    pipeline_rows(&mut rows, "local llama.cpp gemma-3-270m, 8 slots", &local_engine, 8, 48, 8).await;
+    for (slots, requests, sequential) in [(8, 160, None), (64, 1280, Some(24)), (256, 5120, None)] {
+        let (_sim, sim_url) = simulator(slots, GPU_LIKE);
+        pipeline_rows(&mut rows, &format!("simulator, {slots} slots"), &sim_url, slots, requests, sequential).await;
+    }
+    pipeline_rows(&mut rows, "local llama.cpp gemma-3-270m, 8 slots", &local_engine, 8, 48, Some(8)).await;
 
     eprintln!("P3: worker ceiling with an instant engine");
     let ceiling = worker_ceiling(20_000).await;

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Benchmarks, side by side in one run (release build): prints one markdown table and writes it to
-# BENCHMARKS.md. Starts what it measures against: the local llama.cpp engine (8 slots), the moto
-# SQS/S3 emulator, the engine simulator (32 slots) and, for the baselines, the AWS CLI (PyPI awscli)
-# and a Python + boto3 router; profiles the worker with valgrind's callgrind when valgrind is installed.
-# Run it on an otherwise idle machine: it takes about 10 minutes after the release build.
+# Benchmarks, side by side in one run (release build): prints markdown tables and writes them to
+# BENCHMARKS.md (the pipeline table, then the saturation and zero-idle sections). Starts what it
+# measures against: the local llama.cpp engine (8 slots), the moto SQS/S3 emulator, the engine
+# simulator (8, 64 and 256 slots) and, for the baselines, the AWS CLI (PyPI awscli) and a Python +
+# boto3 router; profiles the worker with valgrind's callgrind when valgrind is installed.
+# Run it on an otherwise idle machine: it takes about 25 minutes after the release build.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -35,3 +36,6 @@ export BENCH_AWS_CLI="$CACHE/awscli-venv/bin/aws"
 # crates; neither changes the code, nor any page the processes load.
 export CARGO_PROFILE_BENCH_DEBUG=line-tables-only CARGO_PROFILE_BENCH_STRIP=false
 cargo bench --locked --bench pipeline -- --write BENCHMARKS.md
+# Each writes its own section of BENCHMARKS.md after the pipeline benchmark has rewritten the rest.
+cargo bench --locked --bench saturation -- --write BENCHMARKS.md
+cargo bench --locked --bench zero_idle -- --write BENCHMARKS.md

@@ -7,6 +7,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
+use crate::engine_load::{self, EngineLoad};
 use crate::outcome::{Generation, Usage};
 use crate::ports::{Completion, Engine, EngineError};
 use crate::request::{InferenceRequest, Input};
@@ -129,6 +130,15 @@ impl Engine for EngineClient {
 
     async fn healthy(&self) -> bool {
         self.health(HEALTH_TIMEOUT).await.is_ok()
+    }
+
+    /// Reads GET /metrics (vLLM's, llama.cpp's with `--metrics`, the engine simulator's).
+    async fn load(&self) -> Option<EngineLoad> {
+        let response = self.http.get(format!("{}/metrics", self.base)).timeout(HEALTH_TIMEOUT).send().await.ok()?;
+        if !response.status().is_success() {
+            return None;
+        }
+        engine_load::parse(&response.text().await.ok()?)
     }
 }
 

@@ -26,6 +26,7 @@
 //! - `metrics`: metric names and EMF lines; `telemetry`: logging; `shutdown`: signals
 
 pub mod acceptance;
+pub mod adaptive_limit;
 pub mod aws;
 pub mod body_budget;
 pub mod classifier;
@@ -33,6 +34,7 @@ pub mod cli;
 pub mod cmd;
 pub mod deletes;
 pub mod engine;
+pub mod engine_load;
 pub mod engine_simulator;
 pub mod error_chain;
 pub mod fetch;
@@ -52,6 +54,7 @@ pub mod scaler;
 pub mod shared_lane;
 pub mod shutdown;
 pub mod simulate;
+pub mod slots;
 pub mod telemetry;
 pub mod vocabulary;
 pub mod webhook;

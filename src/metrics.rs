@@ -26,8 +26,13 @@ pub(crate) const HAS_BACKLOG_WITHOUT_CAPACITY: &str = "HasBacklogWithoutCapacity
 /// Per tier: 1 while the tier's task starts keep failing and the scaler asks for no capacity, else 0.
 pub(crate) const TASK_STARTS_FAILING: &str = "TaskStartsFailing";
 
+/// Per tier and worker: the adaptive in-flight limit, and the engine's own gauges it is read from.
+pub(crate) const IN_FLIGHT_LIMIT: &str = "InFlightLimit";
+pub(crate) const ENGINE_REQUESTS_RUNNING: &str = "EngineRequestsRunning";
+pub(crate) const ENGINE_REQUESTS_WAITING: &str = "EngineRequestsWaiting";
+
 /// Every metric name the binary emits (the template's alarms and widgets may use only these).
-pub const ALL: [&str; 14] = [
+pub const ALL: [&str; 17] = [
     ROUTED_REQUESTS,
     CLASSIFIER_FALLBACKS,
     INFERENCE_LATENCY,
@@ -42,6 +47,9 @@ pub const ALL: [&str; 14] = [
     TASKS_NEEDED,
     HAS_BACKLOG_WITHOUT_CAPACITY,
     TASK_STARTS_FAILING,
+    IN_FLIGHT_LIMIT,
+    ENGINE_REQUESTS_RUNNING,
+    ENGINE_REQUESTS_WAITING,
 ];
 
 #[derive(Debug, Clone, Copy)]

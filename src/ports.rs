@@ -7,6 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::Serialize;
 
+use crate::engine_load::EngineLoad;
 use crate::outcome::Generation;
 use crate::request::InferenceRequest;
 use crate::request_id::RequestId;
@@ -172,6 +173,10 @@ pub struct Completion {
 pub trait Engine: Send + Sync {
     async fn generate(&self, request: &InferenceRequest) -> Result<Completion, EngineError>;
     async fn healthy(&self) -> bool;
+    /// Requests running and queued inside the engine, from its own gauges; None when it exposes none.
+    async fn load(&self) -> Option<EngineLoad> {
+        None
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

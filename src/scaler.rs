@@ -47,6 +47,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::{self, Emf, Metric};
@@ -135,13 +136,13 @@ pub struct Decision {
 }
 
 /// Messages one task should carry unless configured (the seed's QueueDepthScaleThreshold).
-pub(crate) const DEFAULT_BACKLOG_PER_TASK: u32 = 5;
+pub const DEFAULT_BACKLOG_PER_TASK: u32 = 5;
 /// Fewest and most tasks per tier unless configured (the seed's MinTaskCount, MaxTaskCount and
 /// LargeModelMaxTaskCount).
 pub(crate) const DEFAULT_MIN_TASKS: u32 = 0;
 pub(crate) const DEFAULT_MAX_TASKS: PerTier<u32> = PerTier { small: 10, large: 4 };
 /// GPU compute utilization (percent) above which running tasks ask for more, unless configured.
-pub(crate) const DEFAULT_UTILIZATION_TARGET: f64 = 80.0;
+pub const DEFAULT_UTILIZATION_TARGET: f64 = 80.0;
 /// Seconds between two decisions of the local loop unless configured (the template's schedule: every minute).
 pub(crate) const DEFAULT_INTERVAL_SECONDS: u64 = 60;
 
@@ -238,6 +239,8 @@ pub struct Scaler {
     tasks: Arc<dyn ServiceTasks>,
     gpu: Arc<dyn GpuUtilization>,
     metrics: Emf,
+    /// Notified to tick at once instead of at the next interval.
+    tick_now: Arc<Notify>,
 }
 
 impl Scaler {
@@ -247,7 +250,12 @@ impl Scaler {
         gpu: Arc<dyn GpuUtilization>,
         metrics: Emf,
     ) -> Self {
-        Scaler { tiers, tasks, gpu, metrics }
+        Scaler { tiers, tasks, gpu, metrics, tick_now: Arc::new(Notify::new()) }
+    }
+
+    /// What makes [`Scaler::run`] tick at once when notified, instead of at its next interval.
+    pub fn tick_now(&self) -> Arc<Notify> {
+        Arc::clone(&self.tick_now)
     }
 
     /// One decision per tier: EMF lines for the tiers that could be read, a logged summary for every tier.
@@ -274,13 +282,15 @@ impl Scaler {
         reports
     }
 
-    /// Ticks every `interval` until `shutdown`, handing each tick's reports to `on_tick` (e.g. the local engine fleet).
+    /// Ticks every `interval` (and at once when [`Scaler::tick_now`] is notified) until `shutdown`, handing each
+    /// tick's reports to `on_tick` (e.g. the local engine fleet).
     pub async fn run(self, interval: Duration, shutdown: CancellationToken, mut on_tick: impl FnMut(&[TierReport])) {
         let mut ticks = tokio::time::interval(interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = ticks.tick() => {}
+                () = self.tick_now.notified() => ticks.reset(),
                 () = shutdown.cancelled() => break,
             }
             on_tick(&self.tick().await);

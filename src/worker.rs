@@ -2,14 +2,17 @@
 //! callback; retry policy, deadlines, cancels, drain, engine loss.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::adaptive_limit::AdaptiveLimit;
+use crate::engine_load::EngineLoad;
 use crate::lanes::{LaneReceiver, Lease};
 use crate::metrics::{self, Emf, Metric};
 use crate::outcome::{ErrorCode, Processing, ResultDocument};
@@ -18,12 +21,14 @@ use crate::ports::{
 };
 use crate::request::{InferenceRequest, Intake};
 use crate::request_id::RequestId;
+use crate::slots::{Slot, Slots};
 use crate::vocabulary::{Lanes, Tier};
 use crate::webhook::{Callback, DRAIN_GRACE, Webhooks};
 
 /// The worker's defaults: `WorkerConfig::new` and the command line (`cmd::args::TuningArgs`) both read them.
 pub mod defaults {
-    pub(crate) const CONCURRENCY: u32 = 8;
+    /// The ceiling of the adaptive in-flight limit: above the generation slots of any one engine it serves.
+    pub(crate) const CONCURRENCY: u32 = 256;
     pub const WAIT_TIME_SECONDS: u64 = 20;
     pub(crate) const RETRY_BASE_SECONDS: f64 = 2.0;
     pub(crate) const ENGINE_LOSS_WINDOW_SECONDS: u64 = 30;
@@ -34,12 +39,22 @@ pub mod defaults {
 
 /// How often the engine's health is probed, before receiving and all along.
 pub(crate) const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the engine's load gauges are read to adapt the in-flight limit.
+const LOAD_INTERVAL: Duration = Duration::from_millis(250);
+/// After an engine answers without load gauges, readings skipped before asking again (the limit then follows
+/// the latency of finished requests).
+const LOAD_RETRY_READINGS: u32 = 120;
+/// Least time between two log lines (and metric lines) about the in-flight limit.
+const LIMIT_REPORT_INTERVAL: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
     pub tier: Tier,
-    /// Requests in flight at once; never receives more messages than free slots.
+    /// Requests in flight at most: the ceiling of the adaptive limit, which follows the engine's free slots.
+    /// Never receives more messages than free slots.
     pub concurrency: usize,
+    /// Whether the in-flight limit adapts to the engine's load (else it stays at `concurrency`).
+    pub adaptive: bool,
     /// Long-poll wait of one receive.
     pub wait_time: Duration,
     /// Visibility the heartbeat keeps renewing while a request runs (renewed every third of it).
@@ -66,6 +81,7 @@ impl WorkerConfig {
         WorkerConfig {
             tier,
             concurrency: defaults::CONCURRENCY as usize,
+            adaptive: true,
             wait_time: Duration::from_secs(defaults::WAIT_TIME_SECONDS),
             visibility_timeout: tier.default_visibility_timeout(),
             max_receive_count: DEFAULT_MAX_RECEIVE_COUNT,
@@ -124,6 +140,20 @@ pub struct Worker<Q: ?Sized, S: ?Sized, E: ?Sized> {
     hand_back: CancellationToken,
     /// Cancelled when shutdown is requested: a result the store refuses is then handed back, not held.
     draining: CancellationToken,
+    /// Cancelled by whoever runs the engine when its process is known to be gone: the engine is then declared
+    /// lost at once, without waiting for the loss window.
+    engine_gone: CancellationToken,
+    /// Slots for requests in flight, as many as the adaptive limit allows.
+    slots: Arc<Slots>,
+    limit: Mutex<LimitState>,
+    /// Whether the engine's last load reading had gauges (else the limit follows finished requests' latency).
+    engine_gauges: AtomicBool,
+}
+
+/// The adaptive limit and what was last reported about it.
+struct LimitState {
+    limit: AdaptiveLimit,
+    reported: Option<(usize, Instant)>,
 }
 
 /// How a running request ended.
@@ -143,6 +173,11 @@ where
 {
     pub fn new(lanes: Lanes<Arc<Q>>, store: Arc<S>, engine: Arc<E>, config: WorkerConfig, metrics: Emf) -> Self {
         let engine_lost = CancellationToken::new();
+        let limit = if config.adaptive {
+            AdaptiveLimit::new(config.concurrency)
+        } else {
+            AdaptiveLimit::fixed(config.concurrency)
+        };
         Worker {
             lanes,
             store,
@@ -153,7 +188,17 @@ where
             hand_back: engine_lost.child_token(),
             engine_lost,
             draining: CancellationToken::new(),
+            engine_gone: CancellationToken::new(),
+            slots: Slots::new(limit.limit()),
+            limit: Mutex::new(LimitState { limit, reported: None }),
+            engine_gauges: AtomicBool::new(false),
         }
+    }
+
+    /// Declares the engine lost as soon as `gone` is cancelled (its process exited), releasing every message.
+    pub fn with_engine_gone(mut self, gone: CancellationToken) -> Self {
+        self.engine_gone = gone;
+        self
     }
 
     /// Sends a callback for every stored document whose request has a callbackUrl.
@@ -170,15 +215,19 @@ where
         if !self.wait_for_engine(&shutdown).await {
             return Stopped::Drained;
         }
-        tracing::info!(%tier, concurrency = self.config.concurrency, "worker polling");
+        tracing::info!(%tier, in_flight_limit = self.slots.limit(), ceiling = self.config.concurrency, "worker polling");
         self.draining = shutdown.clone();
         let worker = Arc::new(self);
         // Receiving stops when this is cancelled: by shutdown (its parent), or by the watchdog on engine loss.
         let receiving = shutdown.child_token();
         let (answering_tx, answering) = watch::channel(true);
         let watchdog = tokio::spawn(Arc::clone(&worker).watch_engine(answering_tx, receiving.clone()));
+        let adapting = worker.config.adaptive.then(|| tokio::spawn(Arc::clone(&worker).adapt_limit()));
         let mut in_flight = InFlight::default();
         worker.receive_until_stopped(&mut in_flight, &receiving, answering).await;
+        if let Some(adapting) = adapting {
+            adapting.abort();
+        }
         worker.finish_in_flight(&mut in_flight).await;
         watchdog.abort();
         if let Some(webhooks) = &worker.webhooks {
@@ -203,14 +252,13 @@ where
         mut answering: watch::Receiver<bool>,
     ) {
         let tier = self.config.tier;
-        let slots = Arc::new(Semaphore::new(self.config.concurrency));
         let mut lanes = LaneReceiver::new(self.lanes.clone(), self.config.wait_time);
         loop {
             in_flight.reap_finished();
             if !wait_until_answering(&mut answering, receiving).await {
                 break;
             }
-            let available = slots.available_permits();
+            let available = self.slots.free();
             let free = lanes.unpromised(available);
             if free > 0 {
                 // A zero-wait receive: let it finish, so a stop never drops messages it already took.
@@ -221,7 +269,7 @@ where
                 }
                 match ready {
                     Ok(leases) if !leases.is_empty() => {
-                        self.start(&mut in_flight.tasks, &slots, leases);
+                        self.start(&mut in_flight.tasks, leases);
                         continue;
                     }
                     Ok(_) => {}
@@ -242,7 +290,7 @@ where
                 biased;
                 () = receiving.cancelled() => break,
                 (lane, polled) = lanes.next_polled() => match polled {
-                    Ok(leases) => self.start(&mut in_flight.tasks, &slots, leases),
+                    Ok(leases) => self.start(&mut in_flight.tasks, leases),
                     Err(error) => tracing::warn!(%tier, %lane, %error, "long poll failed; polling again"),
                 },
                 Some(done) = in_flight.tasks.join_next(), if !in_flight.tasks.is_empty() => in_flight.record(done),
@@ -281,20 +329,19 @@ where
     /// Runs each lease in its own task, in a free slot; a lease received beyond the free slots (two lanes
     /// answering at once) waits for the next slot with its visibility renewed, and is released if the engine
     /// is lost (or the drain times out) first.
-    fn start(self: &Arc<Self>, in_flight: &mut JoinSet<Disposition>, slots: &Arc<Semaphore>, leases: Vec<Lease>) {
+    fn start(self: &Arc<Self>, in_flight: &mut JoinSet<Disposition>, leases: Vec<Lease>) {
         for lease in leases {
             let worker = Arc::clone(self);
-            let slots = Arc::clone(slots);
-            let free_slot = Arc::clone(&slots).try_acquire_owned().ok();
+            let free_slot = self.slots.try_take();
             in_flight.spawn(async move {
-                let _slot: OwnedSemaphorePermit = match free_slot {
+                let _slot: Slot = match free_slot {
                     Some(slot) => slot,
                     None => {
                         let waited = worker.with_heartbeat(&lease, async {
                             tokio::select! {
                                 biased;
                                 () = worker.hand_back.cancelled() => None,
-                                slot = slots.acquire_owned() => slot.ok(),
+                                slot = worker.slots.take() => Some(slot),
                             }
                         });
                         match waited.await {
@@ -315,7 +362,16 @@ where
         let window = self.config.engine_loss_window;
         let mut failing_since: Option<Instant> = None;
         loop {
-            tokio::time::sleep(self.config.health_interval).await;
+            tokio::select! {
+                () = tokio::time::sleep(self.config.health_interval) => {}
+                () = self.engine_gone.cancelled() => {
+                    tracing::error!(%tier, "engine process exited: releasing every unfinished message");
+                    answering.send_replace(false);
+                    receiving.cancel();
+                    self.engine_lost.cancel();
+                    return;
+                }
+            }
             if self.engine.healthy().await {
                 if failing_since.take().is_some() {
                     tracing::info!(%tier, "engine answers again");
@@ -336,6 +392,63 @@ where
                 return;
             }
         }
+    }
+
+    /// Reads the engine's load every `LOAD_INTERVAL` and sets the in-flight limit from it. An engine without load
+    /// gauges leaves the limit to the latency of finished requests, and is asked again now and then.
+    async fn adapt_limit(self: Arc<Self>) {
+        let mut readings = tokio::time::interval(LOAD_INTERVAL);
+        readings.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut skip = 0;
+        loop {
+            readings.tick().await;
+            if skip > 0 {
+                skip -= 1;
+                continue;
+            }
+            let Some(load) = self.engine.load().await else {
+                self.engine_gauges.store(false, Ordering::Relaxed);
+                skip = LOAD_RETRY_READINGS;
+                continue;
+            };
+            self.engine_gauges.store(true, Ordering::Relaxed);
+            self.adjust_limit(Some(load), |limit, in_flight| limit.on_engine_load(load, in_flight));
+        }
+    }
+
+    /// A request's engine time and generated tokens: what the limit follows when the engine has no load gauges.
+    fn observe_latency(&self, engine_time: Duration, completion_tokens: u64) {
+        if self.config.adaptive && !self.engine_gauges.load(Ordering::Relaxed) {
+            let seconds = engine_time.as_secs_f64();
+            self.adjust_limit(None, |limit, in_flight| limit.on_latency(seconds, completion_tokens, in_flight));
+        }
+    }
+
+    /// Applies one decision of the adaptive limit to the slots; logs and records the limit when it changed, at
+    /// most every `LIMIT_REPORT_INTERVAL`.
+    fn adjust_limit(&self, load: Option<EngineLoad>, decide: impl FnOnce(&mut AdaptiveLimit, usize) -> usize) {
+        let in_flight = self.slots.in_flight();
+        let mut state = self.limit.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let limit = decide(&mut state.limit, in_flight);
+        if limit != self.slots.limit() {
+            self.slots.resize(limit);
+        }
+        let due = state.reported.is_none_or(|(last, at)| last != limit && at.elapsed() >= LIMIT_REPORT_INTERVAL);
+        if !due {
+            return;
+        }
+        state.reported = Some((limit, Instant::now()));
+        drop(state);
+        let tier = self.config.tier;
+        let (running, waiting) = load.map_or((None, None), |l| (Some(l.running), Some(l.waiting)));
+        let source = if load.is_some() { "engine gauges" } else { "latency" };
+        tracing::info!(%tier, in_flight_limit = limit, in_flight, engine_running = running, engine_waiting = waiting, source, "in-flight limit");
+        let mut values = vec![Metric::count(metrics::IN_FLIGHT_LIMIT, limit as u64)];
+        if let Some(load) = load {
+            values.push(Metric::count(metrics::ENGINE_REQUESTS_RUNNING, load.running));
+            values.push(Metric::count(metrics::ENGINE_REQUESTS_WAITING, load.waiting));
+        }
+        self.metrics.emit(&[("Tier", tier.as_str())], &values);
     }
 
     /// Waits until the engine answers /health; false if `stop` is cancelled first.
@@ -403,8 +516,14 @@ where
             let document = ResultDocument::failure(processing(started), ErrorCode::Expired, reason);
             return self.finish(&lease, &request, document).await;
         }
+        let engine_started = Instant::now();
         let outcome = match self.infer(&lease, &request).await {
-            Inference::Done(outcome) => outcome,
+            Inference::Done(outcome) => {
+                if let Ok(completion) = &outcome {
+                    self.observe_latency(engine_started.elapsed(), completion.generation.usage.completion_tokens);
+                }
+                outcome
+            }
             Inference::Superseded => {
                 tracing::info!(request_id = %id, %tier, "a document was stored while the request ran (canceled): engine call aborted");
                 self.delete(&lease).await;

@@ -229,9 +229,13 @@ impl HttpServerArgs {
 /// How a worker pool behaves; shared by `worker` and `dev`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TuningArgs {
-    /// Requests in flight at once (match the engine's parallel slots / max batch).
+    /// Requests in flight at most. The worker adapts its in-flight limit below this ceiling to the engine's free
+    /// generation slots (from its /metrics, else from latency); with --fixed-concurrency it keeps exactly this many.
     #[arg(long, env = "WORKER_CONCURRENCY", default_value_t = defaults::CONCURRENCY, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub concurrency: u32,
+    /// Keep --concurrency requests in flight whatever the engine's load, instead of adapting to it.
+    #[arg(long, env = "WORKER_FIXED_CONCURRENCY")]
+    pub fixed_concurrency: bool,
     /// Seconds a received message stays invisible, renewed while it runs [default: 300 small, 600 large].
     #[arg(long, env = "VISIBILITY_TIMEOUT")]
     pub visibility_timeout: Option<u64>,
@@ -302,6 +306,7 @@ impl TuningArgs {
         Ok(WorkerConfig {
             tier,
             concurrency: self.concurrency as usize,
+            adaptive: !self.fixed_concurrency,
             wait_time: Duration::from_secs(self.wait_time_seconds),
             visibility_timeout: self
                 .visibility_timeout

@@ -249,6 +249,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         ));
         engine_fleet = Some(Arc::clone(&fleet));
         let scaler = config.scaler.scaler(scaled, fleet.clone(), fleet.clone(), metrics.clone())?;
+        tokio::spawn(Arc::clone(&fleet).wake_cold_tiers(backends.db.changes(), scaler.tick_now()));
         tokio::spawn(scaler.run(config.scaler.interval(), shutdown.clone(), move |reports| fleet.apply(reports)))
     };
     let expiry = tokio::spawn(expire_hourly(Arc::clone(&backends.store), config.retention, shutdown.clone()));

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use tokio::process::{Child, Command};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -40,7 +41,9 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 /// How often a stopping engine's process group is checked for processes still running.
 const GROUP_EXIT_POLL: Duration = Duration::from_millis(100);
 /// How often a starting engine's /health is probed.
-const HEALTH_POLL: Duration = Duration::from_millis(250);
+const HEALTH_POLL: Duration = Duration::from_millis(100);
+/// Least time between two looks for a tier without engines that has work, after queue changes.
+const COLD_LOOK_INTERVAL: Duration = Duration::from_millis(50);
 
 /// A tier whose engines are started on demand.
 pub struct EngineTier {
@@ -228,6 +231,42 @@ impl EngineFleet {
         }
     }
 
+    /// Notifies `tick_now` (the scaler's) as soon as a tier with no engine has a message waiting, so its first
+    /// request starts an engine at once rather than at the next scaler tick. Looks after each change of the
+    /// embedded queues (`changes`), until shutdown.
+    pub async fn wake_cold_tiers(self: Arc<Self>, changes: Arc<Notify>, tick_now: Arc<Notify>) {
+        loop {
+            // Enabled before the look, so a change during it is not missed.
+            let changed = changes.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.a_cold_tier_has_work().await {
+                tick_now.notify_one();
+            }
+            tokio::select! {
+                () = changed => {}
+                () = self.shutdown.cancelled() => return,
+            }
+            tokio::time::sleep(COLD_LOOK_INTERVAL).await;
+        }
+    }
+
+    /// Whether a tier with no engine (running or starting) has messages visible in its lanes.
+    async fn a_cold_tier_has_work(&self) -> bool {
+        for managed in &self.managed {
+            let cold = lock(&managed.state).engines.values().all(|slot| slot.stopping);
+            if !cold {
+                continue;
+            }
+            for queue in [&managed.spec.lanes.high, &managed.spec.lanes.normal] {
+                if queue.counts().await.is_ok_and(|counts| counts.visible > 0) {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
     /// Waits until every engine has stopped (after the shutdown token is cancelled).
     pub async fn stopped(&self) {
         self.tasks.close();
@@ -373,12 +412,14 @@ impl EngineRun {
             self.outputs.metrics.clone(),
         )
         .with_webhooks(self.outputs.webhooks.clone());
-        let mut pool = tokio::spawn(worker.run(self.stop.clone()));
+        let engine_gone = CancellationToken::new();
+        let mut pool = tokio::spawn(worker.with_engine_gone(engine_gone.clone()).run(self.stop.clone()));
         let stopped = tokio::select! {
             stopped = &mut pool => stopped,
             status = child.wait() => {
                 let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
-                tracing::warn!(%tier, engine = id, port, %status, "engine process exited: its worker pool hands its messages back once the engine loss window passes");
+                tracing::warn!(%tier, engine = id, port, %status, "engine process exited: its worker pool hands its messages back now");
+                engine_gone.cancel();
                 pool.await
             }
         };

@@ -1,0 +1,118 @@
+//! What the benchmarks share: child processes killed when dropped, free ports, and the table of rows.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+/// One row of the table: ours against its reference, measured in the same run.
+pub struct Row {
+    pub id: &'static str,
+    pub what: String,
+    pub ours: String,
+    pub reference: String,
+    pub ratio: f64,
+    pub target: &'static str,
+    /// None where the issue sets no target and the row is there to be read.
+    pub met: Option<bool>,
+}
+
+/// A child process killed when dropped.
+pub struct Process(pub Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Process {
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Adds a row and shows it at once, so a long run reports as it goes.
+pub fn report(rows: &mut Vec<Row>, row: Row) {
+    eprintln!(
+        "  {} {}: {} vs {} → {:.2} (target {})",
+        row.id, row.what, row.ours, row.reference, row.ratio, row.target
+    );
+    rows.push(row);
+}
+
+pub fn table(rows: &[Row]) -> String {
+    let mut out =
+        String::from("| | what | ours | reference | ratio | target | met |\n|---|---|---|---|---:|---|---|\n");
+    for r in rows {
+        out += &format!(
+            "| {} | {} | {} | {} | {:.2} | {} | {} |\n",
+            r.id,
+            r.what,
+            r.ours,
+            r.reference,
+            r.ratio,
+            r.target,
+            match r.met {
+                Some(true) => "yes",
+                Some(false) => "**no**",
+                None => "—",
+            }
+        );
+    }
+    out
+}
+
+pub fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let memory = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| m.lines().next().and_then(|l| l.split_whitespace().nth(1)).and_then(|kb| kb.parse::<f64>().ok()))
+        .map_or(0.0, |kb| kb / 1_048_576.0);
+    format!("{cores} cores ({cpu}), {memory:.0} GiB memory")
+}
+
+/// A markdown document with the section under `heading` replaced by `section` (or `section` added at the end).
+fn with_section(document: &str, heading: &str, section: &str) -> String {
+    let Some(start) = document.find(heading) else { return format!("{}\n\n{section}", document.trim_end()) };
+    let rest = &document[start + heading.len()..];
+    let end = rest.find("\n## ").map_or(document.len(), |i| start + heading.len() + i + 1);
+    format!("{}{section}{}", &document[..start], &document[end..])
+}
+
+/// The engine simulator's settings that make it behave as a GPU engine: 10 ms per token at batch 1, 30 % slower
+/// at a full batch, completions as long as asked for.
+pub const GPU_LIKE: &[&str] = &["--completion-tokens", "100000", "--token-ms", "10", "--batch-slowdown", "0.3"];
+
+/// The engine simulator: `slots` parallel slots.
+pub fn simulator(slots: usize, extra: &[&str]) -> (Process, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_engine-double"))
+        .args(["--listen", "127.0.0.1:0", "--slots", &slots.to_string()])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the engine simulator");
+    let mut url = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut url).unwrap();
+    assert!(url.starts_with("http://"), "the engine simulator did not start with {extra:?}");
+    (Process(child), url.trim().to_owned())
+}
+
+/// Writes `section` (a markdown section under `heading`) into the document at `path`, replacing its earlier version.
+pub fn write_section(path: &Path, heading: &str, section: &str) {
+    let document = std::fs::read_to_string(path).unwrap_or_default();
+    std::fs::write(path, with_section(&document, heading, section)).unwrap();
+    eprintln!("wrote the section \"{heading}\" of {}", path.display());
+}

@@ -1,0 +1,107 @@
+//! The worker's adaptive in-flight limit: it grows while the engine has free generation slots and shrinks as soon as
+//! requests queue inside the engine, read from the engine's own /metrics; for an engine without them, from the time
+//! per generated token (additive increase, multiplicative decrease when it rises well above its best).
+
+use crate::engine_load::EngineLoad;
+
+/// The limit a worker starts at (then doubled while the engine takes everything, up to the ceiling).
+pub const INITIAL_LIMIT: usize = 8;
+/// Time per token above this multiple of its best means requests are queueing inside the engine. Above
+/// the slowdown a full batch costs per token (a GPU decodes a full batch somewhat slower than one request).
+const LATENCY_TOLERANCE: f64 = 2.0;
+/// Requests finished between two decisions of the latency fallback.
+const LATENCY_WINDOW: usize = 8;
+/// On queueing seen through latency, the limit is multiplied by this.
+const BACKOFF: f64 = 0.8;
+
+#[derive(Debug, Clone)]
+pub struct AdaptiveLimit {
+    limit: usize,
+    ceiling: usize,
+    /// Doubling while true; cleared the first time the engine queues, then the limit grows one at a time.
+    slow_start: bool,
+    /// Requests queued inside the engine at the previous reading: a decrease needs two readings that agree, so
+    /// a request caught between its arrival and the engine's next scheduling step is not taken for queueing.
+    previous_waiting: u64,
+    /// The least mean time per token (seconds) of a latency window. Against a best that moved with the limit,
+    /// a queue that never drains would look normal; it is learned again only when the limit is down to 1 and
+    /// still above it (the workload changed).
+    best_per_token: Option<f64>,
+    /// Time per token of the requests finished since the last latency decision.
+    window: Vec<f64>,
+}
+
+impl AdaptiveLimit {
+    /// A limit starting at `INITIAL_LIMIT` (at most `ceiling`), never above `ceiling`, never below 1.
+    pub fn new(ceiling: usize) -> Self {
+        let ceiling = ceiling.max(1);
+        AdaptiveLimit {
+            limit: INITIAL_LIMIT.min(ceiling),
+            ceiling,
+            slow_start: true,
+            previous_waiting: 0,
+            best_per_token: None,
+            window: Vec::with_capacity(LATENCY_WINDOW),
+        }
+    }
+
+    /// A limit that stays at `limit` (at least 1).
+    pub fn fixed(limit: usize) -> Self {
+        AdaptiveLimit { limit: limit.max(1), ..Self::new(limit) }
+    }
+
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    pub fn ceiling(&self) -> usize {
+        self.ceiling
+    }
+
+    /// One reading of the engine's load while `in_flight` of our requests run; returns the new limit. Requests
+    /// waiting inside the engine (in two readings in a row) take their number off the limit; with none waiting
+    /// and every slot of the limit used, the limit grows.
+    pub fn on_engine_load(&mut self, load: EngineLoad, in_flight: usize) -> usize {
+        let waiting = load.waiting.min(self.previous_waiting);
+        self.previous_waiting = load.waiting;
+        if waiting > 0 {
+            self.slow_start = false;
+            self.limit = self.limit.saturating_sub(usize::try_from(waiting).unwrap_or(usize::MAX)).max(1);
+        } else if load.waiting == 0 && in_flight >= self.limit {
+            self.grow();
+        }
+        self.limit
+    }
+
+    /// One finished request, for an engine without load gauges: its engine time and the tokens it generated.
+    /// Every `LATENCY_WINDOW` requests, decides on their mean time per token; returns the limit.
+    pub fn on_latency(&mut self, seconds: f64, completion_tokens: u64, in_flight: usize) -> usize {
+        self.window.push(seconds / completion_tokens.max(1) as f64);
+        if self.window.len() < LATENCY_WINDOW {
+            return self.limit;
+        }
+        let mean = self.window.iter().sum::<f64>() / self.window.len() as f64;
+        self.window.clear();
+        let best = match self.best_per_token {
+            Some(best) if self.limit > 1 || mean <= best * LATENCY_TOLERANCE => best.min(mean),
+            _ => mean,
+        };
+        self.best_per_token = Some(best);
+        if mean > best * LATENCY_TOLERANCE {
+            self.slow_start = false;
+            self.limit = ((self.limit as f64 * BACKOFF).floor() as usize).max(1);
+        } else if in_flight + 1 >= self.limit {
+            self.grow();
+        }
+        self.limit
+    }
+
+    fn grow(&mut self) {
+        let grown = if self.slow_start { self.limit.saturating_mul(2) } else { self.limit + 1 };
+        self.limit = grown.min(self.ceiling);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;

@@ -1,0 +1,109 @@
+//! The adaptive limit against a model engine of `slots` generation slots kept saturated by a backlog: from the
+//! engine's gauges it settles at the slots (one over at most), never above the ceiling; from latency alone it
+//! settles near them (within the latency tolerance); transient waiting is not taken for queueing.
+
+use super::{AdaptiveLimit, INITIAL_LIMIT};
+use crate::engine_load::EngineLoad;
+
+/// What an engine with `slots` slots reports while `in_flight` requests are sent to it.
+fn load(slots: usize, in_flight: usize) -> EngineLoad {
+    let running = in_flight.min(slots);
+    EngineLoad { running: running as u64, waiting: (in_flight - running) as u64 }
+}
+
+/// Readings of a saturated engine (the worker always fills its limit); the limits after each.
+fn settle_on_gauges(slots: usize, ceiling: usize, readings: usize) -> Vec<usize> {
+    let mut limit = AdaptiveLimit::new(ceiling);
+    (0..readings)
+        .map(|_| {
+            let in_flight = limit.limit();
+            limit.on_engine_load(load(slots, in_flight), in_flight)
+        })
+        .collect()
+}
+
+#[test]
+fn from_the_engine_gauges_the_limit_settles_at_the_engine_slots() {
+    for slots in [2, 8, 64, 256] {
+        let limits = settle_on_gauges(slots, 1024, 60);
+        let settled = &limits[30..];
+        assert!(settled.iter().all(|&l| l >= slots && l <= slots + 1), "{slots} slots: {limits:?}");
+    }
+}
+
+#[test]
+fn the_limit_grows_to_256_slots_within_a_few_readings() {
+    let limits = settle_on_gauges(256, 1024, 10);
+    let first_full = limits.iter().position(|&l| l >= 256).unwrap();
+    assert!(first_full <= 5, "{limits:?}");
+}
+
+#[test]
+fn the_ceiling_bounds_the_limit_and_the_start() {
+    assert!(settle_on_gauges(256, 32, 40).iter().all(|&l| l <= 32));
+    assert_eq!(AdaptiveLimit::new(4).limit(), 4);
+    assert_eq!(AdaptiveLimit::new(1024).limit(), INITIAL_LIMIT);
+    assert_eq!(AdaptiveLimit::new(0).limit(), 1);
+}
+
+#[test]
+fn the_limit_does_not_grow_while_it_is_not_used() {
+    let mut limit = AdaptiveLimit::new(256);
+    for _ in 0..20 {
+        limit.on_engine_load(load(256, 3), 3);
+    }
+    assert_eq!(limit.limit(), INITIAL_LIMIT);
+}
+
+#[test]
+fn waiting_seen_in_one_reading_only_does_not_shrink_the_limit() {
+    let mut limit = AdaptiveLimit::new(64);
+    let before = limit.limit();
+    limit.on_engine_load(EngineLoad { running: 3, waiting: 2 }, 5);
+    assert_eq!(limit.limit(), before);
+    limit.on_engine_load(EngineLoad { running: 3, waiting: 0 }, 5);
+    assert_eq!(limit.limit(), before);
+    limit.on_engine_load(EngineLoad { running: 8, waiting: 3 }, 8);
+    limit.on_engine_load(EngineLoad { running: 8, waiting: 2 }, 8);
+    assert_eq!(limit.limit(), before - 2, "two readings agreeing on 2 waiting take 2 off");
+}
+
+/// Seconds per token on a model GPU engine: 10 ms at batch 1, 30 % slower at a full batch, and a request that
+/// waits for a slot waits for the requests ahead of it.
+fn seconds_per_token(slots: usize, in_flight: usize) -> f64 {
+    let running = in_flight.min(slots) as f64;
+    let batch = 0.010 * (1.0 + 0.3 * running / slots as f64);
+    batch * (in_flight as f64 / slots as f64).max(1.0)
+}
+
+#[test]
+fn from_latency_alone_the_limit_settles_near_the_engine_slots() {
+    for slots in [8, 64, 256] {
+        let mut limit = AdaptiveLimit::new(1024);
+        let mut history = Vec::new();
+        for _ in 0..4000 {
+            let in_flight = limit.limit();
+            history.push(limit.on_latency(48.0 * seconds_per_token(slots, in_flight), 48, in_flight));
+        }
+        let settled = &history[3000..];
+        let mean = settled.iter().sum::<usize>() as f64 / settled.len() as f64;
+        assert!(mean >= slots as f64 * 0.6 && mean <= slots as f64 * 2.1, "{slots} slots: mean limit {mean}");
+    }
+}
+
+#[test]
+fn from_latency_a_slower_workload_is_learned_again_once_the_limit_is_down_to_one() {
+    let mut limit = AdaptiveLimit::new(64);
+    for _ in 0..64 {
+        let in_flight = limit.limit();
+        limit.on_latency(48.0 * seconds_per_token(64, in_flight), 48, in_flight);
+    }
+    // Every request now takes ten times longer (say, long prompts): the limit falls to 1, then grows again.
+    let mut history = Vec::new();
+    for _ in 0..2000 {
+        let in_flight = limit.limit();
+        history.push(limit.on_latency(480.0 * seconds_per_token(64, in_flight), 48, in_flight));
+    }
+    assert!(history.contains(&1), "{history:?}");
+    assert!(*history.last().unwrap() >= 32, "{:?}", &history[history.len() - 50..]);
+}

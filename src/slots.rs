@@ -1,0 +1,104 @@
+//! A worker's slots for requests in flight, their number resizable while requests run: shrinking below what is in
+//! flight takes effect as those requests finish.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+#[derive(Debug)]
+pub struct Slots {
+    semaphore: Arc<Semaphore>,
+    state: Mutex<SlotCount>,
+}
+
+#[derive(Debug)]
+struct SlotCount {
+    limit: usize,
+    in_flight: usize,
+    /// Slots taken away while in use: that many finishing requests keep their slot from coming back.
+    owed: usize,
+}
+
+/// One request's slot; given back when dropped.
+#[derive(Debug)]
+pub struct Slot {
+    permit: Option<OwnedSemaphorePermit>,
+    slots: Arc<Slots>,
+}
+
+impl Slots {
+    pub fn new(limit: usize) -> Arc<Self> {
+        Arc::new(Slots {
+            semaphore: Arc::new(Semaphore::new(limit)),
+            state: Mutex::new(SlotCount { limit, in_flight: 0, owed: 0 }),
+        })
+    }
+
+    /// Slots free now.
+    pub fn free(&self) -> usize {
+        self.semaphore.available_permits()
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.count().in_flight
+    }
+
+    pub fn limit(&self) -> usize {
+        self.count().limit
+    }
+
+    /// A free slot now, if there is one.
+    pub fn try_take(self: &Arc<Self>) -> Option<Slot> {
+        let permit = Arc::clone(&self.semaphore).try_acquire_owned().ok()?;
+        Some(self.taken(permit))
+    }
+
+    /// The next free slot (in the order asked for).
+    pub async fn take(self: &Arc<Self>) -> Slot {
+        let permit = Arc::clone(&self.semaphore).acquire_owned().await.unwrap_or_else(|_| unreachable!("never closed"));
+        self.taken(permit)
+    }
+
+    fn taken(self: &Arc<Self>, permit: OwnedSemaphorePermit) -> Slot {
+        self.count().in_flight += 1;
+        Slot { permit: Some(permit), slots: Arc::clone(self) }
+    }
+
+    /// Sets the number of slots: new ones are free at once; removed ones are taken from the free slots first,
+    /// then from requests in flight as they finish.
+    pub fn resize(&self, limit: usize) {
+        let mut count = self.count();
+        if limit > count.limit {
+            let added = limit - count.limit;
+            let repaid = added.min(count.owed);
+            count.owed -= repaid;
+            self.semaphore.add_permits(added - repaid);
+        } else {
+            let removed = count.limit - limit;
+            let forgotten = self.semaphore.forget_permits(removed);
+            count.owed += removed - forgotten;
+        }
+        count.limit = limit;
+    }
+
+    fn count(&self) -> MutexGuard<'_, SlotCount> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut count = self.slots.count();
+        count.in_flight -= 1;
+        if count.owed > 0 {
+            count.owed -= 1;
+            if let Some(permit) = self.permit.take() {
+                permit.forget();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;

@@ -1,0 +1,34 @@
+//! Resizing a worker's slots while requests hold some of them.
+
+use super::Slots;
+
+#[tokio::test]
+async fn growing_frees_slots_at_once_and_shrinking_waits_for_requests_in_flight() {
+    let slots = Slots::new(2);
+    let first = slots.try_take().unwrap();
+    let second = slots.try_take().unwrap();
+    assert!(slots.try_take().is_none());
+    slots.resize(4);
+    assert_eq!(slots.free(), 2);
+    let third = slots.try_take().unwrap();
+    assert_eq!(slots.in_flight(), 3);
+
+    slots.resize(1);
+    assert_eq!(slots.free(), 0, "the free slot is removed at once");
+    drop(first);
+    drop(second);
+    assert_eq!(slots.free(), 0, "two finishing requests keep their slots from coming back");
+    drop(third);
+    assert_eq!((slots.free(), slots.in_flight(), slots.limit()), (1, 0, 1));
+}
+
+#[tokio::test]
+async fn growing_again_repays_slots_owed_before_adding_free_ones() {
+    let slots = Slots::new(3);
+    let held: Vec<_> = (0..3).map(|_| slots.try_take().unwrap()).collect();
+    slots.resize(1);
+    slots.resize(2);
+    assert_eq!(slots.free(), 0);
+    drop(held);
+    assert_eq!((slots.free(), slots.limit()), (2, 2));
+}
