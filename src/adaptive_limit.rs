@@ -4,8 +4,11 @@
 
 use crate::engine_load::EngineLoad;
 
-/// The limit a worker starts at (then doubled while the engine takes everything, up to the ceiling).
+/// The limit a worker starts at (then raised by half while the engine takes everything, up to the ceiling).
 pub const INITIAL_LIMIT: usize = 8;
+/// Readings of the engine's load after a decrease before the limit grows again: at one reading every 250 ms,
+/// 30 s with nothing queued inside the engine, then one more request to see if it still has room.
+const HOLD_READINGS: u32 = 120;
 /// Time per token above this multiple of its best means requests are queueing inside the engine. Above
 /// the slowdown a full batch costs per token (a GPU decodes a full batch somewhat slower than one request).
 const LATENCY_TOLERANCE: f64 = 2.0;
@@ -18,11 +21,14 @@ const BACKOFF: f64 = 0.8;
 pub struct AdaptiveLimit {
     limit: usize,
     ceiling: usize,
-    /// Doubling while true; cleared the first time the engine queues, then the limit grows one at a time.
+    /// Raised by half while true; cleared the first time the engine queues, then the limit grows one at a time.
     slow_start: bool,
-    /// Requests queued inside the engine at the previous reading: a decrease needs two readings that agree, so
-    /// a request caught between its arrival and the engine's next scheduling step is not taken for queueing.
+    /// Requests queued inside the engine at the previous reading: after the slow start, a decrease needs two
+    /// readings that agree, so a request caught between its arrival and the engine's next scheduling step is not
+    /// taken for queueing.
     previous_waiting: u64,
+    /// Readings left before the limit may grow again after a decrease: it stays where the engine had no queue.
+    hold: u32,
     /// The least mean time per token (seconds) of a latency window. Against a best that moved with the limit,
     /// a queue that never drains would look normal; it is learned again only when the limit is down to 1 and
     /// still above it (the workload changed).
@@ -40,6 +46,7 @@ impl AdaptiveLimit {
             ceiling,
             slow_start: true,
             previous_waiting: 0,
+            hold: 0,
             best_per_token: None,
             window: Vec::with_capacity(LATENCY_WINDOW),
         }
@@ -59,15 +66,18 @@ impl AdaptiveLimit {
     }
 
     /// One reading of the engine's load while `in_flight` of our requests run; returns the new limit. Requests
-    /// waiting inside the engine (in two readings in a row) take their number off the limit; with none waiting
-    /// and every slot of the limit used, the limit grows.
+    /// waiting inside the engine (in the slow start at once, then in two readings in a row) take their number off
+    /// the limit, which then holds for `HOLD_READINGS`; with none waiting and every slot of the limit used, the
+    /// limit grows.
     pub fn on_engine_load(&mut self, load: EngineLoad, in_flight: usize) -> usize {
-        let waiting = load.waiting.min(self.previous_waiting);
+        let waiting = if self.slow_start { load.waiting } else { load.waiting.min(self.previous_waiting) };
         self.previous_waiting = load.waiting;
+        self.hold = self.hold.saturating_sub(1);
         if waiting > 0 {
             self.slow_start = false;
+            self.hold = HOLD_READINGS;
             self.limit = self.limit.saturating_sub(usize::try_from(waiting).unwrap_or(usize::MAX)).max(1);
-        } else if load.waiting == 0 && in_flight >= self.limit {
+        } else if load.waiting == 0 && in_flight >= self.limit && self.hold == 0 {
             self.grow();
         }
         self.limit
@@ -97,7 +107,7 @@ impl AdaptiveLimit {
     }
 
     fn grow(&mut self) {
-        let grown = if self.slow_start { self.limit.saturating_mul(2) } else { self.limit + 1 };
+        let grown = if self.slow_start { self.limit + self.limit.div_ceil(2) } else { self.limit + 1 };
         self.limit = grown.min(self.ceiling);
     }
 }
