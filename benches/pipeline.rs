@@ -400,6 +400,60 @@ async fn router_env(moto: &str) -> Vec<(&'static str, String)> {
     env
 }
 
+/// Tokens per second of `gpuinfer worker` (default settings) on SQS + S3 in moto draining `requests` requests of
+/// `TOKENS` tokens, and the median time of one empty zero-wait ReceiveMessage call to moto (ms).
+async fn through_sqs_worker(moto: &str, engine: &str, requests: usize) -> (f64, f64) {
+    let sdk = gpuinfer::aws::sdk_config(Some(moto)).await;
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let s3 = gpuinfer::aws::s3::client(&sdk);
+    let suffix = &uuid::Uuid::new_v4().simple().to_string()[..8];
+    let queue = |name: String| {
+        let sqs = sqs.clone();
+        async move { sqs.create_queue().queue_name(name).send().await.unwrap().queue_url.unwrap() }
+    };
+    let (queue_url, dlq_url) =
+        (queue(format!("bench-p1-{suffix}")).await, queue(format!("bench-p1-dlq-{suffix}")).await);
+    let bucket = format!("bench-p1-{suffix}");
+    s3.create_bucket().bucket(&bucket).send().await.unwrap();
+    let mut calls = Vec::new();
+    for _ in 0..21 {
+        let sent = Instant::now();
+        sqs.receive_message().queue_url(&dlq_url).wait_time_seconds(0).send().await.unwrap();
+        calls.push(sent.elapsed().as_secs_f64() * 1000.0);
+    }
+    calls.sort_by(f64::total_cmp);
+    let bodies: Vec<String> = (0..requests).map(request).collect();
+    for chunk in bodies.chunks(10) {
+        let entries = chunk.iter().enumerate().map(|(i, body)| {
+            aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                .id(i.to_string())
+                .message_body(body)
+                .build()
+                .unwrap()
+        });
+        sqs.send_message_batch().queue_url(&queue_url).set_entries(Some(entries.collect())).send().await.unwrap();
+    }
+    let started = Instant::now();
+    let _worker = gpuinfer(
+        &["worker", "--tier", "small", "--engine-url", engine],
+        &[
+            ("AWS_ENDPOINT_URL", moto.to_owned()),
+            ("REQUEST_QUEUE_URL", queue_url),
+            ("DLQ_URL", dlq_url),
+            ("OUTPUT_DESTINATION", format!("s3://{bucket}/results/")),
+        ],
+    );
+    loop {
+        let listed = s3.list_objects_v2().bucket(&bucket).prefix("results/").send().await.unwrap();
+        if listed.key_count.unwrap_or(0) as usize >= requests {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(900), "the SQS worker did not finish");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    ((requests * TOKENS as usize) as f64 / started.elapsed().as_secs_f64(), calls[calls.len() / 2])
+}
+
 /// Uploads ~1 GiB of mixed file sizes to moto, then times `gpuinfer fetch-model` and `aws s3 cp --recursive`.
 async fn fetch_versus_cli(moto: &str) -> (f64, f64) {
     let sdk = gpuinfer::aws::sdk_config(Some(moto)).await;
@@ -522,6 +576,30 @@ async fn main() {
         pipeline_rows(&mut rows, &format!("simulator, {slots} slots"), &sim_url, slots, requests, sequential).await;
     }
     pipeline_rows(&mut rows, "local llama.cpp gemma-3-270m, 8 slots", &local_engine, 8, 48, Some(8)).await;
+
+    eprintln!("P1 on SQS + S3 (moto): the worker against the local engine, then the engine directly");
+    let direct_before = drive_engine(&local_engine, 8, 24).await;
+    let (sqs_rate, moto_ms) = through_sqs_worker(&moto, &local_engine, 24).await;
+    let direct_after = drive_engine(&local_engine, 8, 24).await;
+    let direct = (direct_before + direct_after) / 2.0;
+    report(
+        &mut rows,
+        Row {
+            id: "P1",
+            what: format!(
+                "worker on SQS + S3 (moto) vs direct, local llama.cpp, 8 slots (24 × {TOKENS} tokens), default settings"
+            ),
+            ours: format!(
+                "{sqs_rate:.1} tok/s through `gpuinfer worker` (moto: {moto_ms:.0} ms per ReceiveMessage, median)"
+            ),
+            reference: format!(
+                "{direct:.1} tok/s direct at concurrency 8 (mean of {direct_before:.1} before, {direct_after:.1} after)"
+            ),
+            ratio: sqs_rate / direct,
+            target: "≥ 0.95",
+            met: Some(sqs_rate / direct >= 0.95),
+        },
+    );
 
     eprintln!("P3: worker ceiling with an instant engine");
     let ceiling = worker_ceiling(20_000).await;

@@ -104,6 +104,12 @@ pub trait Queue: Send + Sync {
     fn receive_is_cancel_safe(&self) -> bool {
         false
     }
+
+    /// Whether a receive is a network round trip (SQS) rather than a local call: a worker then receives a few
+    /// messages ahead of its free slots.
+    fn receive_is_remote(&self) -> bool {
+        true
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

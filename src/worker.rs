@@ -44,8 +44,10 @@ const LOAD_INTERVAL: Duration = Duration::from_millis(250);
 /// After an engine answers without load gauges, readings skipped before asking again (the limit then follows
 /// the latency of finished requests).
 const LOAD_RETRY_READINGS: u32 = 120;
+/// Most messages received ahead of the free slots (see `Worker::receive_ahead`): one SQS receive's worth.
+const RECEIVE_AHEAD_MAX: usize = 10;
 /// Least time between two log lines (and metric lines) about the in-flight limit.
-const LIMIT_REPORT_INTERVAL: Duration = Duration::from_secs(5);
+const LIMIT_REPORT_INTERVAL: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -258,7 +260,9 @@ where
             if !wait_until_answering(&mut answering, receiving).await {
                 break;
             }
-            let available = self.slots.free();
+            // Free slots, plus room for receiving ahead, less the leases already waiting for a slot.
+            let waiting = in_flight.tasks.len().saturating_sub(self.slots.in_flight());
+            let available = (self.slots.free() + self.receive_ahead()).saturating_sub(waiting);
             let free = lanes.unpromised(available);
             if free > 0 {
                 // A zero-wait receive: let it finish, so a stop never drops messages it already took.
@@ -326,14 +330,18 @@ where
         }
     }
 
-    /// Runs each lease in its own task, in a free slot; a lease received beyond the free slots (two lanes
-    /// answering at once) waits for the next slot with its visibility renewed, and is released if the engine
-    /// is lost (or the drain times out) first.
+    /// Runs each lease in its own task, in a free slot; a lease received beyond the free slots (received ahead,
+    /// or two lanes answering at once) is checked at once (parsed, its result looked for) and then waits for the
+    /// next slot with its visibility renewed, and is released if the engine is lost (or the drain times out) first.
     fn start(self: &Arc<Self>, in_flight: &mut JoinSet<Disposition>, leases: Vec<Lease>) {
         for lease in leases {
             let worker = Arc::clone(self);
             let free_slot = self.slots.try_take();
             in_flight.spawn(async move {
+                let request = match worker.prepare(&lease).await {
+                    Ok(request) => request,
+                    Err(ended) => return ended,
+                };
                 let _slot: Slot = match free_slot {
                     Some(slot) => slot,
                     None => {
@@ -350,7 +358,7 @@ where
                         }
                     }
                 };
-                worker.process(lease).await
+                worker.run_request(&lease, request).await
             });
         }
     }
@@ -392,6 +400,14 @@ where
                 return;
             }
         }
+    }
+
+    /// Messages to hold beyond the free slots, checked and ready for the next slot that frees: where a receive is
+    /// a network round trip (SQS), an eighth of the limit (1 to 10), so a freed slot does not wait for a receive
+    /// and a result lookup; none on the embedded queue, where a receive takes microseconds. High-priority requests
+    /// may wait behind these few.
+    fn receive_ahead(&self) -> usize {
+        if self.lanes.normal.receive_is_remote() { (self.slots.limit() / 8).clamp(1, RECEIVE_AHEAD_MAX) } else { 0 }
     }
 
     /// Reads the engine's load every `LOAD_INTERVAL` and sets the in-flight limit from it. An engine without load
@@ -470,9 +486,9 @@ where
         }
     }
 
-    /// Handles one message to the end; never panics on bad input.
-    pub async fn process(&self, lease: Lease) -> Disposition {
-        let started = Instant::now();
+    /// Reads a received message: the request to run, or how the message ended (malformed: dead-lettered; a
+    /// document already stored: deleted). Never panics on bad input.
+    async fn prepare(&self, lease: &Lease) -> Result<InferenceRequest, Disposition> {
         let tier = self.config.tier;
         let message = &lease.message;
         let sent_at = DateTime::from_timestamp_millis(message.sent_at_ms).unwrap_or_else(Utc::now);
@@ -481,19 +497,19 @@ where
             Err(error) => {
                 let reason = error.to_string();
                 tracing::warn!(%tier, lane = %lease.lane, bytes = message.body.len(), %reason, "malformed message; sending to the dead-letter queue");
-                if let Err(e) = self.queue(&lease).dead_letter(message, &reason).await {
+                if let Err(e) = self.queue(lease).dead_letter(message, &reason).await {
                     tracing::warn!(%tier, error = %e, "dead-letter failed; the message will come back");
-                    return Disposition::RetryLater;
+                    return Err(Disposition::RetryLater);
                 }
-                return Disposition::DeadLettered;
+                return Err(Disposition::DeadLettered);
             }
         };
         let id = request.request_id;
         match self.store.exists(id).await {
             Ok(true) => {
                 tracing::info!(request_id = %id, %tier, "a document (result or cancel) is already stored; deleting the message");
-                self.delete(&lease).await;
-                return Disposition::AlreadyDone;
+                self.delete(lease).await;
+                return Err(Disposition::AlreadyDone);
             }
             Ok(false) => {}
             // Only a shortcut: the conditional write below still keeps a first result from being replaced.
@@ -501,6 +517,13 @@ where
                 tracing::warn!(request_id = %id, %tier, %error, "cannot tell whether a result exists; running the request");
             }
         }
+        Ok(request)
+    }
+
+    /// Runs a prepared request to the end, in its slot: deadline, inference, result, delete.
+    async fn run_request(&self, lease: &Lease, request: InferenceRequest) -> Disposition {
+        let started = Instant::now();
+        let (tier, id, message) = (self.config.tier, request.request_id, &lease.message);
         // Measured now, as processing starts: the time the message waited, not the time it took.
         let queue_wait_ms = queue_wait_ms(message);
         let processing = |started: Instant| Processing {
@@ -514,10 +537,10 @@ where
         if let Some(deadline) = request.deadline.filter(|_| request.expired_at(Utc::now())) {
             let reason = format!("the deadline {} passed before inference started", deadline.to_rfc3339());
             let document = ResultDocument::failure(processing(started), ErrorCode::Expired, reason);
-            return self.finish(&lease, &request, document).await;
+            return self.finish(lease, &request, document).await;
         }
         let engine_started = Instant::now();
-        let outcome = match self.infer(&lease, &request).await {
+        let outcome = match self.infer(lease, &request).await {
             Inference::Done(outcome) => {
                 if let Ok(completion) = &outcome {
                     self.observe_latency(engine_started.elapsed(), completion.generation.usage.completion_tokens);
@@ -526,10 +549,10 @@ where
             }
             Inference::Superseded => {
                 tracing::info!(request_id = %id, %tier, "a document was stored while the request ran (canceled): engine call aborted");
-                self.delete(&lease).await;
+                self.delete(lease).await;
                 return Disposition::Aborted;
             }
-            Inference::HandBack => return self.release(&lease).await,
+            Inference::HandBack => return self.release(lease).await,
         };
         let processing = processing(started);
         let document = match outcome {
@@ -542,9 +565,9 @@ where
                 ErrorCode::AttemptsExhausted,
                 format!("gave up after {} attempts; last error: {error}", message.receive_count),
             ),
-            Err(error) => return self.retry_later(&lease, &error.to_string()).await,
+            Err(error) => return self.retry_later(lease, &error.to_string()).await,
         };
-        self.finish(&lease, &request, document).await
+        self.finish(lease, &request, document).await
     }
 
     /// Stores the document (first writer wins), deletes the message, records it and sends the callback. A document

@@ -297,6 +297,10 @@ impl Queue for LocalQueue {
     fn receive_is_cancel_safe(&self) -> bool {
         true
     }
+
+    fn receive_is_remote(&self) -> bool {
+        false
+    }
 }
 
 fn move_to(conn: &Connection, id: i64, queue: &str, attributes: &str, now: i64) -> Result<(), QueueError> {

@@ -7,6 +7,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod adaptive_limit;
 mod aws_adapters;
 mod aws_rules;
 mod bedrock;

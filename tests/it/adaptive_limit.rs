@@ -1,0 +1,70 @@
+//! The worker's adaptive in-flight limit against the engine double's slots, read through the double's /metrics:
+//! with default settings a backlog fills every slot and leaves next to nothing queued inside the engine, where a
+//! fixed limit above the slots queues the rest there; the limit is reported as an EMF metric.
+
+use std::time::Duration;
+
+use crate::support::request_body;
+use crate::support::rig::{Rig, config};
+use gpuinfer::engine_load::{self, EngineLoad};
+use gpuinfer::engine_simulator::Behavior;
+use gpuinfer::ports::Queue;
+use gpuinfer::vocabulary::Tier;
+use gpuinfer::worker::WorkerConfig;
+
+const SLOTS: usize = 16;
+const BACKLOG: usize = 200;
+
+/// The engine's load every 20 ms while a worker drains a backlog of `BACKLOG` requests.
+async fn loads_while_draining(config: WorkerConfig) -> (Rig, Vec<EngineLoad>) {
+    let behavior = Behavior { slots: SLOTS, latency: Duration::from_millis(200), ..Behavior::default() };
+    let rig = Rig::start(behavior, config, None, |lanes| async move {
+        let bodies: Vec<String> = (0..BACKLOG).map(|n| request_body(&format!("backlog {n}")).1).collect();
+        for chunk in bodies.chunks(10) {
+            assert!(lanes.normal.send_batch(chunk).await.iter().all(Result::is_ok));
+        }
+    })
+    .await;
+    let http = reqwest::Client::new();
+    let mut loads = Vec::new();
+    while rig.engine.calls() < BACKLOG as u64 {
+        let text = http.get(format!("{}/metrics", rig.engine.url)).send().await.unwrap().text().await.unwrap();
+        loads.push(engine_load::parse(&text).unwrap());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    rig.drained().await;
+    (rig, loads)
+}
+
+fn mean_waiting(loads: &[EngineLoad]) -> f64 {
+    loads.iter().map(|load| load.waiting as f64).sum::<f64>() / loads.len() as f64
+}
+
+#[tokio::test]
+async fn with_default_settings_a_backlog_fills_every_engine_slot_without_queueing_inside_the_engine() {
+    let defaults = WorkerConfig::new(Tier::Small);
+    let (rig, loads) = loads_while_draining(WorkerConfig { concurrency: defaults.concurrency, ..config() }).await;
+    let most_running = loads.iter().map(|load| load.running).max().unwrap();
+    assert_eq!(most_running, SLOTS as u64, "every slot used: {loads:?}");
+    let full = loads.iter().filter(|load| load.running == SLOTS as u64).count();
+    assert!(full * 2 >= loads.len(), "the engine full most of the time: {full} of {} readings", loads.len());
+    let waiting = mean_waiting(&loads);
+    assert!(waiting <= 2.0, "{waiting:.1} requests queued inside the engine on average: {loads:?}");
+    let limits: Vec<f64> = rig
+        .emf
+        .json_lines()
+        .iter()
+        .filter_map(|line| line.get("InFlightLimit").and_then(serde_json::Value::as_f64))
+        .collect();
+    assert!(limits.iter().any(|&limit| limit >= SLOTS as f64), "InFlightLimit reported: {limits:?}");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn a_fixed_limit_above_the_slots_queues_the_rest_inside_the_engine() {
+    let fixed = WorkerConfig { concurrency: 4 * SLOTS, adaptive: false, ..config() };
+    let (rig, loads) = loads_while_draining(fixed).await;
+    let waiting = mean_waiting(&loads);
+    assert!(waiting >= SLOTS as f64, "{waiting:.1} queued on average with a fixed limit of {}", 4 * SLOTS);
+    rig.stop().await;
+}
