@@ -41,6 +41,8 @@ pub mod defaults {
 pub(crate) const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
 /// How often the engine's load gauges are read to adapt the in-flight limit.
 const LOAD_INTERVAL: Duration = Duration::from_millis(250);
+/// The same during the limit's first climb (its slow start), so a large engine is filled within a second.
+const CLIMB_INTERVAL: Duration = Duration::from_millis(100);
 /// After an engine answers without load gauges, readings skipped before asking again (the limit then follows
 /// the latency of finished requests).
 const LOAD_RETRY_READINGS: u32 = 120;
@@ -195,6 +197,11 @@ where
             limit: Mutex::new(LimitState { limit, reported: None }),
             engine_gauges: AtomicBool::new(false),
         }
+    }
+
+    /// Its requests in flight and in-flight limit, as they change.
+    pub fn slots(&self) -> Arc<Slots> {
+        Arc::clone(&self.slots)
     }
 
     /// Declares the engine lost as soon as `gone` is cancelled (its process exited), releasing every message.
@@ -410,14 +417,14 @@ where
         if self.lanes.normal.receive_is_remote() { (self.slots.limit() / 8).clamp(1, RECEIVE_AHEAD_MAX) } else { 0 }
     }
 
-    /// Reads the engine's load every `LOAD_INTERVAL` and sets the in-flight limit from it. An engine without load
-    /// gauges leaves the limit to the latency of finished requests, and is asked again now and then.
+    /// Reads the engine's load every `LOAD_INTERVAL` (`CLIMB_INTERVAL` during the limit's first climb) and sets
+    /// the in-flight limit from it. An engine without load gauges leaves the limit to the latency of finished
+    /// requests, and is asked again now and then.
     async fn adapt_limit(self: Arc<Self>) {
-        let mut readings = tokio::time::interval(LOAD_INTERVAL);
-        readings.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut skip = 0;
         loop {
-            readings.tick().await;
+            let climbing = self.limit.lock().unwrap_or_else(std::sync::PoisonError::into_inner).limit.climbing();
+            tokio::time::sleep(if climbing { CLIMB_INTERVAL } else { LOAD_INTERVAL }).await;
             if skip > 0 {
                 skip -= 1;
                 continue;

@@ -70,7 +70,7 @@ fn after_the_slow_start_waiting_seen_in_one_reading_only_does_not_shrink_the_lim
     assert_eq!(limit.limit(), before);
     limit.on_engine_load(EngineLoad { running: 8, waiting: 3 }, 8);
     limit.on_engine_load(EngineLoad { running: 8, waiting: 2 }, 8);
-    assert_eq!(limit.limit(), before - 2, "two readings agreeing on 2 waiting take 2 off");
+    assert_eq!(limit.limit(), 6, "two readings agreeing on 2 of our 8 waiting: the limit is the 6 running");
 }
 
 /// Seconds per token on a model GPU engine: 10 ms at batch 1, 30 % slower at a full batch, and a request that
@@ -111,4 +111,16 @@ fn from_latency_a_slower_workload_is_learned_again_once_the_limit_is_down_to_one
     }
     assert!(history.contains(&1), "{history:?}");
     assert!(*history.last().unwrap() >= 32, "{:?}", &history[history.len() - 50..]);
+}
+
+#[test]
+fn requests_still_waiting_at_later_readings_do_not_shrink_the_limit_again() {
+    // A slow engine: the 4 requests above its 8 slots wait for several readings before a slot frees.
+    let mut limit = AdaptiveLimit::new(64);
+    limit.on_engine_load(load(8, 8), 8);
+    assert_eq!(limit.limit(), 12);
+    for _ in 0..20 {
+        limit.on_engine_load(load(8, 12), 12);
+    }
+    assert_eq!(limit.limit(), 8, "the limit is what the engine runs, not less");
 }

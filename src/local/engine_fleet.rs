@@ -24,6 +24,7 @@ use crate::engine::{EngineClient, EngineConfig};
 use crate::metrics::Emf;
 use crate::ports::{Engine, FleetError, GpuUtilization, Queue, ResultStore, Service, ServiceTasks, TaskCounts};
 use crate::scaler::{TierOutcome, TierReport};
+use crate::slots::Slots;
 use crate::vocabulary::{Lanes, Tier};
 use crate::webhook::Webhooks;
 use crate::worker::{Stopped, Worker, WorkerConfig};
@@ -78,6 +79,8 @@ struct Slot {
     healthy: bool,
     stopping: bool,
     stop: CancellationToken,
+    /// Its worker pool's requests in flight and in-flight limit, once the pool runs.
+    pool: Option<Arc<Slots>>,
 }
 
 #[derive(Default)]
@@ -285,7 +288,7 @@ impl EngineFleet {
         let id = state.next_id;
         state.next_id += 1;
         let stop = self.shutdown.child_token();
-        state.engines.insert(id, Slot { port, healthy: false, stopping: false, stop: stop.clone() });
+        state.engines.insert(id, Slot { port, healthy: false, stopping: false, stop: stop.clone(), pool: None });
         let run = EngineRun {
             managed: Arc::clone(managed),
             outputs: self.outputs.clone(),
@@ -321,9 +324,21 @@ impl ServiceTasks for EngineFleet {
 }
 
 #[async_trait]
+/// The tier's saturation in place of GPU utilization: requests in flight as a share of the in-flight limit (the
+/// engine's free slots, as the adaptive limit found them), averaged over the running engines; None with none.
 impl GpuUtilization for EngineFleet {
-    async fn compute_utilization(&self, _service: &Service) -> Result<Option<f64>, FleetError> {
-        Ok(None)
+    async fn compute_utilization(&self, service: &Service) -> Result<Option<f64>, FleetError> {
+        let tier = self.services.iter().find(|(name, _)| *name == service.name).map(|(_, tier)| *tier);
+        let Some(managed) = tier.and_then(|tier| self.managed(tier)) else { return Ok(None) };
+        let state = lock(&managed.state);
+        let shares: Vec<f64> = state
+            .engines
+            .values()
+            .filter(|slot| !slot.stopping)
+            .filter_map(|slot| slot.pool.as_ref())
+            .map(|pool| pool.in_flight() as f64 / pool.limit().max(1) as f64)
+            .collect();
+        Ok((!shares.is_empty()).then(|| 100.0 * shares.iter().sum::<f64>() / shares.len() as f64))
     }
 }
 
@@ -403,7 +418,6 @@ impl EngineRun {
             }
         }
         tracing::info!(%tier, engine = id, port, pid, cold_start_ms = waited_ms, "engine healthy: its worker pool starts");
-        self.healthy();
         let worker = Worker::new(
             self.managed.spec.lanes.clone(),
             Arc::clone(&self.outputs.store),
@@ -412,6 +426,7 @@ impl EngineRun {
             self.outputs.metrics.clone(),
         )
         .with_webhooks(self.outputs.webhooks.clone());
+        self.healthy(worker.slots());
         let engine_gone = CancellationToken::new();
         let mut pool = tokio::spawn(worker.with_engine_gone(engine_gone.clone()).run(self.stop.clone()));
         let stopped = tokio::select! {
@@ -460,11 +475,13 @@ impl EngineRun {
         command
     }
 
-    fn healthy(&self) {
+    /// Marks the engine running, its worker pool's slots known.
+    fn healthy(&self, pool: Arc<Slots>) {
         let mut state = lock(&self.managed.state);
         state.failed_starts = 0;
         if let Some(slot) = state.engines.get_mut(&self.id) {
             slot.healthy = true;
+            slot.pool = Some(pool);
         }
     }
 

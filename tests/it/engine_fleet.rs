@@ -293,6 +293,12 @@ async fn a_burst_scales_out_and_back_in(engine: EngineKind, max_tokens: u32, lim
         highest = highest.max(dev.engines().len());
     }
     assert_eq!(highest, 2, "never more engines than --max-engines");
+    let log = dev.dev.log();
+    let saturation_read = log.lines().filter_map(|line| line.split_once(" summary=")).any(|(_, summary)| {
+        let summary: Value = serde_json::from_str(summary.trim()).unwrap_or_default();
+        summary["tier"] == "small" && summary["gpuUtilization"].as_f64().is_some_and(|percent| percent > 0.0)
+    });
+    assert!(saturation_read, "the engines' saturation (in flight ÷ limit) stands for GPU utilization: {log}");
     dev.engines_become(0, Duration::from_secs(IDLE_TTL_SECONDS + 30)).await;
     dev.assert_each_finished_once(&ids);
 }
