@@ -68,8 +68,8 @@ impl AdaptiveLimit {
 
     /// One reading of the engine's load while `in_flight` of our requests run; returns the new limit. With
     /// requests waiting inside the engine (in the slow start at once, then in two readings in a row), the limit
-    /// becomes what the engine runs of ours (in flight less waiting) and holds for `HOLD_READINGS`; with none
-    /// waiting and every slot of the limit used, the limit grows.
+    /// becomes what the engine runs, its capacity, and holds for `HOLD_READINGS`; with none waiting and every
+    /// slot of the limit used, the limit grows.
     pub fn on_engine_load(&mut self, load: EngineLoad, in_flight: usize) -> usize {
         let waiting = if self.slow_start { load.waiting } else { load.waiting.min(self.previous_waiting) };
         self.previous_waiting = load.waiting;
@@ -77,9 +77,10 @@ impl AdaptiveLimit {
         if waiting > 0 {
             self.slow_start = false;
             self.hold = HOLD_READINGS;
-            // What the engine runs of ours: requests still waiting at the next reading are not taken off again.
-            let running = in_flight.saturating_sub(usize::try_from(waiting).unwrap_or(usize::MAX));
-            self.limit = running.clamp(1, self.limit);
+            // With requests waiting the engine is full: what it runs is its capacity, read in the same snapshot as
+            // the waiting (requests still waiting at a later reading are not taken off again).
+            let capacity = usize::try_from(load.running).unwrap_or(usize::MAX);
+            self.limit = capacity.clamp(1, self.limit);
         } else if load.waiting == 0 && in_flight >= self.limit && self.hold == 0 {
             self.grow();
         }

@@ -60,7 +60,7 @@ fn the_limit_does_not_grow_while_it_is_not_used() {
 #[test]
 fn after_the_slow_start_waiting_seen_in_one_reading_only_does_not_shrink_the_limit() {
     let mut limit = AdaptiveLimit::new(64);
-    limit.on_engine_load(EngineLoad { running: 8, waiting: 1 }, 8);
+    limit.on_engine_load(EngineLoad { running: 7, waiting: 1 }, 8);
     let before = limit.limit();
     assert_eq!(before, INITIAL_LIMIT - 1, "in the slow start, one reading is enough");
     limit.on_engine_load(EngineLoad { running: 3, waiting: 0 }, 5);
@@ -68,9 +68,9 @@ fn after_the_slow_start_waiting_seen_in_one_reading_only_does_not_shrink_the_lim
     assert_eq!(limit.limit(), before);
     limit.on_engine_load(EngineLoad { running: 3, waiting: 0 }, 5);
     assert_eq!(limit.limit(), before);
-    limit.on_engine_load(EngineLoad { running: 8, waiting: 3 }, 8);
-    limit.on_engine_load(EngineLoad { running: 8, waiting: 2 }, 8);
-    assert_eq!(limit.limit(), 6, "two readings agreeing on 2 of our 8 waiting: the limit is the 6 running");
+    limit.on_engine_load(EngineLoad { running: 6, waiting: 3 }, 8);
+    limit.on_engine_load(EngineLoad { running: 6, waiting: 2 }, 8);
+    assert_eq!(limit.limit(), 6, "two readings agreeing that requests wait: the limit is the 6 the engine runs");
 }
 
 /// Seconds per token on a model GPU engine: 10 ms at batch 1, 30 % slower at a full batch, and a request that
@@ -122,5 +122,5 @@ fn requests_still_waiting_at_later_readings_do_not_shrink_the_limit_again() {
     for _ in 0..20 {
         limit.on_engine_load(load(8, 12), 12);
     }
-    assert_eq!(limit.limit(), 8, "the limit is what the engine runs, not less");
+    assert_eq!(limit.limit(), 8, "the limit is what the engine runs, its capacity, not less");
 }
