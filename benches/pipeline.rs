@@ -401,7 +401,8 @@ async fn router_env(moto: &str) -> Vec<(&'static str, String)> {
 }
 
 /// Tokens per second of `gpuinfer worker` (default settings) on SQS + S3 in moto draining `requests` requests of
-/// `TOKENS` tokens, and the median time of one empty zero-wait ReceiveMessage call to moto (ms).
+/// `TOKENS` tokens, timed from the worker's start (a fixed cost, small against the run), and the median time of
+/// one empty zero-wait ReceiveMessage call to moto (ms).
 async fn through_sqs_worker(moto: &str, engine: &str, requests: usize) -> (f64, f64) {
     let sdk = gpuinfer::aws::sdk_config(Some(moto)).await;
     let sqs = aws_sdk_sqs::Client::new(&sdk);
@@ -578,9 +579,9 @@ async fn main() {
     pipeline_rows(&mut rows, "local llama.cpp gemma-3-270m, 8 slots", &local_engine, 8, 48, Some(8)).await;
 
     eprintln!("P1 on SQS + S3 (moto): the worker against the local engine, then the engine directly");
-    let direct_before = drive_engine(&local_engine, 8, 24).await;
-    let (sqs_rate, moto_ms) = through_sqs_worker(&moto, &local_engine, 24).await;
-    let direct_after = drive_engine(&local_engine, 8, 24).await;
+    let direct_before = drive_engine(&local_engine, 8, 48).await;
+    let (sqs_rate, moto_ms) = through_sqs_worker(&moto, &local_engine, 48).await;
+    let direct_after = drive_engine(&local_engine, 8, 48).await;
     let direct = (direct_before + direct_after) / 2.0;
     report(
         &mut rows,

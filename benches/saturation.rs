@@ -39,6 +39,13 @@ async fn load(http: &reqwest::Client, engine: &str) -> EngineLoad {
     engine_load::parse(&text).unwrap()
 }
 
+/// Waits until the engine runs nothing and holds nothing waiting (what an earlier scenario left has ended).
+async fn wait_until_idle(http: &reqwest::Client, engine: &str) {
+    while load(http, engine).await != EngineLoad::default() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 async fn wait_until_full(http: &reqwest::Client, engine: &str) {
     while (load(http, engine).await.running as usize) < SLOTS {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -66,6 +73,7 @@ async fn mean_waiting_during(
 
 /// The backlog then the high-priority requests through `gpuinfer dev`; `fixed` keeps that many in flight.
 async fn through_dev(engine: &str, fixed: Option<usize>) -> Outcome {
+    wait_until_idle(&reqwest::Client::new(), engine).await;
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}");
@@ -131,6 +139,7 @@ async fn complete(http: &reqwest::Client, engine: &str, i: usize) -> f64 {
 /// The backlog then the high-priority requests sent to the engine directly: no lanes, one queue inside the engine.
 async fn direct(engine: &str) -> Outcome {
     let http = reqwest::Client::new();
+    wait_until_idle(&http, engine).await;
     let mut backlog = tokio::task::JoinSet::new();
     for i in 0..BACKLOG {
         let (http, engine) = (http.clone(), engine.to_owned());

@@ -67,20 +67,18 @@ impl AdaptiveLimit {
     }
 
     /// One reading of the engine's load while `in_flight` of our requests run; returns the new limit. With
-    /// requests waiting inside the engine (in the slow start at once, then in two readings in a row), the limit
-    /// becomes what the engine runs, its capacity, and holds for `HOLD_READINGS`; with none waiting and every
-    /// slot of the limit used, the limit grows.
+    /// requests waiting inside the engine (in the slow start at once, then in two readings in a row) while the
+    /// limit is in use, the limit becomes our share of the engine's capacity and holds for `HOLD_READINGS`; with
+    /// none waiting and every slot of the limit used, the limit grows. Waiting seen while the limit is not in use
+    /// is another client's (a second worker pool on the same engine), and changes nothing.
     pub fn on_engine_load(&mut self, load: EngineLoad, in_flight: usize) -> usize {
         let waiting = if self.slow_start { load.waiting } else { load.waiting.min(self.previous_waiting) };
         self.previous_waiting = load.waiting;
         self.hold = self.hold.saturating_sub(1);
-        if waiting > 0 {
+        if waiting > 0 && in_flight >= self.limit {
             self.slow_start = false;
             self.hold = HOLD_READINGS;
-            // With requests waiting the engine is full: what it runs is its capacity, read in the same snapshot as
-            // the waiting (requests still waiting at a later reading are not taken off again).
-            let capacity = usize::try_from(load.running).unwrap_or(usize::MAX);
-            self.limit = capacity.clamp(1, self.limit);
+            self.limit = share_of_capacity(load, in_flight).clamp(1, self.limit);
         } else if load.waiting == 0 && in_flight >= self.limit && self.hold == 0 {
             self.grow();
         }
@@ -114,6 +112,15 @@ impl AdaptiveLimit {
         let grown = if self.slow_start { self.limit + self.limit.div_ceil(2) } else { self.limit + 1 };
         self.limit = grown.min(self.ceiling);
     }
+}
+
+/// With requests waiting the engine is full, so what it runs is its capacity (read in the same snapshot as the
+/// waiting: requests still waiting at a later reading are not taken off again). Ours is the share of it our
+/// requests make of everything sent to the engine; all of it when we are its only client.
+fn share_of_capacity(load: EngineLoad, in_flight: usize) -> usize {
+    let sent = load.running + load.waiting;
+    let share = load.running.saturating_mul(in_flight as u64) / sent.max(1);
+    usize::try_from(share.min(load.running)).unwrap_or(usize::MAX)
 }
 
 #[cfg(test)]

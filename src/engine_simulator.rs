@@ -217,6 +217,22 @@ async fn models() -> Json<Value> {
 
 /// Counts a request as aborted when its handler is dropped (the server drops it when the client disconnects)
 /// before `answered`.
+/// One unit of a gauge while held: a request dropped by its client while waiting for a slot is not counted on.
+struct Gauge<'a>(&'a AtomicUsize);
+
+impl<'a> Gauge<'a> {
+    fn raise(gauge: &'a AtomicUsize) -> Self {
+        gauge.fetch_add(1, Ordering::SeqCst);
+        Gauge(gauge)
+    }
+}
+
+impl Drop for Gauge<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 struct AbortWatch<'a> {
     state: &'a DoubleState,
     answered: bool,
@@ -249,9 +265,10 @@ async fn complete(State(state): State<Arc<DoubleState>>, Json(body): Json<Value>
         tokio::time::sleep(behavior.hang).await;
         return StatusCode::GATEWAY_TIMEOUT.into_response();
     }
-    state.waiting.fetch_add(1, Ordering::SeqCst);
-    let slot = state.slots.acquire().await;
-    state.waiting.fetch_sub(1, Ordering::SeqCst);
+    let slot = {
+        let _waiting = Gauge::raise(&state.waiting);
+        state.slots.acquire().await
+    };
     let Ok(_slot) = slot else { return StatusCode::SERVICE_UNAVAILABLE.into_response() };
     let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     state.max_in_flight.fetch_max(now, Ordering::SeqCst);

@@ -87,14 +87,19 @@ impl Slots {
 }
 
 impl Drop for Slot {
+    /// Gives the slot back, or keeps it from coming back while slots are owed; under the lock, so a resize sees
+    /// either the slot still held or given back, never in between.
     fn drop(&mut self) {
+        let permit = self.permit.take();
         let mut count = self.slots.count();
         count.in_flight -= 1;
         if count.owed > 0 {
             count.owed -= 1;
-            if let Some(permit) = self.permit.take() {
+            if let Some(permit) = permit {
                 permit.forget();
             }
+        } else {
+            drop(permit);
         }
     }
 }

@@ -221,7 +221,14 @@ where
     /// message it holds).
     pub async fn run(mut self, shutdown: CancellationToken) -> Stopped {
         let tier = self.config.tier;
-        if !self.wait_for_engine(&shutdown).await {
+        let answered = tokio::select! {
+            answered = self.wait_for_engine(&shutdown) => answered,
+            () = self.engine_gone.cancelled() => {
+                tracing::error!(%tier, "engine process exited before the worker started");
+                return Stopped::EngineLost { released: 0 };
+            }
+        };
+        if !answered {
             return Stopped::Drained;
         }
         tracing::info!(%tier, in_flight_limit = self.slots.limit(), ceiling = self.config.concurrency, "worker polling");

@@ -124,3 +124,21 @@ fn requests_still_waiting_at_later_readings_do_not_shrink_the_limit_again() {
     }
     assert_eq!(limit.limit(), 8, "the limit is what the engine runs, its capacity, not less");
 }
+
+#[test]
+fn two_pools_on_one_engine_each_take_their_share_and_an_idle_one_is_left_alone() {
+    // 32 slots, 64 requests sent to the engine by two pools: 32 running, 32 waiting.
+    let mut busy = AdaptiveLimit::new(64);
+    for _ in 0..3 {
+        let in_flight = busy.limit();
+        busy.on_engine_load(EngineLoad { running: in_flight as u64, waiting: 0 }, in_flight);
+    }
+    assert_eq!(busy.limit(), 27);
+    busy.on_engine_load(EngineLoad { running: 32, waiting: 32 }, 27);
+    assert_eq!(busy.limit(), 13, "its 27 of the 64 sent: its share of the 32 slots");
+    let mut idle = AdaptiveLimit::new(64);
+    for _ in 0..5 {
+        idle.on_engine_load(EngineLoad { running: 32, waiting: 32 }, 0);
+    }
+    assert_eq!(idle.limit(), INITIAL_LIMIT, "another pool's queue does not shrink an unused limit");
+}

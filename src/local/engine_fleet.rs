@@ -23,7 +23,7 @@ use tokio_util::task::TaskTracker;
 use crate::engine::{EngineClient, EngineConfig};
 use crate::metrics::Emf;
 use crate::ports::{Engine, FleetError, GpuUtilization, Queue, ResultStore, Service, ServiceTasks, TaskCounts};
-use crate::scaler::{TierOutcome, TierReport};
+use crate::scaler::{START_FAILURES_TO_STOP, TierOutcome, TierReport};
 use crate::slots::Slots;
 use crate::vocabulary::{Lanes, Tier};
 use crate::webhook::Webhooks;
@@ -254,10 +254,14 @@ impl EngineFleet {
         }
     }
 
-    /// Whether a tier with no engine (running or starting) has messages visible in its lanes.
+    /// Whether a tier with no engine (running or starting) has messages visible in its lanes; a tier whose starts
+    /// keep failing is not counted (the scaler asks nothing for it until dev restarts).
     async fn a_cold_tier_has_work(&self) -> bool {
         for managed in &self.managed {
-            let cold = lock(&managed.state).engines.values().all(|slot| slot.stopping);
+            let cold = {
+                let state = lock(&managed.state);
+                state.failed_starts < START_FAILURES_TO_STOP && state.engines.values().all(|slot| slot.stopping)
+            };
             if !cold {
                 continue;
             }
