@@ -588,7 +588,7 @@ async fn main() {
         Row {
             id: "P1",
             what: format!(
-                "worker on SQS + S3 (moto) vs direct, local llama.cpp, 8 slots (24 × {TOKENS} tokens), default settings"
+                "worker on SQS + S3 (moto) vs direct, local llama.cpp, 8 slots (48 × {TOKENS} tokens), default settings"
             ),
             ours: format!(
                 "{sqs_rate:.1} tok/s through `gpuinfer worker` (moto: {moto_ms:.0} ms per ReceiveMessage, median)"

@@ -3,12 +3,14 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 #[derive(Debug)]
 pub struct Slots {
     semaphore: Arc<Semaphore>,
     state: Mutex<SlotCount>,
+    /// Notified when slots are added, so whoever fills them does not wait for a request to finish first.
+    added: Notify,
 }
 
 #[derive(Debug)]
@@ -31,7 +33,13 @@ impl Slots {
         Arc::new(Slots {
             semaphore: Arc::new(Semaphore::new(limit)),
             state: Mutex::new(SlotCount { limit, in_flight: 0, owed: 0 }),
+            added: Notify::new(),
         })
+    }
+
+    /// Resolves once slots have been added by a resize (at once if some were added since the last call).
+    pub async fn added(&self) {
+        self.added.notified().await;
     }
 
     /// Slots free now.
@@ -73,6 +81,9 @@ impl Slots {
             let repaid = added.min(count.owed);
             count.owed -= repaid;
             self.semaphore.add_permits(added - repaid);
+            if added > repaid {
+                self.added.notify_one();
+            }
         } else {
             let removed = count.limit - limit;
             let forgotten = self.semaphore.forget_permits(removed);

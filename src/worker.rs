@@ -312,6 +312,8 @@ where
                     Err(error) => tracing::warn!(%tier, %lane, %error, "long poll failed; polling again"),
                 },
                 Some(done) = in_flight.tasks.join_next(), if !in_flight.tasks.is_empty() => in_flight.record(done),
+                // The limit grew: fill the new slots now, not when a request next finishes.
+                () = self.slots.added() => {}
             }
         }
         in_flight.released += self.hand_back_unstarted(lanes.close().await).await;

@@ -32,3 +32,13 @@ async fn growing_again_repays_slots_owed_before_adding_free_ones() {
     drop(held);
     assert_eq!((slots.free(), slots.limit()), (2, 2));
 }
+
+#[tokio::test]
+async fn adding_slots_wakes_whoever_fills_them() {
+    let slots = Slots::new(1);
+    slots.resize(1);
+    let quiet = tokio::time::timeout(std::time::Duration::from_millis(50), slots.added()).await;
+    assert!(quiet.is_err(), "no slot was added");
+    slots.resize(3);
+    tokio::time::timeout(std::time::Duration::from_secs(1), slots.added()).await.expect("woken by the growth");
+}
