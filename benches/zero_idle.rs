@@ -27,6 +27,9 @@ use support::{Process, Row, free_port, machine, report, table, write_section};
 /// ~110 min) with its time divided by 60, at 1.2 requests/s during bursts, for 240 s (seeded: the same every run;
 /// this seed gives 3 bursts).
 const TRAFFIC: Traffic = Traffic::Bursty { rate: 4320.0, burst_minutes: 10.0 / 60.0, gap_minutes: 110.0 / 60.0 };
+/// The trace, as the report describes it.
+const TRACE: &str = "bursts of ~10 s at 1.2 requests/s after silences of ~110 s (the shape of `gpuinfer simulate`'s \
+                     default bursty trace, its time divided by 60)";
 const TRACE_SECONDS: u64 = 240;
 const TRACE_SEED: u64 = 20;
 /// The on-demand fleet's settings: a scaler tick a second, an idle TTL of 10 s, at most two engines.
@@ -328,7 +331,7 @@ async fn main() {
         trace::generate(TRAFFIC, TRACE_SECONDS * SECOND, &mut rng).into_iter().map(|(at, _)| at).collect();
     let bursts = 1 + arrivals.windows(2).filter(|w| w[1] - w[0] > IDLE_TTL_SECONDS * SECOND).count();
     eprintln!(
-        "trace: {TRAFFIC} for {TRACE_SECONDS} s, seed {TRACE_SEED}: {} requests in {bursts} bursts",
+        "trace: {TRACE} for {TRACE_SECONDS} s, seed {TRACE_SEED}: {} requests in {bursts} bursts",
         arrivals.len()
     );
     let mut rows = Vec::new();
@@ -339,7 +342,7 @@ async fn main() {
     println!("{table}");
     let section = format!(
         "{SECTION}\n\nOne run of `benches/zero_idle.rs` (through scripts/bench.sh), every row measured side by side in \
-         that run. Machine: {}. Took {:.0} s.\nTrace: {TRAFFIC} for {TRACE_SECONDS} s (`gpuinfer simulate`'s generator, \
+         that run. Machine: {}. Took {:.0} s.\nTrace: {TRACE} for {TRACE_SECONDS} s (`gpuinfer simulate`'s generator, \
          seed {TRACE_SEED}): {} requests in {bursts} bursts (silences longer than the idle TTL), replayed for real through `gpuinfer dev`, once with one engine always on and \
          once with engines on demand (scaler tick 1 s, idle TTL {IDLE_TTL_SECONDS} s, at most {MAX_ENGINES} engines). \
          \"simulate predicted\" is `gpuinfer simulate`'s model of our policy on the same arrivals, given the engine's \
