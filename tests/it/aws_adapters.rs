@@ -466,3 +466,37 @@ fn the_newest_cloudwatch_datapoint_is_the_reading() {
     assert_eq!(newest(&[at(120), at(180), at(60)], &[40.0, 75.5, 10.0]), Some(75.5));
     assert_eq!(newest(&[], &[]), None);
 }
+
+#[tokio::test]
+#[ignore = "needs moto: scripts/test.sh"]
+async fn on_sqs_a_worker_holds_one_message_ahead_of_its_engine_slots_and_never_overfills_the_engine() {
+    let name = moto::unique("ahead");
+    let (lanes, dlq) = moto::lanes_with_dlq(&name, 30, 3).await;
+    let bucket = moto::bucket(&name).await;
+    let store: Arc<dyn ResultStore> =
+        Arc::new(S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}/results/")).unwrap()));
+    let engine =
+        EngineDouble::start(Behavior { slots: 8, latency: Duration::from_secs(2), ..Behavior::default() }).await;
+    let bodies: Vec<String> = (0..30).map(|n| request_body(&format!("ahead {n}")).1).collect();
+    moto::send_all(&lanes.normal, &bodies).await;
+    let shutdown = CancellationToken::new();
+    let config = WorkerConfig { concurrency: 8, ..worker_config() };
+    let worker = in_process_worker(&lanes, &dlq, Arc::clone(&store), &engine, config, &shutdown).await;
+
+    // A limit of 8 on SQS receives 8 / 8 = 1 message ahead: 9 invisible while 8 run in the engine.
+    eventually(Duration::from_secs(10), "8 requests in the engine", || {
+        std::future::ready((engine.calls() >= 8).then_some(()))
+    })
+    .await;
+    let normal = SqsQueue::new(moto::sqs().await, lanes.normal.clone(), None);
+    let held = eventually(Duration::from_secs(5), "one message held ahead", || {
+        let normal = &normal;
+        async move { Some(normal.counts().await.unwrap().in_flight).filter(|&held| held == 9) }
+    })
+    .await;
+    assert_eq!(held, 9);
+    assert_eq!(engine.calls(), 8, "the message held ahead waits for a slot, not in the engine");
+    shutdown.cancel();
+    worker.await.unwrap();
+    assert_eq!(engine.max_in_flight(), 8, "never more requests in the engine than the limit");
+}
