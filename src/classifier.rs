@@ -47,6 +47,7 @@ impl Classifier for OpenAiClassifier {
             priority: Priority::Normal,
             deadline: None,
             callback_url: None,
+            batch: None,
         };
         let answer = self.engine.generate(&question).await.map_err(|e| ClassifyError(e.to_string()))?;
         let text = answer.generation.text;

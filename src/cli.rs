@@ -48,7 +48,7 @@ pub enum Command {
     /// Download model weights from an S3 prefix: parallel ranged GETs, resumable, verified.
     FetchModel(cmd::fetch_model::Args),
     /// The whole pipeline in one process: router, a worker pool per tier, the scaler, embedded queues and result files.
-    Dev(cmd::dev::Args),
+    Dev(Box<cmd::dev::Args>),
     /// Replay a traffic trace against the seed's scaling policy and ours; print cost, losses and latency side by side.
     Simulate(cmd::simulate::Args),
     /// Send a request to a router (prompt from the arguments or stdin); print its requestId, or with --wait its result.

@@ -28,6 +28,7 @@
 pub mod acceptance;
 pub mod adaptive_limit;
 pub mod aws;
+pub mod batch_line;
 pub mod body_budget;
 pub mod classifier;
 pub mod cli;
@@ -43,6 +44,8 @@ pub mod http_server;
 pub mod lanes;
 pub mod local;
 pub mod metrics;
+pub mod object_io;
+pub mod openai;
 pub mod outbound;
 pub mod outcome;
 pub mod ports;

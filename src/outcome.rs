@@ -133,10 +133,12 @@ pub fn pending(request_id: RequestId) -> serde_json::Value {
 /// The document DELETE /results/{id} stores for a request that has none yet. Stored first, it wins over any
 /// later result (first writer wins); the worker finds it before it runs the request, or while it runs.
 pub fn canceled(request_id: RequestId) -> serde_json::Value {
-    let error = ErrorDetail {
-        code: ErrorCode::Canceled,
-        message: "canceled by the client before it finished (DELETE /results/{requestId})".into(),
-    };
+    canceled_because(request_id, "canceled by the client before it finished (DELETE /results/{requestId})")
+}
+
+/// A cancel document that says why the request was canceled.
+pub fn canceled_because(request_id: RequestId, reason: &str) -> serde_json::Value {
+    let error = ErrorDetail { code: ErrorCode::Canceled, message: reason.into() };
     serde_json::json!({ "requestId": request_id, "status": Status::Error, "error": error, "timestamp": now() })
 }
 

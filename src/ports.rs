@@ -1,10 +1,13 @@
 //! The traits the core is written against: queue, result store, engine, classifier, fleet readings.
 //! Only the methods we call.
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use axum::body::Bytes;
+use futures_util::Stream;
 use serde::Serialize;
 
 use crate::engine_load::EngineLoad;
@@ -151,6 +154,35 @@ pub trait ResultStore: Send + Sync {
     async fn acceptance(&self, request_id: RequestId) -> Result<Option<Vec<u8>>, StoreError>;
     /// Removes the record of an acceptance whose enqueue failed, so that a retry can be accepted.
     async fn forget_acceptance(&self, request_id: RequestId) -> Result<(), StoreError>;
+    /// The same place seen as a store of named objects (files and batches of the Batch API), where it is one: a
+    /// bucket or a folder, not a queue.
+    fn objects(&self) -> Option<&dyn ObjectStore> {
+        None
+    }
+}
+
+/// An object's bytes, read or written a chunk at a time.
+pub type ByteChunks<'a> = Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> + Send + 'a>>;
+
+/// Named objects beside the results (`files/…`, `batches/…`): what the Batch and Files API keep. Keys are relative
+/// to the results' place, `/`-separated.
+#[async_trait]
+pub trait ObjectStore: Send + Sync {
+    /// Writes the chunks at `key`, replacing any object there; a reader never sees a partial object. The bytes
+    /// written. A chunk that is an error fails the write, and nothing is left at `key`.
+    async fn put(&self, key: &str, chunks: ByteChunks<'_>) -> Result<u64, StoreError>;
+    /// Writes `bytes` at `key` unless something is there: first writer wins.
+    async fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome, StoreError>;
+    /// The object's size and its bytes, or None when there is no object at `key`.
+    async fn get(&self, key: &str) -> Result<Option<(u64, ByteChunks<'static>)>, StoreError>;
+    /// The keys that start with `prefix`, in lexical order.
+    async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError>;
+    /// Removes the object at `key`; no object there is no error.
+    async fn delete(&self, key: &str) -> Result<(), StoreError>;
+    /// A URL that reads the object without credentials for `valid_for`, where the store has such URLs (S3).
+    async fn presigned_get(&self, _key: &str, _valid_for: Duration) -> Result<Option<String>, StoreError> {
+        Ok(None)
+    }
 }
 
 /// Engine failures, typed by what the worker must do about them.

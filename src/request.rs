@@ -5,6 +5,7 @@ use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::batch_line::BatchLine;
 use crate::request_id::RequestId;
 use crate::vocabulary::{Priority, Tier};
 
@@ -55,6 +56,9 @@ pub struct InferenceRequest {
     /// Where the result document is POSTed once stored (http or https; the operator's policy is checked apart).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub callback_url: Option<String>,
+    /// The Batch API line this request is; set by the Batch API only, read from the queue only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchLine>,
 }
 
 /// What the model is asked: a plain completion prompt or an OpenAI-style chat.
@@ -155,6 +159,16 @@ impl InferenceRequest {
     }
 
     fn from_object(mut object: Map<String, Value>, intake: Intake) -> Result<Self, RequestError> {
+        let batch = match (object.remove("batch"), intake) {
+            (None | Some(Value::Null), _) => None,
+            (Some(_), Intake::Api(_)) => {
+                return Err(RequestError::invalid("batch", "set by the Batch API (POST /v1/batches), not by clients"));
+            }
+            (Some(value), Intake::Queue(_)) => Some(
+                serde_json::from_value(value)
+                    .map_err(|e| RequestError::invalid("batch", format!("not a batch line ({e})")))?,
+            ),
+        };
         if let Some(unknown) = object.keys().find(|k| !FIELDS.contains(&k.as_str())) {
             return Err(RequestError::invalid(
                 shown_name(unknown),
@@ -222,6 +236,7 @@ impl InferenceRequest {
             priority,
             deadline,
             callback_url,
+            batch,
         })
     }
 

@@ -47,17 +47,48 @@ pub struct AppState {
     pub metrics: Emf,
     /// The memory request bodies being read may hold at once, across every request.
     pub bodies: BodyBudget,
+    /// The OpenAI-compatible Files, Uploads, Batches and Models API.
+    pub openai: crate::openai::Settings,
 }
 
 pub fn app(state: Arc<AppState>) -> Router {
-    Router::new()
+    let api = Router::new()
         .route("/infer", post(infer))
         .route("/infer/batch", post(infer_batch))
         .route("/results/{request_id}", get(result).delete(cancel))
-        .route("/healthz", get(healthz))
+        .merge(crate::openai::routes())
         .fallback(no_such_endpoint)
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(state)
+        .route_layer(axum::middleware::from_fn_with_state(Arc::clone(&state), require_api_key));
+    Router::new().route("/healthz", get(healthz)).merge(api).with_state(state)
+}
+
+/// Refuses a request without the configured bearer token (401 in OpenAI's error shape, which its clients read).
+async fn require_api_key(
+    State(state): State<Arc<AppState>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let Some(key) = &state.openai.api_key else {
+        return next.run(request).await;
+    };
+    let sent = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    if sent
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|token| constant_time_eq(token.as_bytes(), key.as_bytes()))
+    {
+        return next.run(request).await;
+    }
+    let error = json!({ "error": {
+        "message": "a valid API key is required: send Authorization: Bearer <the token gpuinfer was started with>",
+        "type": "authentication_error", "param": null, "code": "invalid_api_key",
+    }});
+    (StatusCode::UNAUTHORIZED, Json(error)).into_response()
+}
+
+/// Compares two secrets in time that does not depend on where they differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
 }
 
 /// An API failure: its status code and the `{"error": "<field>: <what is wrong>"}` body.

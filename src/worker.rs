@@ -524,6 +524,9 @@ where
         match self.store.exists(id).await {
             Ok(true) => {
                 tracing::info!(request_id = %id, %tier, "a document (result or cancel) is already stored; deleting the message");
+                if !self.mark_batch_line(&request, None).await {
+                    return Err(Disposition::RetryLater);
+                }
                 self.delete(lease).await;
                 return Err(Disposition::AlreadyDone);
             }
@@ -594,15 +597,21 @@ where
         match self.with_heartbeat(lease, self.store_result(id, &body)).await {
             Ok(PutOutcome::Created) => {
                 if let (Some(url), Some(webhooks)) = (&request.callback_url, &self.webhooks) {
-                    webhooks.send(Callback { url: url.clone(), request_id: id, tier, body });
+                    webhooks.send(Callback { url: url.clone(), request_id: id, tier, body: body.clone() });
                 }
             }
             Ok(PutOutcome::AlreadyExists) => {
                 tracing::info!(request_id = %id, %tier, "another document (a result or a cancel) was stored first; this one is dropped");
+                if !self.mark_batch_line(request, None).await {
+                    return self.retry_later(lease, "the batch line's mark was not written").await;
+                }
                 self.delete(lease).await;
                 return Disposition::AlreadyDone;
             }
             Err(error) => return self.retry_later(lease, &error.to_string()).await,
+        }
+        if !self.mark_batch_line(request, Some(&body)).await {
+            return self.retry_later(lease, "the batch line's mark was not written").await;
         }
         self.delete(lease).await;
         self.record(&document);
@@ -610,6 +619,28 @@ where
             None => Disposition::Succeeded,
             Some(error) => Disposition::Failed(error.code),
         }
+    }
+
+    /// For a Batch API line, leaves the mark that it ended, as the stored document says (`stored`, or read back when
+    /// another writer stored it): before the message is deleted, so a crash between the two only repeats the mark.
+    /// False when the mark could not be written (the message then comes back and the mark is tried again).
+    async fn mark_batch_line(&self, request: &InferenceRequest, stored: Option<&[u8]>) -> bool {
+        let (Some(line), Some(objects)) = (&request.batch, self.store.objects()) else {
+            return true;
+        };
+        let document = match stored {
+            Some(document) => Ok(Some(document.to_vec())),
+            None => self.store.get(request.request_id).await,
+        };
+        let marked = match document {
+            Ok(Some(document)) => line.mark_ended(objects, &document).await,
+            Ok(None) => Err(StoreError::unavailable("the stored document is gone")),
+            Err(error) => Err(error),
+        };
+        if let Err(error) = &marked {
+            tracing::warn!(request_id = %request.request_id, batch = %line.id, line = line.line, %error, "could not mark the batch line ended");
+        }
+        marked.is_ok()
     }
 
     /// Writes the document, first writer wins. A store that refuses is retried with back-off, keeping the

@@ -5,6 +5,7 @@ pub mod cloudwatch;
 pub mod ecs;
 pub mod ecs_metadata;
 pub mod s3;
+pub mod s3_objects;
 pub mod sqs;
 pub mod sqs_results;
 

@@ -50,8 +50,8 @@ impl S3Location {
 
 #[derive(Debug, Clone)]
 pub struct S3Store {
-    client: Client,
-    location: S3Location,
+    pub(super) client: Client,
+    pub(super) location: S3Location,
 }
 
 impl S3Store {
@@ -63,7 +63,10 @@ impl S3Store {
 /// The permission a 403 to `action` says is missing.
 fn missing_permission(action: &str) -> &'static str {
     match action {
-        "PutObject" => "s3:PutObject on the key",
+        // S3 authorizes each step of a multipart upload with s3:PutObject.
+        "PutObject" | "CreateMultipartUpload" | "UploadPart" | "CompleteMultipartUpload" => "s3:PutObject on the key",
+        "AbortMultipartUpload" => "s3:AbortMultipartUpload on the key",
+        "ListObjectsV2" => "s3:ListBucket on the bucket",
         "DeleteObject" => "s3:DeleteObject on the key",
         // S3 answers a read of a key that does not exist with 403 instead of 404 unless the caller may list the
         // bucket: without ListBucket every pending result reads as an error.
@@ -75,7 +78,11 @@ fn missing_permission(action: &str) -> &'static str {
 
 impl S3Store {
     /// A failed call as a store error; a 403 names the permission the role lacks.
-    fn unavailable<E>(&self, action: &'static str, key: &str) -> impl FnOnce(SdkError<E, HttpResponse>) -> StoreError
+    pub(super) fn unavailable<E>(
+        &self,
+        action: &'static str,
+        key: &str,
+    ) -> impl FnOnce(SdkError<E, HttpResponse>) -> StoreError
     where
         E: std::error::Error + Send + Sync + 'static,
     {
@@ -123,11 +130,15 @@ impl ResultStore for S3Store {
         let deleted = self.client.delete_object().bucket(&self.location.bucket).key(&key).send().await;
         deleted.map(|_| ()).map_err(self.unavailable("DeleteObject", &key))
     }
+
+    fn objects(&self) -> Option<&dyn crate::ports::ObjectStore> {
+        Some(self)
+    }
 }
 
 impl S3Store {
     /// Writes `document` at `key` unless something is there: first writer wins.
-    async fn create(&self, key: String, document: &[u8]) -> Result<PutOutcome, StoreError> {
+    pub(super) async fn create(&self, key: String, document: &[u8]) -> Result<PutOutcome, StoreError> {
         let put = self
             .client
             .put_object()

@@ -19,6 +19,7 @@ use crate::engine::{DEFAULT_REQUEST_TIMEOUT_SECONDS, EngineClient, EngineConfig}
 use crate::http_server::HttpLimits;
 use crate::local::DEFAULT_DATA_DIR;
 use crate::metrics::Emf;
+use crate::openai::ModelTiers;
 use crate::outbound::OutboundPolicy;
 use crate::ports::{Classifier, DEFAULT_MAX_RECEIVE_COUNT, GpuUtilization, Queue, Service, ServiceTasks};
 use crate::routing::RoutingConfig;
@@ -120,6 +121,11 @@ pub struct RoutingArgs {
     /// Longest wait for the classifier before routing to small.
     #[arg(long, env = "CLASSIFIER_TIMEOUT_MS", default_value_t = RoutingConfig::DEFAULT.classifier_timeout.as_millis() as u64)]
     pub classifier_timeout_ms: u64,
+    /// Which tier a Batch API line's `model` runs on: model=tier pairs, comma-separated (e.g.
+    /// mistral-7b=small,llama-2-70b=large). "small" and "large" always name their tier; any other model is routed
+    /// by the thresholds. GET /v1/models lists them all.
+    #[arg(long, env = "MODEL_TIERS", value_parser = ModelTiers::parse)]
+    pub model_tiers: Option<ModelTiers>,
 }
 
 impl RoutingArgs {
@@ -209,9 +215,24 @@ pub struct HttpServerArgs {
     /// it is refused (503, Retry-After: 1) as it arrives, so memory stays bounded whatever clients send.
     #[arg(long, env = "HTTP_BODY_MEMORY_MIB", default_value_t = DEFAULT_BODY_MEMORY_MIB, value_parser = clap::value_parser!(u64).range(6..))]
     pub http_body_memory_mib: u64,
+    /// A bearer token every request but GET /healthz must carry (`Authorization: Bearer <token>`, as OpenAI's
+    /// clients send their API key). Unset, the local API takes requests without one. On AWS, API Gateway's IAM
+    /// authorization guards the API instead.
+    #[arg(long, env = "GPUINFER_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
 }
 
 impl HttpServerArgs {
+    /// The OpenAI-compatible API's settings: this server's API key, the routing's model map, and (on Lambda) the
+    /// redirect of large downloads.
+    pub fn openai(&self, routing: &RoutingArgs) -> crate::openai::Settings {
+        crate::openai::Settings {
+            models: routing.model_tiers.clone().unwrap_or_default(),
+            redirect_downloads_over: crate::cmd::running_on_lambda().then_some(crate::openai::LAMBDA_DOWNLOAD_LIMIT),
+            api_key: self.api_key.clone(),
+        }
+    }
+
     pub fn body_budget(&self) -> BodyBudget {
         BodyBudget::new(self.http_body_memory_mib as usize * 1024 * 1024)
     }

@@ -146,6 +146,7 @@ pub struct Config {
     retention: Duration,
     wiring: Wiring,
     engine_commands: EngineCommands,
+    openai: crate::openai::Settings,
 }
 
 impl Args {
@@ -169,6 +170,7 @@ impl Args {
             listen: self.listen,
             http: self.http.limits(),
             bodies: self.http.body_budget(),
+            openai: self.http.openai(&self.routing),
             data_dir: self.data.data_dir,
             engines,
             workers,
@@ -265,6 +267,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         callbacks: config.webhooks.policy,
         metrics,
         bodies: config.bodies.clone(),
+        openai: config.openai.clone(),
     });
     print_banner(&config, &metrics_path);
     let served = serve(config.listen, state, config.http, shutdown.clone()).await;

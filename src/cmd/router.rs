@@ -49,6 +49,7 @@ pub struct Config {
     routing: RoutingArgs,
     callbacks: OutboundPolicy,
     wiring: Wiring,
+    openai: crate::openai::Settings,
 }
 
 impl Args {
@@ -58,6 +59,7 @@ impl Args {
             listen: self.listen,
             http: self.http.limits(),
             bodies: self.http.body_budget(),
+            openai: self.http.openai(&self.routing),
             queues,
             destination: Destination::parse(self.output_destination.as_deref(), &self.data.data_dir)?,
             routing: self.routing,
@@ -80,6 +82,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         callbacks: config.callbacks,
         metrics: Emf::stdout(),
         bodies: config.bodies.clone(),
+        openai: config.openai.clone(),
     });
     if running_on_lambda() {
         let service = lambda_http::tower::ServiceBuilder::new()

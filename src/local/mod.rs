@@ -3,6 +3,7 @@
 
 pub mod engine_fleet;
 pub mod fleet;
+pub mod objects;
 pub mod queue;
 pub mod store;
 

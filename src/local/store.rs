@@ -23,6 +23,11 @@ impl FileStore {
         Ok(FileStore { results })
     }
 
+    /// The folder results (and the Batch API's objects) are kept in.
+    pub fn dir(&self) -> &Path {
+        &self.results
+    }
+
     pub fn path_of(&self, request_id: RequestId) -> PathBuf {
         self.results.join(format!("{request_id}.json"))
     }
@@ -50,7 +55,7 @@ impl FileStore {
     /// Writes the whole document to a private temporary file, then hard-links it into place:
     /// the link fails if the name exists, so a reader never sees a partial document and a
     /// second writer never replaces the first.
-    fn create(&self, target: &Path, document: &[u8]) -> Result<PutOutcome, StoreError> {
+    pub(super) fn create(&self, target: &Path, document: &[u8]) -> Result<PutOutcome, StoreError> {
         let mut temp = tempfile::NamedTempFile::new_in(&self.results).map_err(io_error)?;
         temp.write_all(document).map_err(io_error)?;
         match std::fs::hard_link(temp.path(), target) {
@@ -88,6 +93,10 @@ impl ResultStore for FileStore {
             Err(e) if e.kind() != ErrorKind::NotFound => Err(io_error(e)),
             _ => Ok(()),
         }
+    }
+
+    fn objects(&self) -> Option<&dyn crate::ports::ObjectStore> {
+        Some(self)
     }
 }
 

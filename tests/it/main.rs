@@ -10,6 +10,7 @@ mod support;
 mod adaptive_limit;
 mod aws_adapters;
 mod aws_rules;
+mod batch_api;
 mod bedrock;
 mod cli;
 mod deletes;

@@ -110,6 +110,7 @@ fn clone_state(f: &Fixture) -> AppState {
         callbacks: f.state.callbacks,
         metrics: Emf::discard(),
         bodies: f.state.bodies.clone(),
+        openai: f.state.openai.clone(),
     }
 }
 
@@ -154,6 +155,7 @@ fn refusing(f: &Fixture) -> Arc<AppState> {
     let lanes = || Lanes::from_fn(|_| Arc::new(RefusingQueue) as Arc<dyn Queue>);
     Arc::new(AppState {
         bodies: f.state.bodies.clone(),
+        openai: f.state.openai.clone(),
         queues: PerTier { small: lanes(), large: lanes() },
         store: f.state.store.clone(),
         routing: RoutingConfig::default(),

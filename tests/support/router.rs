@@ -35,6 +35,7 @@ pub fn fixture() -> Fixture {
     let lanes = |tier| backends.tier_lanes(tier, Duration::from_secs(30), 3).map(|q| q as Arc<dyn Queue>);
     let state = Arc::new(AppState {
         bodies: BodyBudget::default(),
+        openai: Default::default(),
         queues: PerTier { small: lanes(Tier::Small), large: lanes(Tier::Large) },
         store: backends.store.clone(),
         routing: RoutingConfig::default(),

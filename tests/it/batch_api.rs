@@ -1,0 +1,223 @@
+//! The OpenAI Batch API, driven by the official `openai` Python client (tests/openai/batch_client.py, installed by
+//! scripts/openai-client.sh): on `gpuinfer dev` with the real llama.cpp engine, with the engine double for cancel
+//! and kill -9 mid-batch, and as router + worker on SQS + S3 (moto) with a worker killed mid-batch.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::dev::Dev;
+use crate::support::engine_process::EngineProcess;
+use crate::support::process::ChildProcess;
+use crate::support::{eventually, free_port, moto};
+
+const KEY: &str = "batch-test-key";
+
+/// The venv python with the pinned openai client; a test that needs it fails (never skips) without it.
+fn python() -> String {
+    std::env::var("GPUINFER_TEST_OPENAI_PYTHON").unwrap_or_else(|_| {
+        panic!(
+            "this test needs the openai Python client: run scripts/test.sh, or set \
+             GPUINFER_TEST_OPENAI_PYTHON=$(scripts/openai-client.sh install)"
+        )
+    })
+}
+
+/// Runs one command of the client against `base` and returns the JSON object it printed.
+async fn client(base: &str, args: &[&str]) -> Value {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/openai/batch_client.py");
+    let output = tokio::process::Command::new(python())
+        .arg(script)
+        .args(["--base-url", base, "--api-key", KEY])
+        .args(args)
+        .output()
+        .await
+        .expect("run the openai client");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "batch_client.py {args:?} failed: {}\nstdout: {stdout}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("the client prints one JSON object")
+}
+
+async fn submit(base: &str, args: &[&str]) -> String {
+    let submitted = client(base, &[&["submit"], args].concat()).await;
+    submitted["batch_id"].as_str().expect("a batch id").to_owned()
+}
+
+/// Waits until at least `lines` lines of the batch have completed.
+async fn completed_at_least(base: &str, batch: &str, lines: u64) {
+    eventually(Duration::from_secs(60), "lines of the batch to complete", || async move {
+        let progress = client(base, &["progress", "--batch", batch]).await;
+        (progress["counts"]["completed"].as_u64().unwrap_or(0) >= lines).then_some(())
+    })
+    .await;
+}
+
+fn ids(prefix: &str, count: usize) -> Vec<String> {
+    let mut ids: Vec<String> = (0..count).map(|i| format!("{prefix}{i}")).collect();
+    ids.sort();
+    ids
+}
+
+fn strings(value: &Value) -> Vec<String> {
+    value.as_array().map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()).unwrap_or_default()
+}
+
+fn engine_url() -> String {
+    std::env::var("GPUINFER_TEST_ENGINE_URL").unwrap_or_else(|_| {
+        panic!("this test needs the real local engine: run scripts/test.sh (GPUINFER_TEST_ENGINE_URL)")
+    })
+}
+
+/// files.create → batches.create → retrieve until completed → files.content, on llama.cpp: every line once in
+/// the output, a line the engine refuses (longer than its context) in the error file, the batch still completed;
+/// and the refusals: a malformed file (OpenAI's error shape), a batch whose lines fail validation (failed, with
+/// each line's error), an unknown batch (404), a wrong API key (401).
+#[tokio::test]
+#[ignore = "needs the local engine and the openai client: scripts/test.sh"]
+async fn the_openai_client_runs_a_batch_on_gpuinfer_dev_with_llama_cpp() {
+    let data = tempfile::tempdir().unwrap();
+    let http = reqwest::Client::new();
+    let dev = Dev::start(data.path(), free_port(), &engine_url(), &["--api-key", KEY, "--classifier", "none"]);
+    dev.ready(&http).await;
+    let batch = submit(&dev.url, &["--lines", "6", "--failing-lines", "1"]).await;
+    let done = client(&dev.url, &["wait", "--batch", &batch, "--timeout", "240"]).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["counts"], serde_json::json!({ "total": 7, "completed": 6, "failed": 1 }), "{done}");
+    assert_eq!(strings(&done["output_ids"]), ids("req-", 6), "{done}");
+    assert_eq!(strings(&done["error_ids"]), ["too-long-0"], "{done}");
+    assert_eq!(strings(&done["error_codes"]), ["400"], "the engine's refusal, as an HTTP answer: {done}");
+    assert_eq!(done["duplicates"], 0);
+
+    let refused = client(&dev.url, &["refusals"]).await;
+    assert!(refused["malformed_file"].as_str().unwrap().starts_with("file: line 2: not valid JSON"), "{refused}");
+    assert_eq!(refused["invalid_lines_status"], "failed", "{refused}");
+    assert_eq!(refused["invalid_lines_errors"], serde_json::json!([[2, "custom_id"], [3, "body.model"]]), "{refused}");
+    assert_eq!(refused["unknown_batch"], "404");
+    assert_eq!(refused["wrong_key"], "401");
+}
+
+/// Cancel mid-batch: the lines not yet run are dropped, what finished is in the output, and the engine is not
+/// asked for the dropped lines.
+#[tokio::test]
+#[ignore = "needs the openai client: scripts/test.sh"]
+async fn a_batch_canceled_midway_keeps_what_finished_and_runs_nothing_more() {
+    let engine = EngineProcess::start(&["--latency-ms", "300", "--slots", "2"]);
+    let data = tempfile::tempdir().unwrap();
+    let http = reqwest::Client::new();
+    let dev = Dev::start(
+        data.path(),
+        free_port(),
+        &engine.url,
+        &["--api-key", KEY, "--concurrency", "2", "--fixed-concurrency"],
+    );
+    dev.ready(&http).await;
+    let batch = submit(&dev.url, &["--lines", "40"]).await;
+    completed_at_least(&dev.url, &batch, 2).await;
+    let canceled = client(&dev.url, &["cancel", "--batch", &batch]).await;
+    assert!(["cancelling", "cancelled"].contains(&canceled["status"].as_str().unwrap()), "{canceled}");
+    let done = client(&dev.url, &["wait", "--batch", &batch, "--timeout", "30"]).await;
+    assert_eq!(done["status"], "cancelled", "{done}");
+    let completed = done["counts"]["completed"].as_u64().unwrap();
+    assert!((2..40).contains(&completed), "{done}");
+    assert_eq!(strings(&done["output_ids"]).len() as u64, completed, "{done}");
+    assert_eq!(strings(&done["error_ids"]), Vec::<String>::new(), "canceled lines are in neither file: {done}");
+    let calls_then = engine.calls().await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let calls = engine.calls().await;
+    assert_eq!(calls, calls_then, "the engine was asked for lines of a canceled batch");
+    assert!(calls <= completed + 2, "{calls} engine calls for {completed} completed lines and 2 in flight");
+}
+
+/// kill -9 of `gpuinfer dev` mid-batch, then a new one on the same data: every line exactly once in the output.
+#[tokio::test]
+#[ignore = "needs the openai client: scripts/test.sh"]
+async fn a_batch_survives_kill_9_of_gpuinfer_dev_with_every_line_once() {
+    let engine = EngineProcess::start(&["--latency-ms", "300", "--slots", "4"]);
+    let data = tempfile::tempdir().unwrap();
+    let http = reqwest::Client::new();
+    let flags = ["--api-key", KEY, "--concurrency", "4", "--fixed-concurrency", "--visibility-timeout", "3"];
+    let port = free_port();
+    let mut dev = Dev::start(data.path(), port, &engine.url, &flags);
+    dev.ready(&http).await;
+    let batch = submit(&dev.url, &["--lines", "24"]).await;
+    completed_at_least(&dev.url, &batch, 3).await;
+    dev.child.kill().unwrap();
+    dev.child.wait().unwrap();
+    let dev = Dev::start(data.path(), port, &engine.url, &flags);
+    dev.ready(&http).await;
+    let done = client(&dev.url, &["wait", "--batch", &batch, "--timeout", "60"]).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["counts"], serde_json::json!({ "total": 24, "completed": 24, "failed": 0 }), "{done}");
+    assert_eq!(strings(&done["output_ids"]), ids("req-", 24), "{done}");
+    assert_eq!(done["duplicates"], 0, "{done}");
+}
+
+/// Router and worker as deployed (SQS + S3, on moto): the file goes up in parts through the Uploads API
+/// (`uploads.upload_file_chunked`), the worker is killed with SIGKILL mid-batch and replaced, and every line is in
+/// the output exactly once.
+#[tokio::test]
+#[ignore = "needs moto and the openai client: scripts/test.sh"]
+async fn router_and_worker_on_sqs_and_s3_run_a_batch_through_a_worker_crash() {
+    let engine = EngineProcess::start(&["--latency-ms", "300", "--slots", "4"]);
+    let logs = tempfile::tempdir().unwrap();
+    let name = moto::unique("batch-api");
+    let (small, dlq) = moto::lanes_with_dlq(&format!("{name}-small"), 3, 5).await;
+    let (large, _) = moto::lanes_with_dlq(&format!("{name}-large"), 3, 5).await;
+    let bucket = moto::bucket(&name).await;
+    let destination = format!("s3://{bucket}/results/");
+    let mut env = moto::child_env();
+    env.extend([("OUTPUT_DESTINATION", destination.clone()), ("GPUINFER_API_KEY", KEY.to_owned())]);
+    let mut router_env = env.clone();
+    router_env.extend([
+        ("SMALL_QUEUE_URL", small.normal.clone()),
+        ("SMALL_HIGH_QUEUE_URL", small.high.clone()),
+        ("LARGE_QUEUE_URL", large.normal.clone()),
+        ("LARGE_HIGH_QUEUE_URL", large.high.clone()),
+        ("CLASSIFIER", "none".to_owned()),
+    ]);
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let _router =
+        ChildProcess::gpuinfer(&["router", "--listen", &listen], &router_env, &logs.path().join("router.log"));
+    let mut worker_env = env.clone();
+    worker_env.extend([
+        ("REQUEST_QUEUE_URL", small.normal.clone()),
+        ("HIGH_QUEUE_URL", small.high.clone()),
+        ("DLQ_URL", dlq.clone()),
+        ("ENGINE_URL", engine.url.clone()),
+    ]);
+    let worker_args = [
+        "worker",
+        "--tier",
+        "small",
+        "--concurrency",
+        "4",
+        "--fixed-concurrency",
+        "--visibility-timeout",
+        "3",
+        "--wait-time-seconds",
+        "1",
+    ];
+    let worker_log = logs.path().join("worker.log");
+    let mut worker = ChildProcess::gpuinfer(&worker_args, &worker_env, &worker_log);
+    let base = format!("http://{listen}");
+    crate::support::router_listening(&reqwest::Client::new(), &base).await;
+
+    let batch = submit(&base, &["--lines", "24", "--endpoint", "chat", "--chunked-part-bytes", "1000"]).await;
+    completed_at_least(&base, &batch, 3).await;
+    worker.kill();
+    let _worker = ChildProcess::gpuinfer(&worker_args, &worker_env, &worker_log);
+    let done = client(&base, &["wait", "--batch", &batch, "--timeout", "90"]).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["counts"], serde_json::json!({ "total": 24, "completed": 24, "failed": 0 }), "{done}");
+    assert_eq!(strings(&done["output_ids"]), ids("req-", 24), "{done}");
+    assert_eq!(done["duplicates"], 0, "{done}");
+    let output = done["output_file_id"].as_str().unwrap();
+    let keys = moto::keys(&moto::s3().await, &bucket, &format!("results/files/{output}")).await;
+    assert_eq!(keys.len(), 2, "the output file and its record are in the results bucket: {keys:?}");
+}
