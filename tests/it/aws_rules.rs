@@ -325,3 +325,48 @@ fn base_images_avoid_anonymous_docker_hub_pulls_where_a_copy_exists() {
     assert!(value[1]["Fn::Sub"].as_str().unwrap().ends_with(&format!("/gpuinfer-docker-hub/{default_vllm}")));
     assert_eq!(t["Resources"]["DockerHubCache"]["Properties"]["EcrRepositoryPrefix"], "gpuinfer-docker-hub");
 }
+
+/// CloudFormation, AWS::ApiGatewayV2::Integration TimeoutInMillis: "between 50 and 30,000 milliseconds for HTTP
+/// APIs". Creating a batch checks and enqueues every line, and the poll that finds it done builds its files: the
+/// /v1 routes get the longest an HTTP API allows, and the router Lambda's own timeout is no shorter than any
+/// integration that calls it (else API Gateway waits for a function already stopped).
+#[test]
+fn the_batch_api_gets_the_longest_http_api_integration_timeout_and_the_lambda_outlives_every_integration() {
+    let t = template();
+    let lambda_seconds = t["Resources"]["RouterFunction"]["Properties"]["Timeout"].as_u64().unwrap();
+    let integrations: Vec<(String, u64)> = of_type(&t, "AWS::ApiGatewayV2::Integration")
+        .map(|(name, i)| (name.clone(), i["Properties"]["TimeoutInMillis"].as_u64().unwrap_or(30_000)))
+        .collect();
+    for (name, millis) in &integrations {
+        assert!((50..=30_000).contains(millis), "{name}: TimeoutInMillis {millis} is outside 50–30,000");
+        assert!(
+            lambda_seconds * 1000 >= *millis,
+            "{name} waits {millis} ms for a Lambda that stops at {lambda_seconds} s"
+        );
+    }
+    let route = of_type(&t, "AWS::ApiGatewayV2::Route")
+        .find(|(_, r)| r["Properties"]["RouteKey"] == "ANY /v1/{proxy+}")
+        .map(|(_, r)| r["Properties"].clone())
+        .expect("a route for the OpenAI-compatible /v1 API");
+    assert_eq!(route["AuthorizationType"], json!({"Ref": "ApiAuthType"}), "the /v1 API is guarded as the rest");
+    assert_eq!(route["Target"], json!({"Fn::Sub": "integrations/${OpenAiIntegration}"}));
+    assert_eq!(t["Resources"]["OpenAiIntegration"]["Properties"]["TimeoutInMillis"], 30_000);
+}
+
+/// S3 User Guide, "Multipart upload API and permissions": each step of a multipart upload is authorized by
+/// s3:PutObject, but aborting one needs s3:AbortMultipartUpload; and "Configuring a bucket lifecycle configuration to
+/// delete incomplete multipart uploads" (AbortIncompleteMultipartUpload), so the parts of an upload that could be
+/// neither completed nor aborted are not kept (and billed) forever.
+#[test]
+fn the_router_may_abort_a_multipart_upload_and_the_bucket_drops_parts_left_behind() {
+    let t = template();
+    let grants = statements(&t["Resources"]["RouterRole"]);
+    let aborts = grants.iter().any(|s| {
+        let actions = s["Action"].to_string();
+        actions.contains("s3:PutObject") && actions.contains("s3:AbortMultipartUpload")
+    });
+    assert!(aborts, "the router writes Batch API files in parts: it needs s3:PutObject and s3:AbortMultipartUpload");
+    let rules = t["Resources"]["ResultsBucket"]["Properties"]["LifecycleConfiguration"]["Rules"].as_array().unwrap();
+    let results = rules.iter().find(|r| r["Prefix"] == "results/").expect("a lifecycle rule for results/");
+    assert!(results["AbortIncompleteMultipartUpload"]["DaysAfterInitiation"].as_u64().is_some(), "{results}");
+}

@@ -115,3 +115,74 @@ async fn api_gateway_events_get_the_same_answers_as_http() {
     assert_eq!(line["request_id"], id.to_string());
     assert!(!stderr.contains("What is Amazon ECS?"), "prompts never reach the logs");
 }
+
+/// The router as a Lambda (function) behind an HTTP API, as deployed: a Batch API file goes up through an API
+/// Gateway event (multipart, base64-encoded as API Gateway passes a binary body) and comes back as the response
+/// body; a file past Lambda's response limit (Lambda API Reference, Invoke: "For synchronous invocations, the
+/// maximum payload size is 6 MB") is answered with a redirect to a presigned S3 URL that serves it.
+#[tokio::test]
+#[ignore = "needs moto: scripts/test.sh"]
+async fn batch_files_go_up_through_lambda_and_downloads_past_6_mb_are_redirected_to_s3() {
+    use base64::Engine as _;
+    use gpuinfer::openai::files::{FileObject, content_key, record_key};
+    use gpuinfer::ports::ObjectStore;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let name = moto::unique("lambda-files");
+    let (small, _) = moto::lanes_with_dlq(&format!("{name}-small"), 30, 3).await;
+    let (large, _) = moto::lanes_with_dlq(&format!("{name}-large"), 30, 3).await;
+    let bucket = moto::bucket(&name).await;
+    let runtime = RuntimeApi::start().await;
+    let mut function = Command::new(env!("CARGO_BIN_EXE_gpuinfer"))
+        .env("GPUINFER_COMMAND", "router")
+        .envs(moto::child_env())
+        .envs(runtime.function_env("gpuinfer-router"))
+        .envs([
+            ("SMALL_QUEUE_URL", small.normal.clone()),
+            ("SMALL_HIGH_QUEUE_URL", small.high.clone()),
+            ("LARGE_QUEUE_URL", large.normal.clone()),
+            ("LARGE_HIGH_QUEUE_URL", large.high.clone()),
+            ("OUTPUT_DESTINATION", format!("s3://{bucket}/results/")),
+            ("CLASSIFIER", "none".into()),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+
+    let jsonl = "{\"custom_id\":\"a\",\"method\":\"POST\",\"url\":\"/v1/completions\",\"body\":{\"model\":\"small\",\"prompt\":\"hi\"}}\n";
+    let form = format!(
+        "--XyZ\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n--XyZ\r\nContent-Disposition: form-data; \
+         name=\"file\"; filename=\"in.jsonl\"\r\nContent-Type: application/octet-stream\r\n\r\n{jsonl}\r\n--XyZ--\r\n"
+    );
+    let mut upload = http_event("POST", "/v1/files", Some(&b64.encode(&form)));
+    upload["headers"]["content-type"] = json!("multipart/form-data; boundary=XyZ");
+    upload["isBase64Encoded"] = json!(true);
+    let answer = runtime.invoke(upload).await;
+    assert_eq!(answer["statusCode"], 200, "{answer}");
+    let file = body(&answer);
+    assert_eq!((file["object"].as_str(), file["bytes"].as_u64()), (Some("file"), Some(jsonl.len() as u64)), "{file}");
+    let id = file["id"].as_str().unwrap();
+    let answer = runtime.invoke(http_event("GET", &format!("/v1/files/{id}/content"), None)).await;
+    assert_eq!(answer["statusCode"], 200, "{answer}");
+    let served = match answer["isBase64Encoded"].as_bool() {
+        Some(true) => b64.decode(answer["body"].as_str().unwrap()).unwrap(),
+        _ => answer["body"].as_str().unwrap().as_bytes().to_vec(),
+    };
+    assert_eq!(served, jsonl.as_bytes());
+
+    // A 7 MB file, stored as the Files API stores one.
+    let store = S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}/results/")).unwrap());
+    let large_file = FileObject::new(gpuinfer::openai::ids::new("file-"), 7_000_000, "big.jsonl".into(), "batch");
+    let bytes = jsonl.repeat(7_000_000 / jsonl.len() + 1).into_bytes();
+    store.put(&content_key(&large_file.id), gpuinfer::object_io::one_chunk(bytes.clone())).await.unwrap();
+    gpuinfer::object_io::write_json(&store, &record_key(&large_file.id), &large_file).await.unwrap();
+    let answer = runtime.invoke(http_event("GET", &format!("/v1/files/{}/content", large_file.id), None)).await;
+    assert_eq!(answer["statusCode"], 307, "{}", answer["statusCode"]);
+    let location = answer["headers"]["location"].as_str().expect("a Location header");
+    assert!(location.contains("X-Amz-Signature") && location.contains(&bucket), "{location}");
+    let fetched = reqwest::get(location).await.unwrap();
+    assert_eq!(fetched.status(), 200);
+    assert_eq!(fetched.bytes().await.unwrap().len(), bytes.len(), "the presigned URL serves the whole file");
+    function.kill().unwrap();
+    let _ = function.wait();
+}

@@ -133,11 +133,13 @@ fn the_router_role_only_enqueues_reads_and_cancels_results_and_asks_one_model() 
         ),
         ("s3:GetObject", results.clone()),
         ("s3:PutObject", results.clone()),
-        ("s3:DeleteObject", results),
+        ("s3:DeleteObject", results.clone()),
+        ("s3:AbortMultipartUpload", results),
         ("s3:ListBucket", arn("ResultsBucket")),
         ("s3:GetObject", output_bucket.clone()),
         ("s3:PutObject", output_bucket.clone()),
         ("s3:DeleteObject", output_bucket.clone()),
+        ("s3:AbortMultipartUpload", output_bucket.clone()),
         ("s3:ListBucket", output_bucket),
         (
             "bedrock:InvokeModel",
@@ -406,8 +408,8 @@ fn priority_lanes_cancel_and_callbacks_are_wired_end_to_end() {
     let results = router.as_array().unwrap().iter().find(|s| s["Sid"] == "ReadAndCancelResults").unwrap();
     assert_eq!(
         results["Action"],
-        json!(["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]),
-        "a cancel is a document the router writes, beside its record of each accepted request"
+        json!(["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"]),
+        "a cancel is a document the router writes, beside its record of each accepted request, and Batch API files"
     );
     assert!(results["Resource"].to_string().contains("/results/*"));
     for function in ["RouterFunction", "ScalerFunction"] {
