@@ -13,55 +13,14 @@ use std::time::{Duration, Instant};
 use gpuinfer::local::LocalBackends;
 use gpuinfer::ports::Queue;
 use gpuinfer::vocabulary::Tier;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::Semaphore;
 
 mod support;
-use support::{GPU_LIKE, Process, Row, free_port, machine, report, simulator, table};
-
-const TOKENS: u32 = 48;
-
-fn gpuinfer(args: &[&str], env: &[(&str, String)]) -> Process {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_gpuinfer"));
-    command.args(args).envs(env.iter().cloned()).env("RUST_LOG", "warn").stdout(Stdio::null()).stderr(Stdio::null());
-    Process(command.spawn().expect("start gpuinfer"))
-}
-
-/// Total completion tokens per second when `concurrency` clients drive the engine directly.
-async fn drive_engine(url: &str, concurrency: usize, requests: usize) -> f64 {
-    let requests = requests.min(concurrency * 20);
-    let http = reqwest::Client::new();
-    let slots = Arc::new(Semaphore::new(concurrency));
-    let started = Instant::now();
-    let mut calls = tokio::task::JoinSet::new();
-    for i in 0..requests {
-        let (http, slots, url) = (http.clone(), Arc::clone(&slots), url.to_owned());
-        calls.spawn(async move {
-            let _slot = slots.acquire_owned().await.unwrap();
-            let body = json!({"model": "m", "prompt": format!("Benchmark request {i}: tell a story."), "max_tokens": TOKENS, "temperature": 0.7});
-            let answer: Value = http.post(format!("{url}/v1/completions")).json(&body).send().await.unwrap().json().await.unwrap();
-            answer["usage"]["completion_tokens"].as_u64().unwrap()
-        });
-    }
-    let mut tokens = 0;
-    while let Some(done) = calls.join_next().await {
-        tokens += done.unwrap();
-    }
-    tokens as f64 / started.elapsed().as_secs_f64()
-}
-
-/// The best direct throughput over a few concurrencies, and the concurrency that gave it.
-async fn best_direct(url: &str, concurrencies: &[usize], requests: usize) -> (f64, usize) {
-    let mut best = (0.0, 0);
-    for &c in concurrencies {
-        let rate = drive_engine(url, c, requests).await;
-        eprintln!("  direct at concurrency {c}: {rate:.1} tok/s");
-        if rate > best.0 {
-            best = (rate, c);
-        }
-    }
-    best
-}
+use support::{
+    GPU_LIKE, Memory, Process, Row, TOKENS, best_direct, drive_engine, free_port, gpuinfer, machine, memory, report,
+    simulator, table,
+};
 
 fn request(i: usize) -> String {
     json!({"requestId": uuid::Uuid::new_v4(), "prompt": format!("Benchmark request {i}: tell a story."), "maxTokens": TOKENS})
@@ -141,32 +100,6 @@ fn cpu_time(pid: u32) -> (Duration, Duration) {
     let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
     let ticks = |i: usize| Duration::from_millis(fields[i].parse::<u64>().unwrap() * 10);
     (ticks(11), ticks(12))
-}
-
-/// A process's memory from /proc, in MiB: resident (and its peak), and what the resident part is made of.
-#[derive(Debug, Clone, Copy, Default)]
-struct Memory {
-    rss: f64,
-    peak: f64,
-    /// Private memory: heap, stacks, the queue's page cache.
-    anon: f64,
-    /// Pages of the binary and shared libraries mapped in: shared and clean, dropped first under pressure.
-    file: f64,
-}
-
-fn memory(pid: u32) -> Memory {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .unwrap()
-            .parse::<f64>()
-            .unwrap()
-            / 1024.0
-    };
-    Memory { rss: field("VmRSS:"), peak: field("VmHWM:"), anon: field("RssAnon:"), file: field("RssFile:") }
 }
 
 /// The worker alone with an instant engine, at its ceiling.

@@ -39,3 +39,4 @@ cargo bench --locked --bench pipeline -- --write BENCHMARKS.md
 # Each writes its own section of BENCHMARKS.md after the pipeline benchmark has rewritten the rest.
 cargo bench --locked --bench saturation -- --write BENCHMARKS.md
 cargo bench --locked --bench zero_idle -- --write BENCHMARKS.md
+cargo bench --locked --bench batch_api -- --write BENCHMARKS.md

@@ -7,6 +7,8 @@
 //! - `request`: the request contract and its validation (router and worker); `request_id`: ids kept as sent
 //! - `outcome`: result and error documents
 //! - `routing`: tier heuristics and the classifier call; `classifier`: the OpenAI-compatible classifier
+//! - `openai`: the OpenAI-compatible Files, Uploads, Batches and Models API under /v1; `batch_line`: a batch line
+//!   on the queue (its request id, the mark a worker leaves when it ends); `object_io`: whole-object reads and writes
 //! - `router`: the HTTP API; `acceptance`: its record of accepted ids (retry or reuse);
 //!   `body_budget`: the memory request bodies may hold at once; `worker`: lease → infer → store → delete
 //! - `http_server`: the local HTTP server (header, idle and body timeouts, connection cap, bounded shutdown);
@@ -14,7 +16,8 @@
 //! - `lanes`: priority lanes (high and normal queue per tier), their share of free slots, the lane receiver;
 //!   `shared_lane`: a high lane without a queue of its own
 //! - `webhook`: signed result callbacks; `outbound`: where callbacks may go (URL and address rules)
-//! - `ports`: the traits the core uses (Queue, ResultStore, Engine, Classifier, ServiceTasks, GpuUtilization)
+//! - `ports`: the traits the core uses (Queue, ResultStore, ObjectStore, Engine, Classifier, ServiceTasks,
+//!   GpuUtilization)
 //! - `scaler`: the per-tier scaling decision and the tick that reads the ports and publishes it
 //! - `simulate`: the discrete-event simulation of the seed's scaling policy against ours
 //! - `local`: embedded backends (SQLite queues, result files, a fixed fleet); `engine`: OpenAI-compatible client;

@@ -4,6 +4,14 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+
+/// Completion tokens each benchmark request asks for.
+pub const TOKENS: u32 = 48;
 
 /// One row of the table: ours against its reference, measured in the same run.
 pub struct Row {
@@ -115,4 +123,73 @@ pub fn write_section(path: &Path, heading: &str, section: &str) {
     let document = std::fs::read_to_string(path).unwrap_or_default();
     std::fs::write(path, with_section(&document, heading, section)).unwrap();
     eprintln!("wrote the section \"{heading}\" of {}", path.display());
+}
+
+/// `gpuinfer <args>` with its output discarded (warnings only).
+pub fn gpuinfer(args: &[&str], env: &[(&str, String)]) -> Process {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gpuinfer"));
+    command.args(args).envs(env.iter().cloned()).env("RUST_LOG", "warn").stdout(Stdio::null()).stderr(Stdio::null());
+    Process(command.spawn().expect("start gpuinfer"))
+}
+
+/// Total completion tokens per second when `concurrency` clients drive the engine directly.
+pub async fn drive_engine(url: &str, concurrency: usize, requests: usize) -> f64 {
+    let requests = requests.min(concurrency * 20);
+    let http = reqwest::Client::new();
+    let slots = Arc::new(Semaphore::new(concurrency));
+    let started = Instant::now();
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..requests {
+        let (http, slots, url) = (http.clone(), Arc::clone(&slots), url.to_owned());
+        calls.spawn(async move {
+            let _slot = slots.acquire_owned().await.unwrap();
+            let body = json!({"model": "m", "prompt": format!("Benchmark request {i}: tell a story."), "max_tokens": TOKENS, "temperature": 0.7});
+            let answer: Value = http.post(format!("{url}/v1/completions")).json(&body).send().await.unwrap().json().await.unwrap();
+            answer["usage"]["completion_tokens"].as_u64().unwrap()
+        });
+    }
+    let mut tokens = 0;
+    while let Some(done) = calls.join_next().await {
+        tokens += done.unwrap();
+    }
+    tokens as f64 / started.elapsed().as_secs_f64()
+}
+
+/// The best direct throughput over a few concurrencies, and the concurrency that gave it.
+pub async fn best_direct(url: &str, concurrencies: &[usize], requests: usize) -> (f64, usize) {
+    let mut best = (0.0, 0);
+    for &c in concurrencies {
+        let rate = drive_engine(url, c, requests).await;
+        eprintln!("  direct at concurrency {c}: {rate:.1} tok/s");
+        if rate > best.0 {
+            best = (rate, c);
+        }
+    }
+    best
+}
+
+/// A process's memory from /proc, in MiB: resident (and its peak), and what the resident part is made of.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Memory {
+    pub rss: f64,
+    pub peak: f64,
+    /// Private memory: heap, stacks, the queue's page cache.
+    pub anon: f64,
+    /// Pages of the binary and shared libraries mapped in: shared and clean, dropped first under pressure.
+    pub file: f64,
+}
+
+pub fn memory(pid: u32) -> Memory {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .unwrap()
+            .parse::<f64>()
+            .unwrap()
+            / 1024.0
+    };
+    Memory { rss: field("VmRSS:"), peak: field("VmHWM:"), anon: field("RssAnon:"), file: field("RssFile:") }
 }

@@ -122,9 +122,15 @@ pub struct Client {
     http: reqwest::Client,
     base: String,
     signer: Option<Signer>,
+    api_key: Option<String>,
 }
 
 impl Client {
+    /// Sends `api_key` as a bearer token with every request (a router started with --api-key).
+    pub fn with_api_key(self, api_key: Option<String>) -> Self {
+        Client { api_key, ..self }
+    }
+
     /// `base` is the router's URL (e.g. `http://127.0.0.1:8080` or an API Gateway stage URL).
     pub fn new(base: &str, signer: Option<Signer>) -> Result<Self, ClientError> {
         let http = reqwest::Client::builder()
@@ -132,7 +138,7 @@ impl Client {
             .timeout(Duration::from_secs(60))
             .build()
             .map_err(|e| ClientError::Other(format!("cannot build the HTTP client: {e}")))?;
-        Ok(Client { http, base: base.trim_end_matches('/').to_owned(), signer })
+        Ok(Client { http, base: base.trim_end_matches('/').to_owned(), signer, api_key: None })
     }
 
     /// POST /infer: the router's 202 answer (`requestId`, `tier`).
@@ -180,6 +186,9 @@ impl Client {
         let mut builder = self.http.request(method, &url);
         if let Some(body) = body {
             builder = builder.header(CONTENT_TYPE, "application/json").body(body);
+        }
+        if let Some(key) = &self.api_key {
+            builder = builder.bearer_auth(key);
         }
         let mut request = builder.build().map_err(|e| ClientError::Other(format!("{url}: {e}")))?;
         if let Some(signer) = &self.signer {

@@ -27,6 +27,9 @@ pub struct ClientArgs {
     /// with IAM authorization.
     #[arg(long, env = "GPUINFER_SIGV4")]
     pub sigv4: bool,
+    /// The bearer token of a local router or `gpuinfer dev` started with --api-key (the same variable).
+    #[arg(long, env = "GPUINFER_API_KEY", hide_env_values = true, conflicts_with = "sigv4")]
+    pub api_key: Option<String>,
     /// Wait for the result document, looking with back-off (0.5 s growing to 5 s), and print it.
     #[arg(long, env = "GPUINFER_WAIT")]
     pub wait: bool,
@@ -41,7 +44,7 @@ pub struct ClientArgs {
 impl ClientArgs {
     pub async fn client(&self) -> Result<Client, ClientError> {
         let signer = if self.sigv4 { Some(Signer::from_environment().await?) } else { None };
-        Client::new(&self.url, signer)
+        Ok(Client::new(&self.url, signer)?.with_api_key(self.api_key.clone()))
     }
 
     /// Waits for `request_id`'s document (or stops at `shutdown`), prints it, and turns an error document

@@ -123,7 +123,7 @@ fn place(label: &LineLabel, id: RequestId, document: Option<&[u8]>, batch: Finis
             Placed::Output(line(json!({ "status_code": 200, "request_id": id, "body": body }), Value::Null))
         }
         (_, "canceled") if !batch.expired => Placed::Nowhere,
-        (_, "canceled") => Placed::Errors(line(
+        (_, "canceled" | "expired") => Placed::Errors(line(
             Value::Null,
             json!({ "code": "batch_expired", "message": "the batch's completion window ended before this request ran" }),
         )),

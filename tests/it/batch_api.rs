@@ -99,6 +99,19 @@ async fn the_openai_client_runs_a_batch_on_gpuinfer_dev_with_llama_cpp() {
     assert_eq!(refused["invalid_lines_errors"], serde_json::json!([[2, "custom_id"], [3, "body.model"]]), "{refused}");
     assert_eq!(refused["unknown_batch"], "404");
     assert_eq!(refused["wrong_key"], "401");
+
+    // The API key guards the pipeline's own API as well; `gpuinfer submit` sends it from the same variable.
+    let submit = |key: Option<&str>| {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_gpuinfer"));
+        command.args(["submit", "--url", &dev.url, "--wait", "--timeout-seconds", "120", "Say hi."]);
+        command.env_remove("GPUINFER_API_KEY").envs(key.map(|k| ("GPUINFER_API_KEY", k)));
+        command.output()
+    };
+    let refused = submit(None).await.unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{}", String::from_utf8_lossy(&refused.stderr));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("401"), "{}", String::from_utf8_lossy(&refused.stderr));
+    let answered = submit(Some(KEY)).await.unwrap();
+    assert!(answered.status.success(), "{}", String::from_utf8_lossy(&answered.stderr));
 }
 
 /// Cancel mid-batch: the lines not yet run are dropped, what finished is in the output, and the engine is not
