@@ -39,6 +39,10 @@ const SENDS_IN_FLIGHT: usize = 8;
 const CANCELS_IN_FLIGHT: usize = 32;
 /// OpenAI's metadata limits.
 const MAX_METADATA_PAIRS: usize = 16;
+/// How long after a batch started the enqueue of its lines must have ended: the longest a router runs (API Gateway
+/// waits 30 s). A batch still without the mark of its enqueue by then lost its creator midway, and the next poll
+/// enqueues its lines again (a line already queued or run is run once: its request id is its own).
+const ENQUEUE_GRACE: Duration = Duration::minutes(5);
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RequestCounts {
@@ -95,6 +99,11 @@ impl Batch {
 
 pub fn record_key(id: &str) -> String {
     format!("batches/{id}.json")
+}
+
+/// The mark that every line of the batch was enqueued.
+fn enqueued_key(id: &str) -> String {
+    format!("batches/{id}.enqueued")
 }
 
 /// The batch's record, or 404.
@@ -201,6 +210,7 @@ pub async fn create(State(state): State<Arc<AppState>>, body: Bytes) -> Result<J
         save(objects, &batch).await?;
         return Err(error);
     }
+    objects.put_if_absent(&enqueued_key(&batch.id), b"").await.map_err(|e| OpenAiError::store(&e))?;
     tracing::info!(batch_id = %batch.id, lines = batch.request_counts.total, endpoint = %batch.endpoint, "batch created");
     Ok(Json(batch))
 }
@@ -288,6 +298,7 @@ async fn refresh(state: &AppState, objects: &dyn ObjectStore, mut batch: Batch) 
         return Ok(batch);
     }
     let store_error = |e: StoreError| OpenAiError::store(&e);
+    resume_enqueue(state, objects, &batch).await?;
     let mut ended = ended_lines(objects, &batch.id).await.map_err(store_error)?;
     let count = |ended: &HashMap<u32, LineEnd>, end| ended.values().filter(|e| **e == end).count() as u64;
     let expired = Utc::now() >= batch.expires();
@@ -322,6 +333,22 @@ async fn refresh(state: &AppState, objects: &dyn ObjectStore, mut batch: Batch) 
     save(objects, &batch).await?;
     tracing::info!(batch_id = %batch.id, status = %batch.status, completed = batch.request_counts.completed, failed = batch.request_counts.failed, "batch finished");
     Ok(batch)
+}
+
+/// Enqueues the lines of a batch whose creator stopped before its enqueue ended (see `ENQUEUE_GRACE`).
+async fn resume_enqueue(state: &AppState, objects: &dyn ObjectStore, batch: &Batch) -> Result<(), OpenAiError> {
+    let started = batch.in_progress_at.and_then(|at| DateTime::from_timestamp(at, 0)).unwrap_or_else(Utc::now);
+    if batch.status != "in_progress" || Utc::now() - started < ENQUEUE_GRACE {
+        return Ok(());
+    }
+    let key = enqueued_key(&batch.id);
+    if objects.get(&key).await.map_err(|e| OpenAiError::store(&e))?.is_some() {
+        return Ok(());
+    }
+    tracing::warn!(batch_id = %batch.id, "the batch's enqueue never ended (its router stopped midway): enqueueing its lines again");
+    enqueue(state, objects, batch).await?;
+    objects.put_if_absent(&key, b"").await.map_err(|e| OpenAiError::store(&e))?;
+    Ok(())
 }
 
 /// Ends the lines without a mark: a cancel document for each (a worker that finds it drops the line; one that

@@ -234,3 +234,46 @@ async fn router_and_worker_on_sqs_and_s3_run_a_batch_through_a_worker_crash() {
     let keys = moto::keys(&moto::s3().await, &bucket, &format!("results/files/{output}")).await;
     assert_eq!(keys.len(), 2, "the output file and its record are in the results bucket: {keys:?}");
 }
+
+/// A router that stops after saving a new batch but before its lines are all enqueued leaves a batch no worker
+/// would ever finish: a poll more than five minutes after its start enqueues its lines again, and it completes.
+#[tokio::test]
+#[ignore = "needs the openai client: scripts/test.sh"]
+async fn a_batch_whose_router_stopped_before_enqueueing_is_enqueued_by_a_later_poll() {
+    use gpuinfer::openai::files::{FileObject, content_key, record_key};
+    let engine = EngineProcess::start(&["--latency-ms", "20"]);
+    let data = tempfile::tempdir().unwrap();
+    let http = reqwest::Client::new();
+    let dev = Dev::start(data.path(), free_port(), &engine.url, &["--api-key", KEY]);
+    dev.ready(&http).await;
+    // What the stopped router left: the input file, and the batch saved in progress ten minutes ago.
+    let results = data.path().join("results");
+    let lines: String = (0..5)
+        .map(|i| {
+            let body = serde_json::json!({"model": "small", "prompt": format!("line {i}"), "max_tokens": 4});
+            serde_json::json!({"custom_id": format!("req-{i}"), "method": "POST", "url": "/v1/completions", "body": body})
+                .to_string()
+                + "\n"
+        })
+        .collect();
+    let file = FileObject::new(gpuinfer::openai::ids::new("file-"), lines.len() as u64, "in.jsonl".into(), "batch");
+    std::fs::create_dir_all(results.join("files")).unwrap();
+    std::fs::create_dir_all(results.join("batches")).unwrap();
+    std::fs::write(results.join(content_key(&file.id)), &lines).unwrap();
+    std::fs::write(results.join(record_key(&file.id)), serde_json::to_vec(&file).unwrap()).unwrap();
+    let id = gpuinfer::openai::ids::new("batch_");
+    let started = chrono::Utc::now().timestamp() - 600;
+    let batch = serde_json::json!({
+        "id": id, "object": "batch", "endpoint": "/v1/completions", "errors": null, "input_file_id": file.id,
+        "completion_window": "24h", "status": "in_progress", "output_file_id": null, "error_file_id": null,
+        "created_at": started, "in_progress_at": started, "expires_at": started + 86_400, "finalizing_at": null,
+        "completed_at": null, "failed_at": null, "expired_at": null, "cancelling_at": null, "cancelled_at": null,
+        "request_counts": {"total": 5, "completed": 0, "failed": 0}, "metadata": null,
+    });
+    std::fs::write(results.join(format!("batches/{id}.json")), batch.to_string()).unwrap();
+
+    let done = client(&dev.url, &["wait", "--batch", &id, "--timeout", "60"]).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(strings(&done["output_ids"]), ids("req-", 5), "{done}");
+    assert_eq!(done["duplicates"], 0, "{done}");
+}
