@@ -1,5 +1,5 @@
-//! Priority lanes: each tier's high and normal queue, the share that fills free slots from the high lane first
-//! without starving the normal one, and the receiver that polls both lanes for the worker.
+//! Priority lanes: each tier's high, normal and batch queue, the share that fills free slots from the high lane
+//! first without starving the normal one, and the receiver that polls the lanes for the worker.
 //!
 //! # How free slots are filled
 //!
@@ -10,6 +10,7 @@
 //!   receiver counts the high starts since the last normal one, and the normal lane is due one slot for every
 //!   `NORMAL_SHARE` slots counted (with one slot free at a time: high, high, high, high, normal, …). A normal lane
 //!   without work owes nothing: the high lane then takes every slot.
+//! - **The batch lane** gets what both other lanes leave: interactive requests overtake batch work.
 //! - **Long polls.** Only when both lanes looked empty does the receiver long-poll, and then every lane at once,
 //!   each in its own task: a lane that answers is served at once and polled again while the other lane's poll
 //!   is still waiting, so neither lane waits behind the other's long poll.
@@ -78,7 +79,7 @@ pub(crate) struct LaneReceiver<Q: ?Sized> {
 impl<Q: ?Sized> Drop for LaneReceiver<Q> {
     /// A long poll left running would receive messages nobody starts.
     fn drop(&mut self) {
-        for poll in [&self.polls.high, &self.polls.normal].into_iter().flatten() {
+        for poll in self.polls.all().into_iter().flatten() {
             poll.task.abort();
         }
     }
@@ -86,12 +87,12 @@ impl<Q: ?Sized> Drop for LaneReceiver<Q> {
 
 impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
     pub fn new(lanes: Lanes<Arc<Q>>, wait: Duration) -> Self {
-        LaneReceiver { lanes, wait, share: Share::default(), polls: Lanes { high: None, normal: None } }
+        LaneReceiver { lanes, wait, share: Share::default(), polls: Lanes::from_fn(|_| None) }
     }
 
     /// Free slots not promised to a pending long poll.
     pub(crate) fn unpromised(&self, available: usize) -> usize {
-        let promised: usize = [&self.polls.high, &self.polls.normal].into_iter().flatten().map(|p| p.ask).sum();
+        let promised: usize = self.polls.all().into_iter().flatten().map(|p| p.ask).sum();
         available.saturating_sub(promised)
     }
 
@@ -104,9 +105,11 @@ impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
         let high_after =
             if left > 0 && high.len() == high_ask { self.receive_now(Priority::High, left).await? } else { Vec::new() };
         self.share.record(high.len(), normal.len(), high_after.len());
+        let batch = self.receive_now(Priority::Batch, left - high_after.len()).await?;
         Ok(leases(Priority::High, high)
             .chain(leases(Priority::Normal, normal))
             .chain(leases(Priority::High, high_after))
+            .chain(leases(Priority::Batch, batch))
             .collect())
     }
 
@@ -139,12 +142,16 @@ impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
         let (lane, joined) = tokio::select! {
             joined = join(&mut self.polls.high) => (Priority::High, joined),
             joined = join(&mut self.polls.normal) => (Priority::Normal, joined),
+            joined = join(&mut self.polls.batch) => (Priority::Batch, joined),
         };
         *self.polls.get_mut(lane) = None;
         let received = joined.unwrap_or_else(|e| Err(QueueError::caused("long-poll task failed", e)));
         if let Ok(messages) = &received {
-            let (high, normal) = if lane == Priority::High { (messages.len(), 0) } else { (0, messages.len()) };
-            self.share.record(high, normal, 0);
+            match lane {
+                Priority::High => self.share.record(messages.len(), 0, 0),
+                Priority::Normal => self.share.record(0, messages.len(), 0),
+                Priority::Batch => {}
+            }
         }
         (lane, received.map(|messages| leases(lane, messages).collect()))
     }

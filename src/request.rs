@@ -221,7 +221,10 @@ impl InferenceRequest {
         let priority = match object.remove("priority") {
             None => Priority::Normal,
             Some(value) => value.as_str().and_then(Priority::parse).ok_or_else(|| {
-                RequestError::invalid("priority", format!("must be \"high\" or \"normal\", got {}", clip(&value)))
+                RequestError::invalid(
+                    "priority",
+                    format!("must be \"high\", \"normal\" or \"batch\", got {}", clip(&value)),
+                )
             })?,
         };
         let deadline = parse_deadline(&mut object, intake)?;

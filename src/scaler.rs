@@ -299,7 +299,9 @@ impl Scaler {
 
     async fn read(&self, tier: &ScaledTier) -> Result<Readings, ReadingError> {
         Ok(Readings {
-            queue: tier.lanes.high.counts().await? + tier.lanes.normal.counts().await?,
+            queue: tier.lanes.high.counts().await?
+                + tier.lanes.normal.counts().await?
+                + tier.lanes.batch.counts().await?,
             tasks: self.tasks.task_counts(&tier.service).await?,
             gpu_utilization: self.gpu.compute_utilization(&tier.service).await?,
         })

@@ -1,5 +1,5 @@
-//! A tier's high lane without a queue of its own (the AWS sample's one queue per tier): sends go to the normal
-//! queue, and it never receives, so each message is received and counted once, on the normal lane.
+//! A tier's high or batch lane without a queue of its own (the AWS sample's one queue per tier): sends go to the
+//! normal queue, and it never receives, so each message is received and counted once, on the normal lane.
 
 use std::sync::Arc;
 use std::time::Duration;

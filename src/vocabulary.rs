@@ -71,22 +71,25 @@ impl<T> PerTier<T> {
     }
 }
 
-/// A request's lane within its tier.
+/// A request's lane within its tier: high overtakes normal (which keeps a share), and both overtake batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Priority {
     High,
     #[default]
     Normal,
+    /// Work that may wait for interactive requests: the Batch API's lines, or any request sent with it.
+    Batch,
 }
 
 impl Priority {
-    pub const ALL: [Priority; 2] = [Priority::High, Priority::Normal];
+    pub const ALL: [Priority; 3] = [Priority::High, Priority::Normal, Priority::Batch];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Priority::High => "high",
             Priority::Normal => "normal",
+            Priority::Batch => "batch",
         }
     }
 
@@ -94,6 +97,7 @@ impl Priority {
         match value {
             "high" => Some(Priority::High),
             "normal" => Some(Priority::Normal),
+            "batch" => Some(Priority::Batch),
             _ => None,
         }
     }
@@ -109,11 +113,12 @@ impl fmt::Display for Priority {
     }
 }
 
-/// A value kept once per lane (a tier's two queues).
+/// A value kept once per lane (a tier's three queues).
 #[derive(Debug, Clone, Default)]
 pub struct Lanes<T> {
     pub high: T,
     pub normal: T,
+    pub batch: T,
 }
 
 impl<T> Lanes<T> {
@@ -121,6 +126,7 @@ impl<T> Lanes<T> {
         match lane {
             Priority::High => &self.high,
             Priority::Normal => &self.normal,
+            Priority::Batch => &self.batch,
         }
     }
 
@@ -128,15 +134,21 @@ impl<T> Lanes<T> {
         match lane {
             Priority::High => &mut self.high,
             Priority::Normal => &mut self.normal,
+            Priority::Batch => &mut self.batch,
         }
     }
 
-    /// Builds both lanes from one function of the lane.
+    /// Builds every lane from one function of the lane.
     pub fn from_fn(mut make: impl FnMut(Priority) -> T) -> Self {
-        Lanes { high: make(Priority::High), normal: make(Priority::Normal) }
+        Lanes { high: make(Priority::High), normal: make(Priority::Normal), batch: make(Priority::Batch) }
     }
 
     pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> Lanes<U> {
-        Lanes { high: f(self.high), normal: f(self.normal) }
+        Lanes { high: f(self.high), normal: f(self.normal), batch: f(self.batch) }
+    }
+
+    /// Every lane's value, high first.
+    pub fn all(&self) -> [&T; 3] {
+        [&self.high, &self.normal, &self.batch]
     }
 }

@@ -54,6 +54,13 @@ pub struct TierQueueArgs {
     /// SQS queue URL of the large tier's high-priority lane [default: high-priority requests share LARGE_QUEUE_URL].
     #[arg(long, env = "LARGE_HIGH_QUEUE_URL")]
     pub large_high_queue_url: Option<String>,
+    /// SQS queue URL of the small tier's batch lane (Batch API lines, overtaken by every other request) [default:
+    /// batch lines share SMALL_QUEUE_URL].
+    #[arg(long, env = "SMALL_BATCH_QUEUE_URL")]
+    pub small_batch_queue_url: Option<String>,
+    /// SQS queue URL of the large tier's batch lane [default: batch lines share LARGE_QUEUE_URL].
+    #[arg(long, env = "LARGE_BATCH_QUEUE_URL")]
+    pub large_batch_queue_url: Option<String>,
 }
 
 impl TierQueueArgs {
@@ -61,21 +68,29 @@ impl TierQueueArgs {
     pub fn sources(self, tiers: &[Tier]) -> anyhow::Result<PerTier<Lanes<QueueSource>>> {
         let queues = PerTier {
             small: QueueSource::lanes(
-                Lanes { high: self.small_high_queue_url, normal: self.small_queue_url },
+                Lanes {
+                    high: self.small_high_queue_url,
+                    normal: self.small_queue_url,
+                    batch: self.small_batch_queue_url,
+                },
                 None,
-                Lanes { high: "SMALL_HIGH_QUEUE_URL", normal: "SMALL_QUEUE_URL" },
+                Lanes { high: "SMALL_HIGH_QUEUE_URL", normal: "SMALL_QUEUE_URL", batch: "SMALL_BATCH_QUEUE_URL" },
             )?,
             large: QueueSource::lanes(
-                Lanes { high: self.large_high_queue_url, normal: self.large_queue_url },
+                Lanes {
+                    high: self.large_high_queue_url,
+                    normal: self.large_queue_url,
+                    batch: self.large_batch_queue_url,
+                },
                 None,
-                Lanes { high: "LARGE_HIGH_QUEUE_URL", normal: "LARGE_QUEUE_URL" },
+                Lanes { high: "LARGE_HIGH_QUEUE_URL", normal: "LARGE_QUEUE_URL", batch: "LARGE_BATCH_QUEUE_URL" },
             )?,
         };
         let on_sqs = tiers.iter().filter(|&&tier| !queues.get(tier).normal.is_embedded()).count();
         if on_sqs != 0 && on_sqs != tiers.len() {
             bail!(
                 "give the queue URL of every tier in use (SMALL_QUEUE_URL and LARGE_QUEUE_URL, each with its optional \
-                 *_HIGH_QUEUE_URL), or none for the embedded queues in --data-dir"
+                 *_HIGH_QUEUE_URL and *_BATCH_QUEUE_URL), or none for the embedded queues in --data-dir"
             );
         }
         Ok(queues)

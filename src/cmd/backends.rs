@@ -58,22 +58,24 @@ impl QueueSource {
         }
     }
 
-    /// A tier's two lanes from their URLs (`names`: the variables that set them): SQS when the normal lane's is
-    /// set (without a high lane's, high-priority requests share the normal queue), embedded when neither is.
+    /// A tier's lanes from their URLs (`names`: the variables that set them): SQS when the normal lane's is set
+    /// (without a high or batch lane's, those requests share the normal queue), embedded when none is.
     pub fn lanes(
         urls: Lanes<Option<String>>,
         dead_letter_url: Option<String>,
         names: Lanes<&str>,
     ) -> anyhow::Result<Lanes<QueueSource>> {
         let normal = QueueSource::from_url(urls.normal, dead_letter_url.clone());
-        let high = match QueueSource::from_url(urls.high, dead_letter_url) {
-            QueueSource::Embedded if !normal.is_embedded() => QueueSource::SharedWithNormal,
+        let beside_normal = |url: Option<String>, name: &str| match QueueSource::from_url(url, dead_letter_url.clone())
+        {
+            QueueSource::Embedded if !normal.is_embedded() => Ok(QueueSource::SharedWithNormal),
             QueueSource::Sqs { .. } if normal.is_embedded() => {
-                bail!("{} is set but {} is not: set both (SQS), or neither (embedded queues)", names.high, names.normal)
+                bail!("{name} is set but {} is not: set both (SQS), or neither (embedded queues)", names.normal)
             }
-            high => high,
+            lane => Ok(lane),
         };
-        Ok(Lanes { high, normal })
+        let (high, batch) = (beside_normal(urls.high, names.high)?, beside_normal(urls.batch, names.batch)?);
+        Ok(Lanes { high, normal, batch })
     }
 
     pub(crate) fn is_embedded(&self) -> bool {
@@ -107,7 +109,7 @@ impl Wiring {
         self.sdk.get_or_init(|| sdk_config(None)).await
     }
 
-    /// A tier's two lanes.
+    /// A tier's lanes.
     pub async fn lanes(
         &self,
         sources: &Lanes<QueueSource>,
@@ -116,11 +118,14 @@ impl Wiring {
         max_receive_count: u32,
     ) -> anyhow::Result<Lanes<Arc<dyn Queue>>> {
         let normal = self.queue(&sources.normal, tier, Priority::Normal, visibility_timeout, max_receive_count).await?;
-        let high = match sources.high {
-            QueueSource::SharedWithNormal => Arc::new(SharedLane::new(Arc::clone(&normal))),
-            ref high => self.queue(high, tier, Priority::High, visibility_timeout, max_receive_count).await?,
+        let beside_normal = async |lane: Priority| -> anyhow::Result<Arc<dyn Queue>> {
+            Ok(match sources.get(lane) {
+                QueueSource::SharedWithNormal => Arc::new(SharedLane::new(Arc::clone(&normal))),
+                source => self.queue(source, tier, lane, visibility_timeout, max_receive_count).await?,
+            })
         };
-        Ok(Lanes { high, normal })
+        let (high, batch) = (beside_normal(Priority::High).await?, beside_normal(Priority::Batch).await?);
+        Ok(Lanes { high, normal, batch })
     }
 
     async fn queue(

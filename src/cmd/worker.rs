@@ -33,6 +33,10 @@ pub struct Args {
     /// share REQUEST_QUEUE_URL, as in the AWS sample's one queue per tier].
     #[arg(long, env = "HIGH_QUEUE_URL")]
     pub high_queue_url: Option<String>,
+    /// SQS queue of the tier's batch lane (Batch API lines), served only with slots the other lanes leave
+    /// [default: none; batch lines then share REQUEST_QUEUE_URL].
+    #[arg(long, env = "BATCH_QUEUE_URL")]
+    pub batch_queue_url: Option<String>,
     /// SQS dead-letter queue for malformed messages (required with REQUEST_QUEUE_URL).
     #[arg(long, env = "DLQ_URL")]
     pub dlq_url: Option<String>,
@@ -63,9 +67,9 @@ pub struct Config {
 impl Args {
     pub fn into_config(self) -> anyhow::Result<Config> {
         let sources = QueueSource::lanes(
-            Lanes { high: self.high_queue_url, normal: self.request_queue_url },
+            Lanes { high: self.high_queue_url, normal: self.request_queue_url, batch: self.batch_queue_url },
             self.dlq_url,
-            Lanes { high: "HIGH_QUEUE_URL", normal: "REQUEST_QUEUE_URL" },
+            Lanes { high: "HIGH_QUEUE_URL", normal: "REQUEST_QUEUE_URL", batch: "BATCH_QUEUE_URL" },
         )?;
         require_dead_letter(&sources)?;
         Ok(Config {

@@ -53,3 +53,31 @@ async fn closing_returns_what_a_finished_poll_brought() {
     assert_eq!(brought.len(), 1, "the message the poll took comes back to the caller");
     assert_eq!(brought[0].message.body, "taken by the poll");
 }
+
+/// The batch lane gets only the slots the other lanes leave: with work waiting in every lane, free slots go to the
+/// high and normal lanes first, and batch work starts once they run short.
+#[tokio::test]
+async fn the_batch_lane_gets_only_what_the_other_lanes_leave() {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use crate::local::LocalBackends;
+    use crate::ports::Queue;
+    use crate::vocabulary::{Priority, Tier};
+
+    use super::LaneReceiver;
+
+    let dir = tempfile::tempdir().unwrap();
+    let backends = LocalBackends::open(dir.path()).unwrap();
+    let lanes = backends.tier_lanes(Tier::Small, Duration::from_secs(300), 3).map(|q| q as Arc<dyn Queue>);
+    for lane in Priority::ALL {
+        for i in 0..3 {
+            lanes.get(lane).send(&format!("{lane} {i}")).await.unwrap();
+        }
+    }
+    let mut receiver = LaneReceiver::new(lanes.clone(), Duration::from_secs(20));
+    let started: Vec<Priority> = receiver.take_ready(5).await.unwrap().iter().map(|lease| lease.lane).collect();
+    assert!(!started.contains(&Priority::Batch), "five slots, six interactive requests waiting: {started:?}");
+    let started: Vec<Priority> = receiver.take_ready(4).await.unwrap().iter().map(|lease| lease.lane).collect();
+    assert_eq!(started.iter().filter(|&&lane| lane == Priority::Batch).count(), 3, "{started:?}");
+}

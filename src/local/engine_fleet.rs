@@ -265,7 +265,7 @@ impl EngineFleet {
             if !cold {
                 continue;
             }
-            for queue in [&managed.spec.lanes.high, &managed.spec.lanes.normal] {
+            for queue in managed.spec.lanes.all() {
                 if queue.counts().await.is_ok_and(|counts| counts.visible > 0) {
                     return true;
                 }

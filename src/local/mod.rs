@@ -25,11 +25,11 @@ pub const RESULT_RETENTION_DAYS: u64 = 30;
 /// Where the embedded backends live when no data directory is given.
 pub(crate) const DEFAULT_DATA_DIR: &str = ".gpuinfer";
 
-/// The embedded queue of one lane of a tier: the tier's name, with `-high` for the high lane.
+/// The embedded queue of one lane of a tier: the tier's name, with `-high` or `-batch` for those lanes.
 pub fn queue_name(tier: Tier, lane: Priority) -> String {
     match lane {
         Priority::Normal => tier.as_str().to_owned(),
-        Priority::High => format!("{tier}-high"),
+        lane => format!("{tier}-{lane}"),
     }
 }
 

@@ -11,6 +11,7 @@ use super::ModelTiers;
 use crate::batch_line::BatchLine;
 use crate::ports::ByteChunks;
 use crate::request::{InferenceRequest, Intake, MAX_REQUEST_BYTES, RequestError};
+use crate::vocabulary::Priority;
 
 /// The endpoints a batch may run, as OpenAI names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,6 +140,7 @@ pub fn check(
     let (model, request) = request_of(body, endpoint, models).map_err(|(param, message)| fail(&param, message))?;
     let mut request = request;
     request.request_id = line.request_id();
+    request.priority = Priority::Batch;
     request.deadline = Some(expires_at);
     request.batch = Some(line);
     if request.to_queue_body().len() > MAX_REQUEST_BYTES {

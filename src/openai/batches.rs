@@ -270,7 +270,7 @@ async fn enqueue(state: &AppState, objects: &dyn ObjectStore, batch: &Batch) -> 
             by_tier.entry(tier).or_default().push(checked.request.to_queue_body());
         }
         for (tier, bodies) in by_tier {
-            let queue = state.queues.get(tier).get(Priority::Normal);
+            let queue = state.queues.get(tier).get(Priority::Batch);
             let sent = queue.send_batch(&bodies).await;
             if let Some(error) = sent.into_iter().find_map(Result::err) {
                 tracing::error!(batch_id = %batch.id, %tier, %error, "enqueue failed");

@@ -164,8 +164,8 @@ fn priority_deadline_and_callback_are_optional_and_checked() {
     let past = (now - chrono::Duration::seconds(1)).to_rfc3339();
     let tomorrow = (now + chrono::Duration::hours(25)).to_rfc3339();
     for (fields, expected) in [
-        (json!({"priority": "urgent"}), "priority: must be \"high\" or \"normal\""),
-        (json!({"priority": 1}), "priority: must be \"high\" or \"normal\""),
+        (json!({"priority": "urgent"}), "priority: must be \"high\", \"normal\" or \"batch\""),
+        (json!({"priority": 1}), "priority: must be \"high\", \"normal\" or \"batch\""),
         (json!({"deadlineSeconds": 0}), "deadlineSeconds: must be a number of seconds from 1 to 86400"),
         (json!({"deadlineSeconds": 86401}), "deadlineSeconds: must be a number of seconds from 1 to 86400"),
         (json!({"deadlineSeconds": "60"}), "deadlineSeconds: must be a number"),

@@ -2,7 +2,7 @@
 //! scripts/openai-client.sh): on `gpuinfer dev` with the real llama.cpp engine, with the engine double for cancel
 //! and kill -9 mid-batch, and as router + worker on SQS + S3 (moto) with a worker killed mid-batch.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -191,6 +191,8 @@ async fn router_and_worker_on_sqs_and_s3_run_a_batch_through_a_worker_crash() {
         ("SMALL_HIGH_QUEUE_URL", small.high.clone()),
         ("LARGE_QUEUE_URL", large.normal.clone()),
         ("LARGE_HIGH_QUEUE_URL", large.high.clone()),
+        ("SMALL_BATCH_QUEUE_URL", small.batch.clone()),
+        ("LARGE_BATCH_QUEUE_URL", large.batch.clone()),
         ("CLASSIFIER", "none".to_owned()),
     ]);
     let port = free_port();
@@ -201,6 +203,7 @@ async fn router_and_worker_on_sqs_and_s3_run_a_batch_through_a_worker_crash() {
     worker_env.extend([
         ("REQUEST_QUEUE_URL", small.normal.clone()),
         ("HIGH_QUEUE_URL", small.high.clone()),
+        ("BATCH_QUEUE_URL", small.batch.clone()),
         ("DLQ_URL", dlq.clone()),
         ("ENGINE_URL", engine.url.clone()),
     ]);
@@ -276,4 +279,52 @@ async fn a_batch_whose_router_stopped_before_enqueueing_is_enqueued_by_a_later_p
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(strings(&done["output_ids"]), ids("req-", 5), "{done}");
     assert_eq!(done["duplicates"], 0, "{done}");
+}
+
+/// Interactive requests overtake a batch: a normal request sent while a batch's lines fill every slot of the engine
+/// starts at the next free slot, not after the batch's remaining lines (which share no queue with it).
+#[tokio::test]
+#[ignore = "needs the openai client: scripts/test.sh"]
+async fn an_interactive_request_overtakes_the_lines_of_a_running_batch() {
+    let engine = EngineProcess::start(&["--latency-ms", "300", "--slots", "2"]);
+    let data = tempfile::tempdir().unwrap();
+    let http = reqwest::Client::new();
+    let dev = Dev::start(
+        data.path(),
+        free_port(),
+        &engine.url,
+        &["--api-key", KEY, "--concurrency", "2", "--fixed-concurrency"],
+    );
+    dev.ready(&http).await;
+    let batch = submit(&dev.url, &["--lines", "30"]).await;
+    completed_at_least(&dev.url, &batch, 2).await;
+    let sent = Instant::now();
+    let body = serde_json::json!({ "prompt": "An interactive question.", "maxTokens": 4 });
+    let accepted: Value = http
+        .post(format!("{}/infer", dev.url))
+        .bearer_auth(KEY)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = accepted["requestId"].as_str().expect("accepted").to_owned();
+    let url = format!("{}/results/{id}", dev.url);
+    eventually(Duration::from_secs(30), "the interactive request's result", || {
+        let request = http.get(&url).bearer_auth(KEY).send();
+        async move { request.await.ok().filter(|r| r.status() == 200).map(|_| ()) }
+    })
+    .await;
+    let waited = sent.elapsed();
+    let progress = client(&dev.url, &["progress", "--batch", &batch]).await;
+    let completed = progress["counts"]["completed"].as_u64().unwrap();
+    assert!(completed <= 20, "the batch was nearly done when the request ended, which proves nothing: {progress}");
+    // Behind the batch it would have waited for the lines still queued, at 2 slots and 300 ms each.
+    let behind_the_batch = Duration::from_millis(300) * (30 - completed as u32) / 2;
+    assert!(
+        waited < Duration::from_secs(2) && waited < behind_the_batch,
+        "{waited:?}, with {completed} of 30 lines done"
+    );
 }

@@ -61,9 +61,10 @@ fn every_environment_name_the_template_passes_is_read() {
 #[test]
 fn each_task_role_touches_only_its_lanes_the_dead_letter_queue_and_results() {
     let t = template();
-    for (role, own, high) in
-        [("SmallTaskRole", "SmallQueue", "SmallHighQueue"), ("LargeTaskRole", "LargeQueue", "LargeHighQueue")]
-    {
+    for (role, own, high, batch) in [
+        ("SmallTaskRole", "SmallQueue", "SmallHighQueue", "SmallBatchQueue"),
+        ("LargeTaskRole", "LargeQueue", "LargeHighQueue", "LargeBatchQueue"),
+    ] {
         for statement in statements(&t["Resources"][role]) {
             let actions: Vec<&str> = match &statement["Action"] {
                 Value::String(a) => vec![a.as_str()],
@@ -80,8 +81,8 @@ fn each_task_role_touches_only_its_lanes_the_dead_letter_queue_and_results() {
                     a if a.starts_with("sqs:") => {
                         assert_eq!(
                             statement["Resource"],
-                            json!([{"Fn::GetAtt": [own, "Arn"]}, {"Fn::GetAtt": [high, "Arn"]}]),
-                            "{role} {a} must be on {own} and {high} only"
+                            json!([{"Fn::GetAtt": [own, "Arn"]}, {"Fn::GetAtt": [high, "Arn"]}, {"Fn::GetAtt": [batch, "Arn"]}]),
+                            "{role} {a} must be on {own}, {high} and {batch} only"
                         )
                     }
                     "s3:PutObject" => assert!(
@@ -129,7 +130,14 @@ fn the_router_role_only_enqueues_reads_and_cancels_results_and_asks_one_model() 
     let expected: BTreeSet<(String, String)> = [
         (
             "sqs:SendMessage",
-            json!([arn("SmallQueue"), arn("SmallHighQueue"), arn("LargeQueue"), arn("LargeHighQueue")]),
+            json!([
+                arn("SmallQueue"),
+                arn("SmallHighQueue"),
+                arn("SmallBatchQueue"),
+                arn("LargeQueue"),
+                arn("LargeHighQueue"),
+                arn("LargeBatchQueue")
+            ]),
         ),
         ("s3:GetObject", results.clone()),
         ("s3:PutObject", results.clone()),
@@ -399,7 +407,7 @@ fn priority_lanes_cancel_and_callbacks_are_wired_end_to_end() {
     let t = template();
     let router = t["Resources"]["RouterRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"].clone();
     let enqueue = router.as_array().unwrap().iter().find(|s| s["Sid"] == "Enqueue").unwrap();
-    let lanes = ["SmallQueue", "SmallHighQueue", "LargeQueue", "LargeHighQueue"];
+    let lanes = ["SmallQueue", "SmallHighQueue", "SmallBatchQueue", "LargeQueue", "LargeHighQueue", "LargeBatchQueue"];
     assert_eq!(
         enqueue["Resource"],
         json!(lanes.map(|q| json!({"Fn::GetAtt": [q, "Arn"]}))),

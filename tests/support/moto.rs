@@ -66,12 +66,13 @@ pub async fn queue_with_dlq(name: &str, visibility_seconds: u32, max_receive_cou
     (queue, dlq_url)
 }
 
-/// A tier's two lanes, `{name}` and `{name}-high`, both redriving to one dead-letter queue; their URLs and the
-/// dead-letter queue's.
+/// A tier's three lanes, `{name}`, `{name}-high` and `{name}-batch`, all redriving to one dead-letter queue; their
+/// URLs and the dead-letter queue's.
 pub async fn lanes_with_dlq(name: &str, visibility_seconds: u32, max_receive_count: u32) -> (Lanes<String>, String) {
     let (normal, dlq_url) = queue_with_dlq(name, visibility_seconds, max_receive_count).await;
     let high = redriving_queue(&format!("{name}-high"), &dlq_url, visibility_seconds, max_receive_count).await;
-    (Lanes { high, normal }, dlq_url)
+    let batch = redriving_queue(&format!("{name}-batch"), &dlq_url, visibility_seconds, max_receive_count).await;
+    (Lanes { high, normal, batch }, dlq_url)
 }
 
 async fn redriving_queue(name: &str, dlq_url: &str, visibility_seconds: u32, max_receive_count: u32) -> String {
