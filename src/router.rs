@@ -57,10 +57,13 @@ pub fn app(state: Arc<AppState>) -> Router {
         .route("/infer/batch", post(infer_batch))
         .route("/results/{request_id}", get(result).delete(cancel))
         .merge(crate::openai::routes())
+        .route_layer(axum::middleware::from_fn_with_state(Arc::clone(&state), require_api_key));
+    Router::new()
+        .route("/healthz", get(healthz))
+        .merge(api)
         .fallback(no_such_endpoint)
         .method_not_allowed_fallback(method_not_allowed)
-        .route_layer(axum::middleware::from_fn_with_state(Arc::clone(&state), require_api_key));
-    Router::new().route("/healthz", get(healthz)).merge(api).with_state(state)
+        .with_state(state)
 }
 
 /// Refuses a request without the configured bearer token (401 in OpenAI's error shape, which its clients read).

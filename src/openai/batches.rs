@@ -4,7 +4,7 @@
 //! client's poll finishes the batch, so no long-lived process is needed, on Lambda as on one machine. Cancel and
 //! expiry end the lines not yet run by storing their cancel documents, which the workers honour.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Json;
@@ -317,7 +317,9 @@ async fn refresh(state: &AppState, objects: &dyn ObjectStore, mut batch: Batch) 
     batch.request_counts.failed =
         count(&ended, LineEnd::Failed) + if expired { count(&ended, LineEnd::Canceled) } else { 0 };
     if batch.status != "finalizing" {
-        batch.finalizing_at = Some(Utc::now().timestamp());
+        // Seen by other polls meanwhile (which build the same files if they come): every line has ended.
+        (batch.status, batch.finalizing_at) = ("finalizing".into(), Some(Utc::now().timestamp()));
+        save(objects, &batch).await?;
     }
     let finishing =
         Finishing { batch_id: &batch.id, input_file_id: &batch.input_file_id, endpoint: batch.endpoint(), expired };
@@ -325,10 +327,10 @@ async fn refresh(state: &AppState, objects: &dyn ObjectStore, mut batch: Batch) 
     batch.output_file_id = files.output.map(|f| f.id);
     batch.error_file_id = files.errors.map(|f| f.id);
     let now = Some(Utc::now().timestamp());
-    match (batch.status.as_str(), expired) {
-        ("cancelling", _) => (batch.status, batch.cancelled_at) = ("cancelled".into(), now),
-        (_, true) => (batch.status, batch.expired_at) = ("expired".into(), now),
-        _ => (batch.status, batch.completed_at) = ("completed".into(), now),
+    match (batch.cancelling_at, expired) {
+        (Some(_), _) => (batch.status, batch.cancelled_at) = ("cancelled".into(), now),
+        (None, true) => (batch.status, batch.expired_at) = ("expired".into(), now),
+        (None, false) => (batch.status, batch.completed_at) = ("completed".into(), now),
     }
     save(objects, &batch).await?;
     tracing::info!(batch_id = %batch.id, status = %batch.status, completed = batch.request_counts.completed, failed = batch.request_counts.failed, "batch finished");
@@ -361,7 +363,7 @@ async fn end_remaining(
     reason: &str,
 ) -> Result<(), StoreError> {
     let total = u32::try_from(batch.request_counts.total).unwrap_or(u32::MAX);
-    let remaining: HashSet<u32> = (0..total).filter(|line| !ended.contains_key(line)).collect();
+    let remaining = (0..total).filter(|line| !ended.contains_key(line));
     stream::iter(remaining)
         .map(|line| async move {
             let line = BatchLine { id: batch.id.clone(), line };
@@ -373,7 +375,8 @@ async fn end_remaining(
             };
             line.mark_ended(objects, &stored).await
         })
-        .buffer_unordered(CANCELS_IN_FLIGHT)
+        // In line order: the lines a worker would take next are ended first.
+        .buffered(CANCELS_IN_FLIGHT)
         .try_collect()
         .await
 }
