@@ -41,8 +41,9 @@ pub struct Settings {
     pub api_key: Option<String>,
 }
 
-/// Lambda answers with at most 6 MB (its invocation payload limit); larger downloads are redirected to S3.
-pub const LAMBDA_DOWNLOAD_LIMIT: u64 = 5 * 1024 * 1024;
+/// Lambda answers with at most 6 MB (its invocation payload limit), and a file goes back base64-encoded (4 bytes for
+/// every 3): downloads larger than 4 MiB (5.6 MB encoded) are redirected to S3.
+pub const LAMBDA_DOWNLOAD_LIMIT: u64 = 4 * 1024 * 1024;
 
 /// The `/v1` routes, with the body limits of file uploads.
 pub fn routes() -> Router<Arc<AppState>> {
