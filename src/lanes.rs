@@ -96,21 +96,47 @@ impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
         available.saturating_sub(promised)
     }
 
-    /// The quick round for `free` slots (see the module documentation); waits for nothing.
+    /// The quick round for `free` slots (see the module documentation); waits for nothing. A lane that fails does
+    /// not cost what earlier lanes of the round brought: those are returned (the failure is logged), and the error
+    /// only when nothing was received.
     pub(crate) async fn take_ready(&mut self, free: usize) -> Result<Vec<Lease>, QueueError> {
+        let mut taken = Vec::new();
+        match self.fill(free, &mut taken).await {
+            Err(error) if taken.is_empty() => Err(error),
+            Err(error) => {
+                tracing::warn!(%error, started = taken.len(), "a lane's receive failed; starting what the others brought");
+                Ok(taken)
+            }
+            Ok(()) => Ok(taken),
+        }
+    }
+
+    /// The quick round's receives, each lane's messages added to `taken` as they come.
+    async fn fill(&mut self, free: usize, taken: &mut Vec<Lease>) -> Result<(), QueueError> {
         let high_ask = self.share.high_allowance(free);
-        let high = self.receive_now(Priority::High, high_ask).await?;
-        let normal = self.receive_now(Priority::Normal, free - high.len()).await?;
-        let left = free - high.len() - normal.len();
+        let high = self.take(Priority::High, high_ask, taken).await?;
+        let normal = match self.take(Priority::Normal, free - high, taken).await {
+            Ok(normal) => normal,
+            Err(error) => {
+                self.share.record(high, 0, 0);
+                return Err(error);
+            }
+        };
+        let left = free - high - normal;
         let high_after =
-            if left > 0 && high.len() == high_ask { self.receive_now(Priority::High, left).await? } else { Vec::new() };
-        self.share.record(high.len(), normal.len(), high_after.len());
-        let batch = self.receive_now(Priority::Batch, left - high_after.len()).await?;
-        Ok(leases(Priority::High, high)
-            .chain(leases(Priority::Normal, normal))
-            .chain(leases(Priority::High, high_after))
-            .chain(leases(Priority::Batch, batch))
-            .collect())
+            if left > 0 && high == high_ask { self.take(Priority::High, left, taken).await } else { Ok(0) };
+        self.share.record(high, normal, *high_after.as_ref().unwrap_or(&0));
+        let high_after = high_after?;
+        self.take(Priority::Batch, left - high_after, taken).await?;
+        Ok(())
+    }
+
+    /// Receives up to `max` messages of `lane` at once into `taken`; how many came.
+    async fn take(&self, lane: Priority, max: usize, taken: &mut Vec<Lease>) -> Result<usize, QueueError> {
+        let messages = self.receive_now(lane, max).await?;
+        let count = messages.len();
+        taken.extend(leases(lane, messages));
+        Ok(count)
     }
 
     /// Starts a long poll on every lane that has none pending; `free` unpromised slots are split between them,

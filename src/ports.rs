@@ -175,7 +175,8 @@ pub trait ObjectStore: Send + Sync {
     async fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome, StoreError>;
     /// The object's size and its bytes, or None when there is no object at `key`.
     async fn get(&self, key: &str) -> Result<Option<(u64, ByteChunks<'static>)>, StoreError>;
-    /// The keys that start with `prefix`, in lexical order.
+    /// The keys that start with `prefix`, in lexical order. Callers name a folder (`prefix` ends in `/`) holding
+    /// objects only: the file adapter lists one folder level, S3 every key under the prefix.
     async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError>;
     /// Removes the object at `key`; no object there is no error.
     async fn delete(&self, key: &str) -> Result<(), StoreError>;

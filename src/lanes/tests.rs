@@ -81,3 +81,57 @@ async fn the_batch_lane_gets_only_what_the_other_lanes_leave() {
     let started: Vec<Priority> = receiver.take_ready(4).await.unwrap().iter().map(|lease| lease.lane).collect();
     assert_eq!(started.iter().filter(|&&lane| lane == Priority::Batch).count(), 3, "{started:?}");
 }
+
+/// A lane whose receive fails (an outage, or a queue the role may not read) does not cost what the other lanes
+/// brought in the same round: those messages start; the error comes back only when nothing was received.
+#[tokio::test]
+async fn a_failing_lane_does_not_drop_what_the_other_lanes_brought() {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+
+    use crate::local::LocalBackends;
+    use crate::ports::{Message, Queue, QueueCounts, QueueError};
+    use crate::vocabulary::Tier;
+
+    use super::LaneReceiver;
+
+    struct Failing;
+
+    #[async_trait]
+    impl Queue for Failing {
+        async fn send(&self, _body: &str) -> Result<(), QueueError> {
+            Err(QueueError::unavailable("down"))
+        }
+        async fn send_batch(&self, bodies: &[String]) -> Vec<Result<(), QueueError>> {
+            bodies.iter().map(|_| Err(QueueError::unavailable("down"))).collect()
+        }
+        async fn receive(&self, _max: usize, _wait: Duration) -> Result<Vec<Message>, QueueError> {
+            Err(QueueError::unavailable("down"))
+        }
+        async fn change_visibility(&self, _receipt: &str, _timeout: Duration) -> Result<(), QueueError> {
+            Err(QueueError::unavailable("down"))
+        }
+        async fn delete(&self, _receipt: &str) -> Result<(), QueueError> {
+            Err(QueueError::unavailable("down"))
+        }
+        async fn dead_letter(&self, _message: &Message, _reason: &str) -> Result<(), QueueError> {
+            Err(QueueError::unavailable("down"))
+        }
+        async fn counts(&self) -> Result<QueueCounts, QueueError> {
+            Err(QueueError::unavailable("down"))
+        }
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let backends = LocalBackends::open(dir.path()).unwrap();
+    let mut lanes = backends.tier_lanes(Tier::Small, Duration::from_secs(300), 3).map(|q| q as Arc<dyn Queue>);
+    lanes.batch = Arc::new(Failing);
+    lanes.high.send("urgent").await.unwrap();
+    let mut receiver = LaneReceiver::new(lanes.clone(), Duration::from_secs(20));
+    let started = receiver.take_ready(3).await.unwrap();
+    assert_eq!(started.len(), 1, "the high message is started, not dropped invisible");
+    assert_eq!(started[0].message.body, "urgent");
+    assert!(receiver.take_ready(3).await.is_err(), "nothing received: the lane's error");
+}

@@ -16,8 +16,9 @@ use crate::batch_line::BatchLine;
 use crate::ports::{ObjectStore, ResultStore, StoreError};
 use crate::request_id::RequestId;
 
-/// Results read at once while the files are built.
-const READS_IN_FLIGHT: usize = 32;
+/// Results read at once while the files are built: on S3 one GET per line, and the poll that builds the files of a
+/// 50,000-line batch must end within API Gateway's 30 s.
+const READS_IN_FLIGHT: usize = 128;
 
 /// Where a line's result goes.
 #[derive(Debug, PartialEq)]

@@ -14,6 +14,7 @@ use chrono::{DateTime, Duration, Utc};
 use futures_util::{StreamExt, TryStreamExt, stream};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
 
 use super::batch_input::{self, Endpoint, LineError};
 use super::batch_output::{self, Finishing};
@@ -21,7 +22,7 @@ use super::files::{self, ListQuery};
 use super::{OpenAiError, ids, objects};
 use crate::batch_line::{self, BatchLine, LineEnd};
 use crate::metrics::{self, Metric};
-use crate::object_io::{read_json, write_json};
+use crate::object_io::{read_all, write_json};
 use crate::ports::{ObjectStore, PutOutcome, StoreError};
 use crate::router::AppState;
 use crate::routing;
@@ -158,11 +159,12 @@ fn read_ask(body: &[u8]) -> Result<Ask, OpenAiError> {
 pub async fn create(State(state): State<Arc<AppState>>, body: Bytes) -> Result<Json<Batch>, OpenAiError> {
     let objects = objects(&state)?;
     let ask = read_ask(&body)?;
-    let input = files::find(objects, &ask.input_file_id).await.map_err(|_| {
-        OpenAiError::invalid_param(
+    let input = files::find(objects, &ask.input_file_id).await.map_err(|error| match error.is_not_found() {
+        true => OpenAiError::invalid_param(
             "input_file_id",
             format!("input_file_id: no file {:?} (POST /v1/files)", ask.input_file_id),
-        )
+        ),
+        false => error,
     })?;
     let created = Utc::now();
     let mut batch = Batch {
@@ -208,6 +210,11 @@ pub async fn create(State(state): State<Arc<AppState>>, body: Bytes) -> Result<J
             line: 0,
         }]);
         save(objects, &batch).await?;
+        // Lines sent before the failure would still run: each is ended as canceled (those already run keep theirs).
+        let ended = HashMap::new();
+        if let Err(e) = end_remaining(&state, objects, &batch, &ended, "the batch failed to enqueue").await {
+            tracing::error!(batch_id = %batch.id, error = %e, "could not end the lines of a batch that failed to enqueue");
+        }
         return Err(error);
     }
     objects.put_if_absent(&enqueued_key(&batch.id), b"").await.map_err(|e| OpenAiError::store(&e))?;
@@ -223,14 +230,16 @@ async fn check_lines(
 ) -> Result<Result<u64, Vec<LineError>>, OpenAiError> {
     let (_, chunks) = input(objects, batch).await?;
     let mut lines = batch_input::lines(chunks);
-    let (mut errors, mut custom_ids, mut index) = (Vec::new(), HashMap::new(), 0u32);
+    // Each custom_id's digest and its line: memory stays small whatever the ids' length.
+    let (mut errors, mut custom_ids, mut index) = (Vec::new(), HashMap::<[u8; 16], u64>::new(), 0u32);
     while let Some(line) = lines.next().await {
         let line = line.map_err(|e| OpenAiError::store(&StoreError::caused("reading the input file", e)))?;
         let batch_line = BatchLine { id: batch.id.clone(), line: index };
         index += 1;
         match batch_input::check(&line, batch.endpoint(), &state.openai.models, batch_line, batch.expires()) {
             Ok(checked) => {
-                if let Some(first) = custom_ids.insert(checked.label.custom_id, line.0) {
+                let digest = Sha256::digest(checked.label.custom_id.as_bytes());
+                if let Some(first) = custom_ids.insert(digest[..16].try_into().unwrap_or_default(), line.0) {
                     errors.push(LineError {
                         code: "duplicate_custom_id",
                         message: format!("custom_id: repeats line {first}; each line needs its own"),
@@ -292,22 +301,27 @@ async fn ended_lines(objects: &dyn ObjectStore, batch_id: &str) -> Result<HashMa
 }
 
 /// Brings a running batch up to date: its counts; once every line has ended (or the rest were ended by cancel or
-/// expiry) its files, and its final status.
+/// expiry) its files, and its final status. What decides the end is kept in the record (`cancelling_at`, and
+/// `expired_at` once lines were still unended at expiry), so a later or concurrent poll decides the same.
 async fn refresh(state: &AppState, objects: &dyn ObjectStore, mut batch: Batch) -> Result<Batch, OpenAiError> {
     if !batch.is_running() {
         return Ok(batch);
     }
     let store_error = |e: StoreError| OpenAiError::store(&e);
+    note_cancel(objects, &mut batch).await?;
     resume_enqueue(state, objects, &batch).await?;
     let mut ended = ended_lines(objects, &batch.id).await.map_err(store_error)?;
     let count = |ended: &HashMap<u32, LineEnd>, end| ended.values().filter(|e| **e == end).count() as u64;
-    let expired = Utc::now() >= batch.expires();
     let all_ended = ended.len() as u64 >= batch.request_counts.total;
-    if !all_ended && !expired && batch.status != "cancelling" {
+    if !all_ended && Utc::now() >= batch.expires() && batch.cancelling_at.is_none() {
+        batch.expired_at = Some(Utc::now().timestamp());
+    }
+    if !all_ended && batch.expired_at.is_none() && batch.cancelling_at.is_none() {
         batch.request_counts.completed = count(&ended, LineEnd::Succeeded);
         batch.request_counts.failed = count(&ended, LineEnd::Failed);
         return Ok(batch);
     }
+    let expired = batch.expired_at.is_some();
     if !all_ended {
         let reason = if expired { "the batch's completion window ended" } else { "the batch was canceled" };
         end_remaining(state, objects, &batch, &ended, reason).await.map_err(store_error)?;
@@ -321,20 +335,49 @@ async fn refresh(state: &AppState, objects: &dyn ObjectStore, mut batch: Batch) 
         (batch.status, batch.finalizing_at) = ("finalizing".into(), Some(Utc::now().timestamp()));
         save(objects, &batch).await?;
     }
+    if objects.get(&files::content_key(&batch.input_file_id)).await.map_err(store_error)?.is_none() {
+        let gone = "the batch's input file was deleted before its output was built; create the batch again";
+        batch.failed(vec![LineError { code: "input_file_deleted", message: gone.into(), param: None, line: 0 }]);
+        save(objects, &batch).await?;
+        return Ok(batch);
+    }
     let finishing =
         Finishing { batch_id: &batch.id, input_file_id: &batch.input_file_id, endpoint: batch.endpoint(), expired };
     let files = batch_output::assemble(objects, state.store.as_ref(), finishing).await.map_err(store_error)?;
     batch.output_file_id = files.output.map(|f| f.id);
     batch.error_file_id = files.errors.map(|f| f.id);
+    // A cancel that came while the files were built: its lines were ended and left out, as a cancel's are.
+    note_cancel(objects, &mut batch).await?;
     let now = Some(Utc::now().timestamp());
     match (batch.cancelling_at, expired) {
         (Some(_), _) => (batch.status, batch.cancelled_at) = ("cancelled".into(), now),
-        (None, true) => (batch.status, batch.expired_at) = ("expired".into(), now),
+        (None, true) => batch.status = "expired".into(),
         (None, false) => (batch.status, batch.completed_at) = ("completed".into(), now),
     }
     save(objects, &batch).await?;
     tracing::info!(batch_id = %batch.id, status = %batch.status, completed = batch.request_counts.completed, failed = batch.request_counts.failed, "batch finished");
     Ok(batch)
+}
+
+/// The mark a cancel leaves before it saves the batch: a poll that read the record before the cancel still ends the
+/// batch canceled.
+fn cancel_key(id: &str) -> String {
+    format!("batches/{id}.cancel")
+}
+
+/// Takes in a cancel that `batch`'s copy of the record does not show yet.
+async fn note_cancel(objects: &dyn ObjectStore, batch: &mut Batch) -> Result<(), OpenAiError> {
+    if batch.cancelling_at.is_some() {
+        return Ok(());
+    }
+    let mark = read_all(objects, &cancel_key(&batch.id)).await.map_err(|e| OpenAiError::store(&e))?;
+    if let Some(mark) = mark {
+        batch.cancelling_at = Some(String::from_utf8_lossy(&mark).parse().unwrap_or_else(|_| Utc::now().timestamp()));
+        if batch.status == "in_progress" {
+            batch.status = "cancelling".into();
+        }
+    }
+    Ok(())
 }
 
 /// Enqueues the lines of a batch whose creator stopped before its enqueue ended (see `ENQUEUE_GRACE`).
@@ -394,8 +437,10 @@ pub async fn cancel(State(state): State<Arc<AppState>>, Path(id): Path<String>) 
     let mut batch = find(objects, &id).await?;
     match batch.status.as_str() {
         "validating" | "in_progress" => {
-            batch.status = "cancelling".into();
-            batch.cancelling_at = Some(Utc::now().timestamp());
+            let now = Utc::now().timestamp();
+            let marked = objects.put_if_absent(&cancel_key(&batch.id), now.to_string().as_bytes()).await;
+            marked.map_err(|e| OpenAiError::store(&e))?;
+            (batch.status, batch.cancelling_at) = ("cancelling".into(), Some(now));
             save(objects, &batch).await?;
             tracing::info!(batch_id = %batch.id, "batch canceling");
         }
@@ -412,13 +457,6 @@ pub async fn list(
     State(state): State<Arc<AppState>>,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Value>, OpenAiError> {
-    let objects = objects(&state)?;
-    let keys = objects.list("batches/").await.map_err(|e| OpenAiError::store(&e))?;
-    let mut batches = Vec::new();
-    for key in keys.iter().filter(|key| key.ends_with(".json") && key.matches('/').count() == 1) {
-        if let Some(batch) = read_json::<Batch>(objects, key).await.map_err(|e| OpenAiError::store(&e))? {
-            batches.push((batch.id.clone(), batch));
-        }
-    }
-    Ok(Json(files::page(batches, query.after.as_deref(), query.limit.unwrap_or(20).clamp(1, 100))))
+    let limit = query.limit.unwrap_or(20).clamp(1, 100);
+    Ok(Json(files::page(objects(&state)?, "batches/", query.after.as_deref(), limit, |_: &Batch| true).await?))
 }

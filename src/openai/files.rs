@@ -140,33 +140,47 @@ pub struct ListQuery {
     pub purpose: Option<String>,
 }
 
-/// A page of a list, newest first, in OpenAI's list shape.
-pub(super) fn page<T: Serialize>(mut items: Vec<(String, T)>, after: Option<&str>, limit: usize) -> Value {
-    items.sort_by(|a, b| b.0.cmp(&a.0));
-    let start = after.and_then(|after| items.iter().position(|(id, _)| id == after)).map_or(0, |i| i + 1);
-    let page: Vec<_> = items.iter().skip(start).take(limit).collect();
-    let has_more = items.len() > start + page.len();
-    let first_id = page.first().map(|(id, _)| id.clone());
-    let last_id = page.last().map(|(id, _)| id.clone());
-    let data: Vec<&T> = page.into_iter().map(|(_, item)| item).collect();
-    json!({ "object": "list", "data": data, "first_id": first_id, "last_id": last_id, "has_more": has_more })
+/// A page of a list, newest first, in OpenAI's list shape: of the records `{prefix}{id}.json`, those whose id comes
+/// after the cursor `after` (ids sort by creation, so a cursor deleted meanwhile still places the page), read in
+/// order until `limit` of them pass `keep`. Only the page's records (and those `keep` refuses) are read.
+pub(super) async fn page<T: Serialize + serde::de::DeserializeOwned>(
+    objects: &dyn ObjectStore,
+    prefix: &str,
+    after: Option<&str>,
+    limit: usize,
+    keep: impl Fn(&T) -> bool,
+) -> Result<Value, OpenAiError> {
+    let keys = objects.list(prefix).await.map_err(|e| OpenAiError::store(&e))?;
+    let mut ids: Vec<&str> = keys
+        .iter()
+        .filter_map(|key| key.strip_prefix(prefix)?.strip_suffix(".json"))
+        .filter(|id| !id.contains('/') && after.is_none_or(|after| *id < after))
+        .collect();
+    ids.sort_unstable_by(|a, b| b.cmp(a));
+    let (mut data, mut has_more) = (Vec::new(), false);
+    for id in ids {
+        let record =
+            read_json::<T>(objects, &format!("{prefix}{id}.json")).await.map_err(|e| OpenAiError::store(&e))?;
+        let Some(record) = record.filter(|record| keep(record)) else { continue };
+        if data.len() == limit {
+            has_more = true;
+            break;
+        }
+        data.push((id.to_owned(), record));
+    }
+    let (first_id, last_id) = (data.first().map(|(id, _)| id.clone()), data.last().map(|(id, _)| id.clone()));
+    let data: Vec<T> = data.into_iter().map(|(_, record)| record).collect();
+    Ok(json!({ "object": "list", "data": data, "first_id": first_id, "last_id": last_id, "has_more": has_more }))
 }
 
-/// GET /v1/files: every file's record, newest first.
+/// GET /v1/files: the files, newest first (`after`, `limit`, `purpose`).
 pub async fn list(
     State(state): State<Arc<AppState>>,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Value>, OpenAiError> {
-    let objects = objects(&state)?;
-    let keys = objects.list("files/").await.map_err(|e| OpenAiError::store(&e))?;
-    let mut files = Vec::new();
-    for key in keys.iter().filter(|key| key.ends_with(".json")) {
-        let file = read_json::<FileObject>(objects, key).await.map_err(|e| OpenAiError::store(&e))?;
-        if let Some(file) = file.filter(|file| query.purpose.as_ref().is_none_or(|p| *p == file.purpose)) {
-            files.push((file.id.clone(), file));
-        }
-    }
-    Ok(Json(page(files, query.after.as_deref(), query.limit.unwrap_or(10_000).clamp(1, 10_000))))
+    let limit = query.limit.unwrap_or(10_000).clamp(1, 10_000);
+    let wanted = |file: &FileObject| query.purpose.as_ref().is_none_or(|p| *p == file.purpose);
+    Ok(Json(page(objects(&state)?, "files/", query.after.as_deref(), limit, wanted).await?))
 }
 
 /// The record of file `id`, or 404.

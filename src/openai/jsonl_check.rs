@@ -99,7 +99,7 @@ where
                 Ok(()) => Ok(chunk),
                 Err(reason) => refuse(reason),
             },
-            Some(Err(e)) => Err(std::io::Error::other(format!("the upload broke off: {e}"))),
+            Some(Err(e)) => refuse(format!("the file could not be read to its end ({e})")),
             None => match check.finish() {
                 Ok(()) => return None,
                 Err(reason) => refuse(reason),

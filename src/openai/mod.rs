@@ -116,6 +116,10 @@ impl OpenAiError {
         }
     }
 
+    pub fn is_not_found(&self) -> bool {
+        self.status == StatusCode::NOT_FOUND
+    }
+
     fn kind(&self) -> &'static str {
         match self.status.as_u16() {
             401 => "authentication_error",

@@ -97,6 +97,7 @@ async fn the_openai_client_runs_a_batch_on_gpuinfer_dev_with_llama_cpp() {
     assert!(refused["malformed_file"].as_str().unwrap().starts_with("file: line 2: not valid JSON"), "{refused}");
     assert_eq!(refused["invalid_lines_status"], "failed", "{refused}");
     assert_eq!(refused["invalid_lines_errors"], serde_json::json!([[2, "custom_id"], [3, "body.model"]]), "{refused}");
+    assert!(refused["unknown_part"].as_str().unwrap().contains("was never added"), "{refused}");
     assert_eq!(refused["unknown_batch"], "404");
     assert_eq!(refused["wrong_key"], "401");
 
@@ -357,4 +358,20 @@ async fn a_batch_past_its_completion_window_expires_with_each_line_not_run_in_th
     assert_eq!(strings(&done["error_codes"]), ["batch_expired"], "{done}");
     assert_eq!(done["counts"], serde_json::json!({ "total": 4, "completed": 0, "failed": 4 }), "{done}");
     assert_eq!(engine.calls().await, 0);
+
+    // One whose lines all ended within the window, polled only after it: completed, not expired.
+    let results = data.path().join("results");
+    let finished = stored_batch(&results, 2, chrono::Utc::now().timestamp() - 25 * 3600, 86_400, true);
+    for line in 0..2 {
+        let id = gpuinfer::batch_line::BatchLine { id: finished.clone(), line }.request_id();
+        let usage = serde_json::json!({"promptTokens": 1, "completionTokens": 1, "totalTokens": 2});
+        let result = serde_json::json!({"text": "ok", "usage": usage, "finishReason": "stop"});
+        let document = serde_json::json!({"requestId": id, "status": "success", "result": result});
+        std::fs::write(results.join(format!("{id}.json")), document.to_string()).unwrap();
+        std::fs::create_dir_all(results.join(format!("batch-lines/{finished}"))).unwrap();
+        std::fs::write(results.join(format!("batch-lines/{finished}/{line:08}.succeeded")), "").unwrap();
+    }
+    let done = client(&dev.url, &["wait", "--batch", &finished, "--timeout", "30"]).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(strings(&done["output_ids"]), ids("req-", 2), "{done}");
 }

@@ -129,6 +129,12 @@ def refusals(args):
     batch = c.batches.create(input_file_id=f.id, endpoint="/v1/completions", completion_window="24h")
     found["invalid_lines_status"] = batch.status
     found["invalid_lines_errors"] = [(e.line, e.param) for e in batch.errors.data]
+    upload = c.uploads.create(bytes=10, filename="x.jsonl", mime_type="application/jsonl", purpose="batch")
+    try:
+        c.uploads.complete(upload.id, part_ids=["part_00000000000000000000000000000000"])
+        found["unknown_part"] = "accepted"
+    except openai.BadRequestError as e:
+        found["unknown_part"] = e.body["message"] if isinstance(e.body, dict) else str(e)
     try:
         c.batches.retrieve("batch_00000000000000000000000000000000")
         found["unknown_batch"] = "found"
