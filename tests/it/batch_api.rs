@@ -67,6 +67,21 @@ fn strings(value: &Value) -> Vec<String> {
     value.as_array().map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()).unwrap_or_default()
 }
 
+/// `gpuinfer dev` with the tests' API key and `flags`, in front of the engine double started with `engine_flags`.
+struct DevOnDouble {
+    dev: Dev,
+    engine: EngineProcess,
+    data: tempfile::TempDir,
+}
+
+async fn dev_on_double(engine_flags: &[&str], flags: &[&str]) -> DevOnDouble {
+    let engine = EngineProcess::start(engine_flags);
+    let data = tempfile::tempdir().unwrap();
+    let dev = Dev::start(data.path(), free_port(), &engine.url, &[&["--api-key", KEY], flags].concat());
+    dev.ready(&reqwest::Client::new()).await;
+    DevOnDouble { dev, engine, data }
+}
+
 fn engine_url() -> String {
     std::env::var("GPUINFER_TEST_ENGINE_URL").unwrap_or_else(|_| {
         panic!("this test needs the real local engine: run scripts/test.sh (GPUINFER_TEST_ENGINE_URL)")
@@ -120,16 +135,8 @@ async fn the_openai_client_runs_a_batch_on_gpuinfer_dev_with_llama_cpp() {
 #[tokio::test]
 #[ignore = "needs the openai client: scripts/test.sh"]
 async fn a_batch_canceled_midway_keeps_what_finished_and_runs_nothing_more() {
-    let engine = EngineProcess::start(&["--latency-ms", "300", "--slots", "2"]);
-    let data = tempfile::tempdir().unwrap();
-    let http = reqwest::Client::new();
-    let dev = Dev::start(
-        data.path(),
-        free_port(),
-        &engine.url,
-        &["--api-key", KEY, "--concurrency", "2", "--fixed-concurrency"],
-    );
-    dev.ready(&http).await;
+    let DevOnDouble { dev, engine, data: _data } =
+        dev_on_double(&["--latency-ms", "300", "--slots", "2"], &["--concurrency", "2", "--fixed-concurrency"]).await;
     let batch = submit(&dev.url, &["--lines", "40"]).await;
     completed_at_least(&dev.url, &batch, 2).await;
     let canceled = client(&dev.url, &["cancel", "--batch", &batch]).await;
@@ -246,11 +253,7 @@ async fn router_and_worker_on_sqs_and_s3_run_a_batch_through_a_worker_crash() {
 #[tokio::test]
 #[ignore = "needs the openai client: scripts/test.sh"]
 async fn a_batch_whose_router_stopped_before_enqueueing_is_enqueued_by_a_later_poll() {
-    let engine = EngineProcess::start(&["--latency-ms", "20"]);
-    let data = tempfile::tempdir().unwrap();
-    let http = reqwest::Client::new();
-    let dev = Dev::start(data.path(), free_port(), &engine.url, &["--api-key", KEY]);
-    dev.ready(&http).await;
+    let DevOnDouble { dev, engine: _engine, data } = dev_on_double(&["--latency-ms", "20"], &[]).await;
     // What the stopped router left: the input file, and the batch saved in progress ten minutes ago.
     let id = stored_batch(&data.path().join("results"), 5, chrono::Utc::now().timestamp() - 600, 86_400, false);
     let done = client(&dev.url, &["wait", "--batch", &id, "--timeout", "60"]).await;
@@ -264,20 +267,13 @@ async fn a_batch_whose_router_stopped_before_enqueueing_is_enqueued_by_a_later_p
 #[tokio::test]
 #[ignore = "needs the openai client: scripts/test.sh"]
 async fn an_interactive_request_overtakes_the_lines_of_a_running_batch() {
-    let engine = EngineProcess::start(&["--latency-ms", "300", "--slots", "2"]);
-    let data = tempfile::tempdir().unwrap();
-    let http = reqwest::Client::new();
-    let dev = Dev::start(
-        data.path(),
-        free_port(),
-        &engine.url,
-        &["--api-key", KEY, "--concurrency", "2", "--fixed-concurrency"],
-    );
-    dev.ready(&http).await;
+    let DevOnDouble { dev, engine: _engine, data: _data } =
+        dev_on_double(&["--latency-ms", "300", "--slots", "2"], &["--concurrency", "2", "--fixed-concurrency"]).await;
     let batch = submit(&dev.url, &["--lines", "30"]).await;
     completed_at_least(&dev.url, &batch, 2).await;
     let sent = Instant::now();
     let body = serde_json::json!({ "prompt": "An interactive question.", "maxTokens": 4 });
+    let http = reqwest::Client::new();
     let accepted: Value = http
         .post(format!("{}/infer", dev.url))
         .bearer_auth(KEY)
@@ -345,11 +341,7 @@ fn stored_batch(results: &std::path::Path, lines: usize, started: i64, window: i
 #[tokio::test]
 #[ignore = "needs the openai client: scripts/test.sh"]
 async fn a_batch_past_its_completion_window_expires_with_each_line_not_run_in_the_error_file() {
-    let engine = EngineProcess::start(&["--latency-ms", "20"]);
-    let data = tempfile::tempdir().unwrap();
-    let http = reqwest::Client::new();
-    let dev = Dev::start(data.path(), free_port(), &engine.url, &["--api-key", KEY]);
-    dev.ready(&http).await;
+    let DevOnDouble { dev, engine, data } = dev_on_double(&["--latency-ms", "20"], &[]).await;
     // Saved and marked enqueued 25 hours ago, with none of its lines queued: they can no longer run.
     let id = stored_batch(&data.path().join("results"), 4, chrono::Utc::now().timestamp() - 25 * 3600, 86_400, true);
     let done = client(&dev.url, &["wait", "--batch", &id, "--timeout", "30"]).await;

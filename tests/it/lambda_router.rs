@@ -8,20 +8,23 @@ use gpuinfer::aws::s3::{S3Location, S3Store};
 use gpuinfer::ports::ResultStore;
 use serde_json::{Value, json};
 
-fn body(answer: &Value) -> Value {
-    serde_json::from_str(answer["body"].as_str().unwrap_or("null")).unwrap_or(Value::Null)
+/// The router run as Lambda runs a bootstrap (no arguments, the subcommand named by GPUINFER_COMMAND), against a
+/// local Runtime API and fresh moto queues and bucket; its output piped.
+struct LambdaRouter {
+    runtime: RuntimeApi,
+    function: std::process::Child,
+    small: gpuinfer::vocabulary::Lanes<String>,
+    large: gpuinfer::vocabulary::Lanes<String>,
+    bucket: String,
 }
 
-#[tokio::test]
-#[ignore = "needs moto: scripts/test.sh"]
-async fn api_gateway_events_get_the_same_answers_as_http() {
-    let name = moto::unique("lambda");
+async fn lambda_router(name: &str) -> LambdaRouter {
+    let name = moto::unique(name);
     let (small, _) = moto::lanes_with_dlq(&format!("{name}-small"), 30, 3).await;
     let (large, _) = moto::lanes_with_dlq(&format!("{name}-large"), 30, 3).await;
     let bucket = moto::bucket(&name).await;
     let runtime = RuntimeApi::start().await;
-    // As Lambda runs a bootstrap: no arguments, the subcommand named by GPUINFER_COMMAND.
-    let mut function = Command::new(env!("CARGO_BIN_EXE_gpuinfer"))
+    let function = Command::new(env!("CARGO_BIN_EXE_gpuinfer"))
         .env("GPUINFER_COMMAND", "router")
         .envs(moto::child_env())
         .envs(runtime.function_env("gpuinfer-router"))
@@ -38,6 +41,17 @@ async fn api_gateway_events_get_the_same_answers_as_http() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    LambdaRouter { runtime, function, small, large, bucket }
+}
+
+fn body(answer: &Value) -> Value {
+    serde_json::from_str(answer["body"].as_str().unwrap_or("null")).unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+#[ignore = "needs moto: scripts/test.sh"]
+async fn api_gateway_events_get_the_same_answers_as_http() {
+    let LambdaRouter { runtime, mut function, small, large, bucket } = lambda_router("lambda").await;
 
     let id = gpuinfer::request_id::RequestId::new_v4();
     let valid = json!({"requestId": id, "prompt": "What is Amazon ECS?", "maxTokens": 64}).to_string();
@@ -127,27 +141,7 @@ async fn batch_files_go_up_through_lambda_and_downloads_past_6_mb_are_redirected
     use gpuinfer::openai::files::{FileObject, content_key, record_key};
     use gpuinfer::ports::ObjectStore;
     let b64 = base64::engine::general_purpose::STANDARD;
-    let name = moto::unique("lambda-files");
-    let (small, _) = moto::lanes_with_dlq(&format!("{name}-small"), 30, 3).await;
-    let (large, _) = moto::lanes_with_dlq(&format!("{name}-large"), 30, 3).await;
-    let bucket = moto::bucket(&name).await;
-    let runtime = RuntimeApi::start().await;
-    let mut function = Command::new(env!("CARGO_BIN_EXE_gpuinfer"))
-        .env("GPUINFER_COMMAND", "router")
-        .envs(moto::child_env())
-        .envs(runtime.function_env("gpuinfer-router"))
-        .envs([
-            ("SMALL_QUEUE_URL", small.normal.clone()),
-            ("SMALL_HIGH_QUEUE_URL", small.high.clone()),
-            ("LARGE_QUEUE_URL", large.normal.clone()),
-            ("LARGE_HIGH_QUEUE_URL", large.high.clone()),
-            ("OUTPUT_DESTINATION", format!("s3://{bucket}/results/")),
-            ("CLASSIFIER", "none".into()),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let LambdaRouter { runtime, mut function, bucket, .. } = lambda_router("lambda-files").await;
 
     let jsonl = "{\"custom_id\":\"a\",\"method\":\"POST\",\"url\":\"/v1/completions\",\"body\":{\"model\":\"small\",\"prompt\":\"hi\"}}\n";
     let form = format!(
