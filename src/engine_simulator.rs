@@ -215,8 +215,6 @@ async fn models() -> Json<Value> {
     Json(json!({ "object": "list", "data": [{ "id": "double-model", "object": "model" }] }))
 }
 
-/// Counts a request as aborted when its handler is dropped (the server drops it when the client disconnects)
-/// before `answered`.
 /// One unit of a gauge while held: a request dropped by its client while waiting for a slot is not counted on.
 struct Gauge<'a>(&'a AtomicUsize);
 
@@ -233,6 +231,8 @@ impl Drop for Gauge<'_> {
     }
 }
 
+/// Counts a request as aborted when its handler is dropped (the server drops it when the client disconnects)
+/// before `answered`.
 struct AbortWatch<'a> {
     state: &'a DoubleState,
     answered: bool,

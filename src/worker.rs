@@ -595,11 +595,7 @@ where
         let (id, tier) = (request.request_id, self.config.tier);
         let body = document.to_json();
         match self.with_heartbeat(lease, self.store_result(id, &body)).await {
-            Ok(PutOutcome::Created) => {
-                if let (Some(url), Some(webhooks)) = (&request.callback_url, &self.webhooks) {
-                    webhooks.send(Callback { url: url.clone(), request_id: id, tier, body: body.clone() });
-                }
-            }
+            Ok(PutOutcome::Created) => {}
             Ok(PutOutcome::AlreadyExists) => {
                 tracing::info!(request_id = %id, %tier, "another document (a result or a cancel) was stored first; this one is dropped");
                 if !self.mark_batch_line(request, None).await {
@@ -612,6 +608,10 @@ where
         }
         if !self.mark_batch_line(request, Some(&body)).await {
             return self.retry_later(lease, "the batch line's mark was not written").await;
+        }
+        // A batch line carries no callback URL, so a request with one has nothing to mark and reaches this at once.
+        if let (Some(url), Some(webhooks)) = (&request.callback_url, &self.webhooks) {
+            webhooks.send(Callback { url: url.clone(), request_id: id, tier, body });
         }
         self.delete(lease).await;
         self.record(&document);
@@ -628,14 +628,13 @@ where
         let (Some(line), Some(objects)) = (&request.batch, self.store.objects()) else {
             return true;
         };
-        let document = match stored {
-            Some(document) => Ok(Some(document.to_vec())),
-            None => self.store.get(request.request_id).await,
-        };
-        let marked = match document {
-            Ok(Some(document)) => line.mark_ended(objects, &document).await,
-            Ok(None) => Err(StoreError::unavailable("the stored document is gone")),
-            Err(error) => Err(error),
+        let marked = match stored {
+            Some(document) => line.mark_ended(objects, document).await,
+            None => match self.store.get(request.request_id).await {
+                Ok(Some(document)) => line.mark_ended(objects, &document).await,
+                Ok(None) => Err(StoreError::unavailable("the stored document is gone")),
+                Err(error) => Err(error),
+            },
         };
         if let Err(error) = &marked {
             tracing::warn!(request_id = %request.request_id, batch = %line.id, line = line.line, %error, "could not mark the batch line ended");

@@ -126,9 +126,7 @@ impl ResultStore for S3Store {
     }
 
     async fn forget_acceptance(&self, request_id: RequestId) -> Result<(), StoreError> {
-        let key = self.location.acceptance_key(request_id);
-        let deleted = self.client.delete_object().bucket(&self.location.bucket).key(&key).send().await;
-        deleted.map(|_| ()).map_err(self.unavailable("DeleteObject", &key))
+        self.remove(self.location.acceptance_key(request_id)).await
     }
 
     fn objects(&self) -> Option<&dyn crate::ports::ObjectStore> {
@@ -157,6 +155,12 @@ impl S3Store {
             }
             Err(e) => Err(self.unavailable("PutObject", &key)(e)),
         }
+    }
+
+    /// Removes the object at `key` (a whole key, prefix included); none there is no error.
+    pub(super) async fn remove(&self, key: String) -> Result<(), StoreError> {
+        let deleted = self.client.delete_object().bucket(&self.location.bucket).key(&key).send().await;
+        deleted.map(|_| ()).map_err(self.unavailable("DeleteObject", &key))
     }
 
     async fn read(&self, key: String) -> Result<Option<Vec<u8>>, StoreError> {

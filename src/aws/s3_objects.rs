@@ -150,9 +150,7 @@ impl ObjectStore for S3Store {
     }
 
     async fn delete(&self, key: &str) -> Result<(), StoreError> {
-        let key = self.object_key(key);
-        let deleted = self.client.delete_object().bucket(&self.location.bucket).key(&key).send().await;
-        deleted.map(|_| ()).map_err(self.unavailable("DeleteObject", &key))
+        self.remove(self.object_key(key)).await
     }
 
     async fn presigned_get(&self, key: &str, valid_for: Duration) -> Result<Option<String>, StoreError> {

@@ -327,9 +327,9 @@ impl ServiceTasks for EngineFleet {
     }
 }
 
-#[async_trait]
 /// The tier's saturation in place of GPU utilization: requests in flight as a share of the in-flight limit (the
 /// engine's free slots, as the adaptive limit found them), averaged over the running engines; None with none.
+#[async_trait]
 impl GpuUtilization for EngineFleet {
     async fn compute_utilization(&self, service: &Service) -> Result<Option<f64>, FleetError> {
         let tier = self.services.iter().find(|(name, _)| *name == service.name).map(|(_, tier)| *tier);

@@ -46,15 +46,16 @@ pub struct Files {
     pub errors: Option<FileObject>,
 }
 
-/// Builds and stores the batch's output and error files from its input file and its lines' results.
+/// Builds and stores the batch's output and error files from its input file and its lines' results; None when the
+/// input file is gone (deleted while the batch ran).
 pub async fn assemble(
     objects: &dyn ObjectStore,
     results: &dyn ResultStore,
     batch: Finishing<'_>,
-) -> Result<Files, StoreError> {
-    let input = objects.get(&files::content_key(batch.input_file_id)).await?;
-    let (_, chunks) =
-        input.ok_or_else(|| StoreError::unavailable(format!("the input file {} is gone", batch.input_file_id)))?;
+) -> Result<Option<Files>, StoreError> {
+    let Some((_, chunks)) = objects.get(&files::content_key(batch.input_file_id)).await? else {
+        return Ok(None);
+    };
     let io = |e: std::io::Error| StoreError::caused("building the batch's files", e);
     let (mut output, mut errors) = (tempfile::tempfile().map_err(io)?, tempfile::tempfile().map_err(io)?);
     let (mut output_lines, mut error_lines) = (0u64, 0u64);
@@ -79,10 +80,10 @@ pub async fn assemble(
         *count += 1;
     }
     let stem = batch.batch_id.trim_start_matches("batch_");
-    Ok(Files {
+    Ok(Some(Files {
         output: store(objects, output, output_lines, format!("file-{stem}out"), "batch_output.jsonl").await?,
         errors: store(objects, errors, error_lines, format!("file-{stem}err"), "batch_errors.jsonl").await?,
-    })
+    }))
 }
 
 /// Stores one built file (when it has lines) with its record, purpose `batch_output` as OpenAI's are.

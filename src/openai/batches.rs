@@ -263,7 +263,9 @@ async fn input(
     input.ok_or_else(|| OpenAiError::invalid_param("input_file_id", "input_file_id: the file was deleted"))
 }
 
-/// Sends every line to its tier's queue, `LINES_PER_SEND` at a time with `SENDS_IN_FLIGHT` sends at once.
+/// Sends every line to its tier's queue, `LINES_PER_SEND` at a time with `SENDS_IN_FLIGHT` sends at once. Each line
+/// is made into its request again as it is read: the checking pass kept only the count, so a large file is never
+/// held in memory.
 async fn enqueue(state: &AppState, objects: &dyn ObjectStore, batch: &Batch) -> Result<(), OpenAiError> {
     let (_, chunks) = input(objects, batch).await?;
     let sends = batch_input::lines(chunks).enumerate().chunks(LINES_PER_SEND).map(|lines| async move {
@@ -335,15 +337,15 @@ async fn refresh(state: &AppState, objects: &dyn ObjectStore, mut batch: Batch) 
         (batch.status, batch.finalizing_at) = ("finalizing".into(), Some(Utc::now().timestamp()));
         save(objects, &batch).await?;
     }
-    if objects.get(&files::content_key(&batch.input_file_id)).await.map_err(store_error)?.is_none() {
+    let finishing =
+        Finishing { batch_id: &batch.id, input_file_id: &batch.input_file_id, endpoint: batch.endpoint(), expired };
+    let Some(files) = batch_output::assemble(objects, state.store.as_ref(), finishing).await.map_err(store_error)?
+    else {
         let gone = "the batch's input file was deleted before its output was built; create the batch again";
         batch.failed(vec![LineError { code: "input_file_deleted", message: gone.into(), param: None, line: 0 }]);
         save(objects, &batch).await?;
         return Ok(batch);
-    }
-    let finishing =
-        Finishing { batch_id: &batch.id, input_file_id: &batch.input_file_id, endpoint: batch.endpoint(), expired };
-    let files = batch_output::assemble(objects, state.store.as_ref(), finishing).await.map_err(store_error)?;
+    };
     batch.output_file_id = files.output.map(|f| f.id);
     batch.error_file_id = files.errors.map(|f| f.id);
     // A cancel that came while the files were built: its lines were ended and left out, as a cancel's are.
