@@ -187,6 +187,10 @@ async fn main() {
     eprintln!("saturation: the engine driven directly");
     let direct = direct(&engine).await;
 
+    for (name, outcome) in [("adaptive", &adaptive), ("fixed 32", &fixed), ("direct", &direct)] {
+        let times: Vec<String> = outcome.to_result.iter().map(|t| format!("{t:.2}")).collect();
+        eprintln!("saturation: {name}: each high-priority request's time to result (s): {}", times.join(" "));
+    }
     let mut rows = Vec::new();
     let (ours, fixed_p95, direct_p95) = (p95(&adaptive.to_result), p95(&fixed.to_result), p95(&direct.to_result));
     report(

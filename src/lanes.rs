@@ -37,6 +37,10 @@ pub const MAX_BATCH: usize = 10;
 pub struct Lease {
     pub lane: Priority,
     pub message: Message,
+    /// Whether a high-priority request may take this one's slot (see `preemption`): a normal or batch message
+    /// received while the high lane had nothing for it. One started by the normal lane's share is not, so the share
+    /// holds under high-priority load.
+    pub preemptible: bool,
 }
 
 /// Counts high-lane starts since the last normal one, to give the normal lane its share.
@@ -115,6 +119,8 @@ impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
     async fn fill(&mut self, free: usize, taken: &mut Vec<Lease>) -> Result<(), QueueError> {
         let high_ask = self.share.high_allowance(free);
         let high = self.take(Priority::High, high_ask, taken).await?;
+        // Normal and batch messages of a round in which the high lane ran short may give their slot up.
+        let mut high_ran_short = high < high_ask;
         let normal = match self.take(Priority::Normal, free - high, taken).await {
             Ok(normal) => normal,
             Err(error) => {
@@ -123,11 +129,19 @@ impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
             }
         };
         let left = free - high - normal;
-        let high_after =
-            if left > 0 && high == high_ask { self.take(Priority::High, left, taken).await } else { Ok(0) };
+        let high_after = if left > 0 && !high_ran_short {
+            let high_after = self.take(Priority::High, left, taken).await;
+            high_ran_short = high_after.as_ref().is_ok_and(|&after| after < left);
+            high_after
+        } else {
+            Ok(0)
+        };
         self.share.record(high, normal, *high_after.as_ref().unwrap_or(&0));
         let high_after = high_after?;
         self.take(Priority::Batch, left - high_after, taken).await?;
+        for lease in taken.iter_mut().filter(|lease| lease.lane != Priority::High) {
+            lease.preemptible = high_ran_short;
+        }
         Ok(())
     }
 
@@ -142,7 +156,17 @@ impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
     /// Starts a long poll on every lane that has none pending; `free` unpromised slots are split between them,
     /// each asking for at least one message.
     pub(crate) fn poll_idle_lanes(&mut self, free: usize) {
-        let idle: Vec<Priority> = Priority::ALL.into_iter().filter(|&lane| self.polls.get(lane).is_none()).collect();
+        self.poll_idle(&Priority::ALL, free);
+    }
+
+    /// Long-polls the high lane for one message while no slot is free (unless a poll is pending): a high-priority
+    /// request may take a normal or batch request's slot (see `preemption`).
+    pub(crate) fn poll_high_lane(&mut self) {
+        self.poll_idle(&[Priority::High], 1);
+    }
+
+    fn poll_idle(&mut self, lanes: &[Priority], free: usize) {
+        let idle: Vec<Priority> = lanes.iter().copied().filter(|&lane| self.polls.get(lane).is_none()).collect();
         let mut remaining = free;
         for (i, &lane) in idle.iter().enumerate() {
             let part = remaining.div_ceil(idle.len() - i);
@@ -208,8 +232,9 @@ impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
     }
 }
 
+/// Leases of `lane`; a normal or batch one may give its slot up (the high lane was idle when it came by long poll).
 fn leases(lane: Priority, messages: Vec<Message>) -> impl Iterator<Item = Lease> {
-    messages.into_iter().map(move |message| Lease { lane, message })
+    messages.into_iter().map(move |message| Lease { lane, message, preemptible: lane != Priority::High })
 }
 
 /// Waits for a lane's pending poll; never resolves when there is none.

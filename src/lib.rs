@@ -11,6 +11,8 @@
 //!   on the queue (its request id, the mark a worker leaves when it ends); `object_io`: whole-object reads and writes
 //! - `router`: the HTTP API; `acceptance`: its record of accepted ids (retry or reuse);
 //!   `body_budget`: the memory request bodies may hold at once; `worker`: lease → infer → store → delete
+//! - `adaptive_limit`: the worker's in-flight limit, from `engine_load` (the engine's own gauges); `slots`: its
+//!   resizable slots; `preemption`: the slot a high-priority request may take from a young normal one
 //! - `http_server`: the local HTTP server (header, idle and body timeouts, connection cap, bounded shutdown);
 //!   `http_refusals`: JSON bodies for the refusals hyper makes itself
 //! - `lanes`: priority lanes (high and normal queue per tier), their share of free slots, the lane receiver;
@@ -52,6 +54,7 @@ pub mod openai;
 pub mod outbound;
 pub mod outcome;
 pub mod ports;
+pub mod preemption;
 pub mod request;
 pub mod request_id;
 pub mod router;

@@ -1,6 +1,7 @@
 //! A worker's slots for requests in flight, their number resizable while requests run: shrinking below what is in
-//! flight takes effect as those requests finish.
+//! flight takes effect as those requests finish. High-priority requests waiting for a slot get it first.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
@@ -11,6 +12,8 @@ pub struct Slots {
     state: Mutex<SlotCount>,
     /// Notified when slots are added, so whoever fills them does not wait for a request to finish first.
     added: Notify,
+    /// Requests waiting in `take_first`: a slot freed while any waits goes to them.
+    first_waiting: AtomicUsize,
 }
 
 #[derive(Debug)]
@@ -34,6 +37,7 @@ impl Slots {
             semaphore: Arc::new(Semaphore::new(limit)),
             state: Mutex::new(SlotCount { limit, in_flight: 0, owed: 0 }),
             added: Notify::new(),
+            first_waiting: AtomicUsize::new(0),
         })
     }
 
@@ -61,10 +65,35 @@ impl Slots {
         Some(self.taken(permit))
     }
 
-    /// The next free slot (in the order asked for).
+    /// The next free slot (in the order asked for), after every `take_first` waiting.
     pub async fn take(self: &Arc<Self>) -> Slot {
-        let permit = Arc::clone(&self.semaphore).acquire_owned().await.unwrap_or_else(|_| unreachable!("never closed"));
+        loop {
+            let permit = self.acquire().await;
+            if self.first_waiting.load(Ordering::Acquire) == 0 {
+                return self.taken(permit);
+            }
+            // Given back to whoever waits first in line; this request goes to the back of it.
+            drop(permit);
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// The next free slot, ahead of every `take` waiting (for high-priority requests).
+    pub async fn take_first(self: &Arc<Self>) -> Slot {
+        struct Waiting<'a>(&'a AtomicUsize);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        self.first_waiting.fetch_add(1, Ordering::AcqRel);
+        let _waiting = Waiting(&self.first_waiting);
+        let permit = self.acquire().await;
         self.taken(permit)
+    }
+
+    async fn acquire(&self) -> OwnedSemaphorePermit {
+        Arc::clone(&self.semaphore).acquire_owned().await.unwrap_or_else(|_| unreachable!("never closed"))
     }
 
     fn taken(self: &Arc<Self>, permit: OwnedSemaphorePermit) -> Slot {

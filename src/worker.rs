@@ -19,10 +19,11 @@ use crate::outcome::{ErrorCode, Processing, ResultDocument};
 use crate::ports::{
     Completion, DEFAULT_MAX_RECEIVE_COUNT, Engine, EngineError, Message, PutOutcome, Queue, ResultStore, StoreError,
 };
+use crate::preemption::{Preemptible, Preemption};
 use crate::request::{InferenceRequest, Intake};
 use crate::request_id::RequestId;
 use crate::slots::{Slot, Slots};
-use crate::vocabulary::{Lanes, Tier};
+use crate::vocabulary::{Lanes, Priority, Tier};
 use crate::webhook::{Callback, DRAIN_GRACE, Webhooks};
 
 /// The worker's defaults: `WorkerConfig::new` and the command line (`cmd::args::TuningArgs`) both read them.
@@ -149,6 +150,8 @@ pub struct Worker<Q: ?Sized, S: ?Sized, E: ?Sized> {
     engine_gone: CancellationToken,
     /// Slots for requests in flight, as many as the adaptive limit allows.
     slots: Arc<Slots>,
+    /// Normal and batch requests in the engine, for a high-priority request (or a lowered limit) to take a slot from.
+    preemption: Arc<Preemption>,
     limit: Mutex<LimitState>,
     /// Whether the engine's last load reading had gauges (else the limit follows finished requests' latency).
     engine_gauges: AtomicBool,
@@ -167,6 +170,8 @@ enum Inference {
     Superseded,
     /// The engine was lost or the drain timed out: hand the message back.
     HandBack,
+    /// The request gave its slot up (see `preemption`): it runs again in the next free slot.
+    GaveUpSlot,
 }
 
 impl<Q, S, E> Worker<Q, S, E>
@@ -194,6 +199,7 @@ where
             draining: CancellationToken::new(),
             engine_gone: CancellationToken::new(),
             slots: Slots::new(limit.limit()),
+            preemption: Preemption::new(),
             limit: Mutex::new(LimitState { limit, reported: None }),
             engine_gauges: AtomicBool::new(false),
         }
@@ -303,6 +309,9 @@ where
             }
             if available > 0 {
                 lanes.poll_idle_lanes(free);
+            } else if waiting == 0 && self.preemption.any_running() {
+                // A high-priority request may take a young normal or batch request's slot: look for one.
+                lanes.poll_high_lane();
             }
             tokio::select! {
                 biased;
@@ -347,36 +356,68 @@ where
     }
 
     /// Runs each lease in its own task, in a free slot; a lease received beyond the free slots (received ahead,
-    /// or two lanes answering at once) is checked at once (parsed, its result looked for) and then waits for the
-    /// next slot with its visibility renewed, and is released if the engine is lost (or the drain times out) first.
+    /// two lanes answering at once, or a high-priority one while the slots are full) is checked at once (parsed, its
+    /// result looked for) and then waits for a slot (see `wait_for_slot`), as does a request that gave its slot up.
     fn start(self: &Arc<Self>, in_flight: &mut JoinSet<Disposition>, leases: Vec<Lease>) {
         for lease in leases {
             let worker = Arc::clone(self);
-            let free_slot = self.slots.try_take();
+            let mut free_slot = self.slots.try_take();
+            // Entered at once, so the receive loop knows a high-priority request could take this slot.
+            let mut preemptible = (lease.preemptible && free_slot.is_some()).then(|| self.preemption.register());
             in_flight.spawn(async move {
                 let request = match worker.prepare(&lease).await {
                     Ok(request) => request,
                     Err(ended) => return ended,
                 };
-                let _slot: Slot = match free_slot {
-                    Some(slot) => slot,
-                    None => {
-                        let waited = worker.with_heartbeat(&lease, async {
-                            tokio::select! {
-                                biased;
-                                () = worker.hand_back.cancelled() => None,
-                                slot = worker.slots.take() => Some(slot),
+                // A request gives its slot up at most once.
+                let mut may_give_up = lease.preemptible;
+                loop {
+                    let slot = match free_slot.take() {
+                        Some(slot) => slot,
+                        None => match worker.wait_for_slot(&lease).await {
+                            Some(slot) => {
+                                preemptible = may_give_up.then(|| worker.preemption.register());
+                                slot
                             }
-                        });
-                        match waited.await {
-                            Some(slot) => slot,
                             None => return worker.release(&lease).await,
-                        }
+                        },
+                    };
+                    if let Some(ended) = worker.run_request(&lease, &request, slot, preemptible.take()).await {
+                        return ended;
                     }
-                };
-                worker.run_request(&lease, request).await
+                    may_give_up = false;
+                }
             });
         }
+    }
+
+    /// Waits for a slot with the message's visibility renewed; None if the engine is lost (or the drain times out)
+    /// first. A high-priority request gets the next slot ahead of the others and, once it has waited its patience,
+    /// may take a young normal or batch request's slot (see `preemption`).
+    async fn wait_for_slot(&self, lease: &Lease) -> Option<Slot> {
+        let slot = async {
+            if lease.lane != Priority::High {
+                return self.slots.take().await;
+            }
+            let first = self.slots.take_first();
+            tokio::pin!(first);
+            tokio::select! {
+                slot = &mut first => return slot,
+                () = tokio::time::sleep(self.preemption.patience()) => {}
+            }
+            if self.preemption.for_high_priority() {
+                tracing::info!(tier = %self.config.tier, "high-priority request takes the slot of the youngest normal request");
+            }
+            first.await
+        };
+        self.with_heartbeat(lease, async {
+            tokio::select! {
+                biased;
+                () = self.hand_back.cancelled() => None,
+                slot = slot => Some(slot),
+            }
+        })
+        .await
     }
 
     /// Probes the engine every health interval while the worker runs; publishes whether it answers, and
@@ -450,6 +491,7 @@ where
 
     /// A request's engine time and generated tokens: what the limit follows when the engine has no load gauges.
     fn observe_latency(&self, engine_time: Duration, completion_tokens: u64) {
+        self.preemption.observe(engine_time);
         if self.config.adaptive && !self.engine_gauges.load(Ordering::Relaxed) {
             let seconds = engine_time.as_secs_f64();
             self.adjust_limit(None, |limit, in_flight| limit.on_latency(seconds, completion_tokens, in_flight));
@@ -464,6 +506,13 @@ where
         let limit = decide(&mut state.limit, in_flight);
         if limit != self.slots.limit() {
             self.slots.resize(limit);
+        }
+        // Our requests the engine holds waiting beyond the limit are pulled back: they lose nothing, and a
+        // high-priority request no longer queues behind them inside the engine.
+        let beyond = in_flight.saturating_sub(limit).min(load.map_or(0, |load| load.waiting as usize));
+        if beyond > 0 {
+            let pulled = self.preemption.pull_back(beyond);
+            tracing::debug!(tier = %self.config.tier, pulled, "requests pulled back from the engine's queue");
         }
         let due = state.reported.is_none_or(|(last, at)| last != limit && at.elapsed() >= LIMIT_REPORT_INTERVAL);
         if !due {
@@ -539,8 +588,15 @@ where
         Ok(request)
     }
 
-    /// Runs a prepared request to the end, in its slot: deadline, inference, result, delete.
-    async fn run_request(&self, lease: &Lease, request: InferenceRequest) -> Disposition {
+    /// Runs a prepared request to the end in `_slot`: deadline, inference, result, delete. None when it gave its
+    /// slot up before the engine answered (only if `preemptible`; then it waits for another).
+    async fn run_request(
+        &self,
+        lease: &Lease,
+        request: &InferenceRequest,
+        _slot: Slot,
+        preemptible: Option<Preemptible>,
+    ) -> Option<Disposition> {
         let started = Instant::now();
         let (tier, id, message) = (self.config.tier, request.request_id, &lease.message);
         // Measured now, as processing starts: the time the message waited, not the time it took.
@@ -556,10 +612,10 @@ where
         if let Some(deadline) = request.deadline.filter(|_| request.expired_at(Utc::now())) {
             let reason = format!("the deadline {} passed before inference started", deadline.to_rfc3339());
             let document = ResultDocument::failure(processing(started), ErrorCode::Expired, reason);
-            return self.finish(lease, &request, document).await;
+            return Some(self.finish(lease, request, document).await);
         }
         let engine_started = Instant::now();
-        let outcome = match self.infer(lease, &request).await {
+        let outcome = match self.infer(lease, request, preemptible).await {
             Inference::Done(outcome) => {
                 if let Ok(completion) = &outcome {
                     self.observe_latency(engine_started.elapsed(), completion.generation.usage.completion_tokens);
@@ -569,9 +625,13 @@ where
             Inference::Superseded => {
                 tracing::info!(request_id = %id, %tier, "a document was stored while the request ran (canceled): engine call aborted");
                 self.delete(lease).await;
-                return Disposition::Aborted;
+                return Some(Disposition::Aborted);
             }
-            Inference::HandBack => return self.release(lease).await,
+            Inference::HandBack => return Some(self.release(lease).await),
+            Inference::GaveUpSlot => {
+                tracing::info!(request_id = %id, %tier, "gave its slot up (to a high-priority request, or the engine queued it beyond the worker's share): runs again in the next free slot");
+                return None;
+            }
         };
         let processing = processing(started);
         let document = match outcome {
@@ -584,9 +644,9 @@ where
                 ErrorCode::AttemptsExhausted,
                 format!("gave up after {} attempts; last error: {error}", message.receive_count),
             ),
-            Err(error) => return self.retry_later(lease, &error.to_string()).await,
+            Err(error) => return Some(self.retry_later(lease, &error.to_string()).await),
         };
-        self.finish(lease, &request, document).await
+        Some(self.finish(lease, request, document).await)
     }
 
     /// Stores the document (first writer wins), deletes the message, records it and sends the callback. A document
@@ -693,8 +753,14 @@ where
     /// Runs the request under a heartbeat. A failure while the engine does not answer its health probe is
     /// the engine's, not the request's: the message is held until the engine answers again (then the
     /// request is retried on the same lease) or is declared lost (then the message is handed back). A
-    /// document stored meanwhile (a cancel) ends the run: the engine call is dropped, which aborts it.
-    async fn infer(&self, lease: &Lease, request: &InferenceRequest) -> Inference {
+    /// document stored meanwhile (a cancel), or a `preemptible` request asked for its slot, ends the run: the
+    /// engine call is dropped, which aborts it.
+    async fn infer(
+        &self,
+        lease: &Lease,
+        request: &InferenceRequest,
+        mut preemptible: Option<Preemptible>,
+    ) -> Inference {
         let attempts = async {
             loop {
                 match self.engine.generate(request).await {
@@ -711,6 +777,7 @@ where
             () = self.hand_back.cancelled() => Inference::HandBack,
             () = self.document_stored(request.request_id) => Inference::Superseded,
             outcome = self.with_heartbeat(lease, attempts) => Inference::Done(outcome),
+            () = asked_for_slot(preemptible.as_mut()) => Inference::GaveUpSlot,
         }
     }
 
@@ -786,6 +853,14 @@ where
                 Metric::count(if succeeded { metrics::REQUESTS_SUCCEEDED } else { metrics::REQUESTS_FAILED }, 1),
             ],
         );
+    }
+}
+
+/// Resolves when a preemptible request is asked for its slot; never for another (None).
+async fn asked_for_slot(preemptible: Option<&mut Preemptible>) {
+    match preemptible {
+        Some(preemptible) => preemptible.asked().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -42,3 +42,26 @@ async fn adding_slots_wakes_whoever_fills_them() {
     slots.resize(3);
     tokio::time::timeout(std::time::Duration::from_secs(1), slots.added()).await.expect("woken by the growth");
 }
+
+#[tokio::test]
+async fn a_slot_freed_while_a_high_priority_request_waits_goes_to_it_first() {
+    let slots = Slots::new(1);
+    let held = slots.try_take().unwrap();
+    let normal = tokio::spawn({
+        let slots = std::sync::Arc::clone(&slots);
+        async move { slots.take().await }
+    });
+    tokio::task::yield_now().await; // the normal request is first in line
+    let high = tokio::spawn({
+        let slots = std::sync::Arc::clone(&slots);
+        async move { slots.take_first().await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    drop(held);
+    let high_slot = tokio::time::timeout(std::time::Duration::from_secs(1), high).await.unwrap().unwrap();
+    assert!(!normal.is_finished(), "the normal request still waits");
+    drop(high_slot);
+    let normal_slot = tokio::time::timeout(std::time::Duration::from_secs(1), normal).await.unwrap().unwrap();
+    assert_eq!(slots.in_flight(), 1);
+    drop(normal_slot);
+}

@@ -120,3 +120,54 @@ async fn both_lanes_answering_at_once_for_one_free_slot_never_overfill_it() {
     rig.drained().await;
     rig.stop().await;
 }
+
+/// Sends `count` requests to `lane` now; their ids.
+async fn send_now(rig: &Rig, lane: Priority, count: usize) -> Vec<RequestId> {
+    let mut ids = Vec::new();
+    for i in 0..count {
+        let (id, body) = request(lane, i);
+        rig.send_to(lane, &body).await;
+        ids.push(id);
+    }
+    ids
+}
+
+#[tokio::test]
+async fn a_high_priority_request_takes_the_slot_of_a_young_normal_one_which_runs_again_once() {
+    let behavior = Behavior { latency: Duration::from_millis(1500), slots: 2, ..Behavior::default() };
+    let worker = WorkerConfig { concurrency: 2, ..config() };
+    let rig = rig(behavior, worker).await;
+    let normals = send_now(&rig, Priority::Normal, 2).await;
+    rig.engine_called(2).await;
+    let sent = Instant::now();
+    let high = send_now(&rig, Priority::High, 1).await;
+    assert_eq!(rig.result(high[0]).await.status, Status::Success);
+    assert!(
+        sent.elapsed() < Duration::from_millis(2400),
+        "the high-priority request started at once (1.5 s), not after a normal one (3 s): {:?}",
+        sent.elapsed()
+    );
+    assert_eq!(rig.engine.aborted(), 1, "one normal request gave its slot up");
+    for id in normals {
+        assert_eq!(rig.result(id).await.status, Status::Success);
+    }
+    assert_eq!(rig.engine.calls(), 4, "the normal request that gave its slot up ran again, once");
+    assert_eq!(rig.engine.max_in_flight(), 2, "never more requests in the engine than its slots");
+    rig.stop().await;
+}
+
+#[tokio::test]
+async fn requests_the_engine_queues_beyond_the_limit_are_pulled_back_from_it() {
+    // The limit starts at 8 on a 2-slot engine: 6 requests wait inside the engine until the first reading.
+    let behavior = Behavior { latency: Duration::from_millis(800), slots: 2, ..Behavior::default() };
+    let worker = WorkerConfig { concurrency: 8, ..config() };
+    let rig = rig(behavior, worker).await;
+    let normals = send_now(&rig, Priority::Normal, 8).await;
+    rig.engine_called(14).await; // 8, then the 6 pulled back, one by one as slots free
+    for id in normals {
+        assert_eq!(rig.result(id).await.status, Status::Success);
+    }
+    assert_eq!(rig.engine.aborted(), 0, "only requests waiting inside the engine were pulled back");
+    assert_eq!(rig.engine.calls(), 14);
+    rig.stop().await;
+}
