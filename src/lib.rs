@@ -12,7 +12,8 @@
 //! - `router`: the HTTP API; `acceptance`: its record of accepted ids (retry or reuse);
 //!   `body_budget`: the memory request bodies may hold at once; `worker`: lease → infer → store → delete
 //! - `adaptive_limit`: the worker's in-flight limit, from `engine_load` (the engine's own gauges); `slots`: its
-//!   resizable slots; `preemption`: the slot a high-priority request may take from a young normal one
+//!   resizable slots; `preemption`: the slot a high-priority request may take from a young normal one;
+//!   `saturation_report`: its saturation (in flight ÷ limit), published for the scaler
 //! - `http_server`: the local HTTP server (header, idle and body timeouts, connection cap, bounded shutdown);
 //!   `http_refusals`: JSON bodies for the refusals hyper makes itself
 //! - `lanes`: priority lanes (high and normal queue per tier), their share of free slots, the lane receiver;
@@ -59,6 +60,7 @@ pub mod request;
 pub mod request_id;
 pub mod router;
 pub mod routing;
+pub mod saturation_report;
 pub mod scaler;
 pub mod shared_lane;
 pub mod shutdown;

@@ -30,9 +30,12 @@ pub(crate) const TASK_STARTS_FAILING: &str = "TaskStartsFailing";
 pub(crate) const IN_FLIGHT_LIMIT: &str = "InFlightLimit";
 pub(crate) const ENGINE_REQUESTS_RUNNING: &str = "EngineRequestsRunning";
 pub(crate) const ENGINE_REQUESTS_WAITING: &str = "EngineRequestsWaiting";
+/// Per ECS service: a worker's requests in flight as a share (percent) of its in-flight limit, averaged over 10 s
+/// (see `saturation_report`); the scaler's GPU term on AWS.
+pub const ENGINE_SATURATION: &str = "EngineSaturation";
 
 /// Every metric name the binary emits (the template's alarms and widgets may use only these).
-pub const ALL: [&str; 17] = [
+pub const ALL: [&str; 18] = [
     ROUTED_REQUESTS,
     CLASSIFIER_FALLBACKS,
     INFERENCE_LATENCY,
@@ -50,12 +53,14 @@ pub const ALL: [&str; 17] = [
     IN_FLIGHT_LIMIT,
     ENGINE_REQUESTS_RUNNING,
     ENGINE_REQUESTS_WAITING,
+    ENGINE_SATURATION,
 ];
 
 #[derive(Debug, Clone, Copy)]
 pub enum Unit {
     Count,
     Milliseconds,
+    Percent,
     None,
 }
 
@@ -64,6 +69,7 @@ impl Unit {
         match self {
             Unit::Count => "Count",
             Unit::Milliseconds => "Milliseconds",
+            Unit::Percent => "Percent",
             Unit::None => "None",
         }
     }
@@ -84,6 +90,10 @@ impl Metric {
 
     pub(crate) fn millis(name: &'static str, value: u64) -> Self {
         Metric { name, value: value as f64, unit: Unit::Milliseconds }
+    }
+
+    pub(crate) fn percent(name: &'static str, value: f64) -> Self {
+        Metric { name, value, unit: Unit::Percent }
     }
 
     /// A value without a unit, such as a ratio or a signed difference.

@@ -235,6 +235,18 @@ pub struct Service {
     pub name: String,
 }
 
+impl Service {
+    /// The cluster's default name when none is configured (locally).
+    pub const DEFAULT_CLUSTER: &str = "local";
+    /// The default name pattern of a tier's service; `{tier}` stands for the tier's name.
+    pub const DEFAULT_NAME: &str = "gpuinfer-{tier}";
+
+    /// `tier`'s service in `cluster`, its name from `pattern` (`{tier}` replaced by the tier's name).
+    pub fn of_tier(cluster: &str, pattern: &str, tier: Tier) -> Service {
+        Service { cluster: cluster.to_owned(), name: pattern.replace("{tier}", tier.as_str()) }
+    }
+}
+
 /// Task counts of a service, as ECS DescribeServices reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct TaskCounts {

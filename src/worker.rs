@@ -17,11 +17,13 @@ use crate::lanes::{LaneReceiver, Lease};
 use crate::metrics::{self, Emf, Metric};
 use crate::outcome::{ErrorCode, Processing, ResultDocument};
 use crate::ports::{
-    Completion, DEFAULT_MAX_RECEIVE_COUNT, Engine, EngineError, Message, PutOutcome, Queue, ResultStore, StoreError,
+    Completion, DEFAULT_MAX_RECEIVE_COUNT, Engine, EngineError, Message, PutOutcome, Queue, ResultStore, Service,
+    StoreError,
 };
 use crate::preemption::{Preemptible, Preemption};
 use crate::request::{InferenceRequest, Intake};
 use crate::request_id::RequestId;
+use crate::saturation_report;
 use crate::slots::{Slot, Slots};
 use crate::vocabulary::{Lanes, Priority, Tier};
 use crate::webhook::{Callback, DRAIN_GRACE, Webhooks};
@@ -79,6 +81,8 @@ pub struct WorkerConfig {
     /// message back (visibility 0), so a stop timeout shorter than a long generation costs no visibility wait.
     pub drain_timeout: Duration,
     pub task_arn: String,
+    /// The ECS service the worker runs in: the dimensions its saturation is published under (`saturation_report`).
+    pub service: Service,
 }
 
 impl WorkerConfig {
@@ -96,6 +100,7 @@ impl WorkerConfig {
             cancel_poll: Duration::from_secs_f64(defaults::CANCEL_POLL_SECONDS),
             drain_timeout: Duration::from_secs(defaults::DRAIN_TIMEOUT_SECONDS),
             task_arn: defaults::TASK_ARN.into(),
+            service: Service::of_tier(Service::DEFAULT_CLUSTER, Service::DEFAULT_NAME, tier),
         }
     }
 
@@ -245,11 +250,17 @@ where
         let (answering_tx, answering) = watch::channel(true);
         let watchdog = tokio::spawn(Arc::clone(&worker).watch_engine(answering_tx, receiving.clone()));
         let adapting = worker.config.adaptive.then(|| tokio::spawn(Arc::clone(&worker).adapt_limit()));
+        let reporting = tokio::spawn(saturation_report::run(
+            Arc::clone(&worker.slots),
+            worker.config.service.clone(),
+            worker.metrics.clone(),
+        ));
         let mut in_flight = InFlight::default();
         worker.receive_until_stopped(&mut in_flight, &receiving, answering).await;
         if let Some(adapting) = adapting {
             adapting.abort();
         }
+        reporting.abort();
         worker.finish_in_flight(&mut in_flight).await;
         watchdog.abort();
         if let Some(webhooks) = &worker.webhooks {

@@ -332,7 +332,8 @@ impl WebhookArgs {
 }
 
 impl TuningArgs {
-    pub fn worker_config(&self, tier: Tier) -> anyhow::Result<WorkerConfig> {
+    /// The worker settings of `tier`, whose ECS service is named by `service`.
+    pub fn worker_config(&self, tier: Tier, service: &ServiceArgs) -> anyhow::Result<WorkerConfig> {
         if !(self.retry_base_seconds.is_finite() && self.retry_base_seconds >= 0.0) {
             bail!("--retry-base-seconds must be a non-negative number of seconds");
         }
@@ -354,6 +355,7 @@ impl TuningArgs {
             cancel_poll: Duration::from_secs_f64(self.cancel_poll_seconds),
             drain_timeout: Duration::from_secs(self.drain_timeout_seconds),
             task_arn: self.task_arn.clone(),
+            service: service.service(tier),
         })
     }
 
@@ -402,14 +404,27 @@ pub struct ScalerArgs {
     /// Seconds between two scaling decisions of the local loop (on Lambda, the schedule decides).
     #[arg(long, env = "SCALER_INTERVAL_SECONDS", default_value_t = DEFAULT_INTERVAL_SECONDS, value_parser = clap::value_parser!(u64).range(1..))]
     pub scaler_interval: u64,
-    /// ECS cluster of the tiers' services: the `ClusterName` dimension of the scaling metrics.
-    #[arg(long, env = "CLUSTER_NAME", default_value = "local")]
-    pub cluster_name: String,
-    /// ECS service of each tier, `{tier}` standing for the tier's name: the `ServiceName` dimension.
-    #[arg(long, env = "SERVICE_NAME", default_value = "gpuinfer-{tier}")]
-    pub service_name: String,
+    #[command(flatten)]
+    pub service: ServiceArgs,
     #[command(flatten)]
     pub policy: PolicyArgs,
+}
+
+/// The ECS cluster and each tier's service: the dimensions of the scaling metrics and of the workers' saturation.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServiceArgs {
+    /// ECS cluster of the tiers' services: the `ClusterName` dimension of the scaling and saturation metrics.
+    #[arg(long, env = "CLUSTER_NAME", default_value = Service::DEFAULT_CLUSTER)]
+    pub cluster_name: String,
+    /// ECS service of each tier, `{tier}` standing for the tier's name: the `ServiceName` dimension.
+    #[arg(long, env = "SERVICE_NAME", default_value = Service::DEFAULT_NAME)]
+    pub service_name: String,
+}
+
+impl ServiceArgs {
+    pub fn service(&self, tier: Tier) -> Service {
+        Service::of_tier(&self.cluster_name, &self.service_name, tier)
+    }
 }
 
 impl ScalerArgs {
@@ -428,19 +443,12 @@ impl ScalerArgs {
         let tiers: Vec<ScaledTier> = queues
             .into_iter()
             .map(|(tier, lanes)| {
-                Ok(ScaledTier {
-                    tier,
-                    service: Service {
-                        cluster: self.cluster_name.clone(),
-                        name: self.service_name.replace("{tier}", tier.as_str()),
-                    },
-                    lanes,
-                    policy: self.policy.policy(tier)?,
-                })
+                Ok(ScaledTier { tier, service: self.service.service(tier), lanes, policy: self.policy.policy(tier)? })
             })
             .collect::<anyhow::Result<_>>()?;
-        if tiers.len() > 1 && !self.service_name.contains("{tier}") {
-            bail!("SERVICE_NAME `{}` must contain {{tier}} when more than one tier is scaled", self.service_name);
+        if tiers.len() > 1 && !self.service.service_name.contains("{tier}") {
+            let pattern = &self.service.service_name;
+            bail!("SERVICE_NAME `{pattern}` must contain {{tier}} when more than one tier is scaled");
         }
         Ok(Scaler::new(tiers, tasks, gpu, metrics))
     }

@@ -157,8 +157,11 @@ impl Args {
             small: self.tuning.engine_config(&self.small_engine_url, self.small_model.clone()),
             large: self.tuning.engine_config(large_engine_url, self.large_model.clone()),
         };
-        let workers =
-            PerTier { small: self.tuning.worker_config(Tier::Small)?, large: self.tuning.worker_config(Tier::Large)? };
+        let service = &self.scaler.service;
+        let workers = PerTier {
+            small: self.tuning.worker_config(Tier::Small, service)?,
+            large: self.tuning.worker_config(Tier::Large, service)?,
+        };
         for tier in Tier::ALL {
             self.scaler.policy.policy(tier)?;
         }
@@ -241,7 +244,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         let scaler = config.scaler.scaler(scaled, fleet.clone(), fleet, metrics.clone())?;
         tokio::spawn(scaler.run(config.scaler.interval(), shutdown.clone(), |_| {}))
     } else {
-        let services = Tier::ALL.map(|tier| (config.scaler.service_name.replace("{tier}", tier.as_str()), tier));
+        let services = Tier::ALL.map(|tier| (config.scaler.service.service(tier).name, tier));
         let fleet = Arc::new(EngineFleet::new(
             services.into(),
             engine_tiers,

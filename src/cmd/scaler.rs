@@ -7,7 +7,7 @@ use lambda_runtime::LambdaEvent;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::aws::cloudwatch::ContainerInsightsGpu;
+use crate::aws::cloudwatch::SaturationOrGpu;
 use crate::aws::ecs::EcsServices;
 use crate::cmd::args::{DataDirArgs, ScalerArgs, TierQueueArgs};
 use crate::cmd::backends::{QueueSource, Wiring};
@@ -59,7 +59,8 @@ impl Args {
 }
 
 impl Config {
-    /// On SQS: ECS task counts and Container Insights GPU readings; else the embedded queues and a fixed fleet.
+    /// On SQS: ECS task counts and the workers' saturation (else Container Insights GPU); else the embedded queues
+    /// and a fixed fleet.
     async fn scaler(&self) -> anyhow::Result<Scaler> {
         let mut queues: Vec<(Tier, Lanes<Arc<dyn Queue>>)> = Vec::new();
         for &tier in &self.tiers {
@@ -72,7 +73,7 @@ impl Config {
             let sdk = self.wiring.sdk().await;
             (
                 Arc::new(EcsServices::new(aws_sdk_ecs::Client::new(sdk))),
-                Arc::new(ContainerInsightsGpu::new(aws_sdk_cloudwatch::Client::new(sdk))),
+                Arc::new(SaturationOrGpu::new(aws_sdk_cloudwatch::Client::new(sdk))),
             )
         } else {
             let fleet = Arc::new(FixedFleet { tasks_per_tier: self.local_running_tasks });

@@ -6,7 +6,7 @@ use anyhow::anyhow;
 use tokio_util::sync::CancellationToken;
 
 use crate::aws::ecs_metadata;
-use crate::cmd::args::{DataDirArgs, TuningArgs, WebhookArgs};
+use crate::cmd::args::{DataDirArgs, ServiceArgs, TuningArgs, WebhookArgs};
 use crate::cmd::backends::{Destination, QueueSource, Wiring, require_dead_letter};
 use crate::engine::DEFAULT_ENGINE_URL;
 use crate::engine::{EngineClient, EngineConfig};
@@ -52,6 +52,9 @@ pub struct Args {
     pub tuning: TuningArgs,
     #[command(flatten)]
     pub webhooks: WebhookArgs,
+    /// Where the worker's saturation is published (`EngineSaturation`, read by the scaler).
+    #[command(flatten)]
+    pub service: ServiceArgs,
 }
 
 pub struct Config {
@@ -76,7 +79,7 @@ impl Args {
             sources,
             destination: Destination::parse(self.output_destination.as_deref(), &self.data.data_dir)?,
             engine: self.tuning.engine_config(&self.engine_url, self.model),
-            worker: self.tuning.worker_config(self.tier)?,
+            worker: self.tuning.worker_config(self.tier, &self.service)?,
             webhooks: self.webhooks,
             metadata_uri: self.metadata_uri,
             wiring: Wiring::new(self.data.data_dir),

@@ -5,12 +5,14 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::cloudwatch::CloudWatchDouble;
 use crate::support::{eventually, free_port, moto, request_body, result_document};
+use gpuinfer::aws::cloudwatch::SaturationOrGpu;
 use gpuinfer::aws::s3::{S3Location, S3Store};
 use gpuinfer::aws::sqs::SqsQueue;
 use gpuinfer::engine_simulator::{Behavior, EngineDouble};
 use gpuinfer::metrics::Emf;
-use gpuinfer::ports::{PutOutcome, Queue, QueueCounts, QueueError, ResultStore};
+use gpuinfer::ports::{GpuUtilization, PutOutcome, Queue, QueueCounts, QueueError, ResultStore, Service};
 use gpuinfer::vocabulary::{Lanes, Tier};
 use gpuinfer::worker::WorkerConfig;
 use serde_json::{Value, json};
@@ -499,4 +501,28 @@ async fn on_sqs_a_worker_holds_one_message_ahead_of_its_engine_slots_and_never_o
     shutdown.cancel();
     worker.await.unwrap();
     assert_eq!(engine.max_in_flight(), 8, "never more requests in the engine than the limit");
+}
+
+/// CloudWatch tells metrics apart by namespace, name and their full set of dimensions: the scaler asks for the
+/// workers' `EngineSaturation` by exactly the dimensions their EMF lines declare (ClusterName, ServiceName; the
+/// line's shape is checked in `saturation_report`'s unit test), and for Container Insights GPU by its own. moto does
+/// not serve CloudWatch in the protocol the SDK speaks (Smithy RPC v2 CBOR), so a double answers GetMetricData.
+#[tokio::test]
+async fn the_scalers_gpu_term_is_the_workers_saturation_else_container_insights_gpu() {
+    let cloudwatch = CloudWatchDouble::start().await;
+    let service = Service::of_tier("prod", "stack-{tier}", Tier::Small);
+    let dimensions = [("ClusterName", "prod"), ("ServiceName", "stack-small")];
+    let term = SaturationOrGpu::new(cloudwatch.client().await);
+    assert_eq!(term.compute_utilization(&service).await.unwrap(), None, "no datapoint yet");
+
+    cloudwatch.put("ECS/ContainerInsights", "TaskGPUUtilization", &dimensions, 40.0);
+    assert_eq!(term.compute_utilization(&service).await.unwrap(), Some(40.0), "workers without saturation: GPU");
+
+    let (namespace, saturation) = (gpuinfer::metrics::NAMESPACE, gpuinfer::metrics::ENGINE_SATURATION);
+    cloudwatch.put(namespace, saturation, &[("ServiceName", "stack-small")], 10.0);
+    assert_eq!(term.compute_utilization(&service).await.unwrap(), Some(40.0), "another dimension set, another metric");
+    cloudwatch.put(namespace, saturation, &dimensions, 87.5);
+    assert_eq!(term.compute_utilization(&service).await.unwrap(), Some(87.5), "the workers' saturation first");
+    let other = Service::of_tier("prod", "stack-{tier}", Tier::Large);
+    assert_eq!(term.compute_utilization(&other).await.unwrap(), None, "another service's metrics are its own");
 }

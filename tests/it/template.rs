@@ -1,9 +1,9 @@
 //! Contract tests of template.yaml against the binary: environment names, metric names, least
 //! privilege per tier, queue settings, security defaults and cost tags.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use crate::support::cfn::{of_type, resources, statements, template};
+use crate::support::cfn::{Stack, of_type, resources, statements, template};
 use clap::CommandFactory;
 use gpuinfer::cli::Cli;
 use serde_json::{Value, json};
@@ -453,5 +453,24 @@ fn priority_lanes_cancel_and_callbacks_are_wired_end_to_end() {
         of_type(&t, "AWS::ApiGatewayV2::Route").map(|(_, r)| r["Properties"]["RouteKey"].as_str().unwrap()).collect();
     for route in ["POST /infer", "POST /infer/batch", "GET /results/{requestId}", "DELETE /results/{requestId}"] {
         assert!(routes.contains(&route), "{route} is routed");
+    }
+}
+
+/// CloudWatch tells metrics apart by their full set of dimensions: each worker publishes `EngineSaturation` under
+/// its cluster's and service's names, which must be the very names the scaler asks for (Container Insights'
+/// dimensions, ClusterName and ServiceName).
+#[test]
+fn workers_publish_their_saturation_under_the_names_the_scaler_reads_it_by() {
+    let stack = Stack::new("dims", &[("ModelName", "small-model"), ("LargeModelName", "large-model")]);
+    let scaler: BTreeMap<String, String> = stack.environment("ScalerFunction").into_iter().collect();
+    for (task, service, tier) in
+        [("SmallTaskDefinition", "SmallService", "small"), ("LargeTaskDefinition", "LargeService", "large")]
+    {
+        let worker: BTreeMap<String, String> = stack.environment(task).into_iter().collect();
+        assert_eq!(worker["TIER"], tier);
+        assert_eq!(worker["CLUSTER_NAME"], stack.physical_name("Cluster"), "{task}");
+        assert_eq!(worker["CLUSTER_NAME"], scaler["CLUSTER_NAME"], "{task}");
+        assert_eq!(worker["SERVICE_NAME"].replace("{tier}", tier), stack.physical_name(service), "{task}");
+        assert_eq!(worker["SERVICE_NAME"], scaler["SERVICE_NAME"], "{task}");
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod answers;
 pub mod cfn;
+pub mod cloudwatch;
 pub mod dev;
 pub mod engine_process;
 pub mod faulty_store;
