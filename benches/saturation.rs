@@ -41,7 +41,11 @@ async fn load(http: &reqwest::Client, engine: &str) -> EngineLoad {
 
 /// Waits until the engine runs nothing and holds nothing waiting (what an earlier scenario left has ended).
 async fn wait_until_idle(http: &reqwest::Client, engine: &str) {
-    while load(http, engine).await != EngineLoad::default() {
+    loop {
+        let load = load(http, engine).await;
+        if load.running == 0 && load.waiting == 0 {
+            return;
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

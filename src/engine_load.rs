@@ -1,27 +1,37 @@
 //! The engine's own load, read from its Prometheus `/metrics`: requests in a generation slot and requests queued
-//! inside the engine, by the names vLLM, llama.cpp and the engine simulator use.
+//! inside the engine, by the names vLLM, llama.cpp and the engine simulator use; and whether that engine drops a
+//! request whose client hung up.
 
 /// Requests the engine is generating for, and requests it holds waiting for a slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct EngineLoad {
     pub running: u64,
     pub waiting: u64,
+    /// Whether this engine stops a request once its client hangs up, freeing its slot or its place in the queue
+    /// (then the worker may take a request back, see `preemption`).
+    pub drops_abandoned: bool,
 }
 
-/// Gauge names of each engine family: (running, waiting).
-const GAUGES: [(&str, &str); 3] = [
-    // vLLM (every version since 0.4; one series per model_name label, summed).
-    ("vllm:num_requests_running", "vllm:num_requests_waiting"),
-    // llama.cpp's server (`--metrics`).
-    ("llamacpp:requests_processing", "llamacpp:requests_deferred"),
-    // gpuinfer's engine simulator (`engine-double`).
-    ("engine_requests_running", "engine_requests_waiting"),
+/// Gauge names of each engine family (running, waiting), and whether it drops abandoned requests.
+const GAUGES: [(&str, &str, bool); 3] = [
+    // vLLM (every version since 0.4; one series per model_name label, summed). Its OpenAI server cancels a request
+    // handler when the client disconnects (`with_cancellation`), which aborts the request in the engine.
+    ("vllm:num_requests_running", "vllm:num_requests_waiting", true),
+    // llama.cpp's server (`--metrics`). Measured on the pinned local engine (scripts/local-engine.sh): requests
+    // whose connection closed stay counted, processing and deferred, and keep their slot.
+    ("llamacpp:requests_processing", "llamacpp:requests_deferred", false),
+    // gpuinfer's engine simulator (`engine-double`): a dropped connection frees its slot at once.
+    ("engine_requests_running", "engine_requests_waiting", true),
 ];
 
 /// Reads the load from a Prometheus text exposition; None when it holds no known pair of gauges.
 pub fn parse(exposition: &str) -> Option<EngineLoad> {
-    GAUGES.iter().find_map(|(running, waiting)| {
-        Some(EngineLoad { running: gauge_sum(exposition, running)?, waiting: gauge_sum(exposition, waiting)? })
+    GAUGES.iter().find_map(|&(running, waiting, drops_abandoned)| {
+        Some(EngineLoad {
+            running: gauge_sum(exposition, running)?,
+            waiting: gauge_sum(exposition, waiting)?,
+            drops_abandoned,
+        })
     })
 }
 

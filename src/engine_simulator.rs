@@ -50,6 +50,9 @@ pub struct Behavior {
     pub batch_slowdown: f64,
     /// Prefill time per prompt token.
     pub prefill_per_token: Duration,
+    /// As the local llama.cpp engine does: a request whose client hung up still runs to its end in its slot, and
+    /// /metrics names the gauges as llama.cpp does. Otherwise, as vLLM does, it is dropped at once.
+    pub keeps_abandoned: bool,
 }
 
 impl Behavior {
@@ -76,6 +79,7 @@ impl Default for Behavior {
             token_time: Duration::ZERO,
             batch_slowdown: 0.0,
             prefill_per_token: Duration::ZERO,
+            keeps_abandoned: false,
         }
     }
 }
@@ -190,12 +194,12 @@ async fn health(State(state): State<Arc<DoubleState>>) -> StatusCode {
 
 /// Prometheus-style gauges, as engines expose them: requests running in a slot and waiting for one.
 async fn metrics(State(state): State<Arc<DoubleState>>) -> String {
-    format!(
-        "engine_requests_running {}\nengine_requests_waiting {}\nengine_requests_total {}\n",
-        state.in_flight.load(Ordering::SeqCst),
-        state.waiting.load(Ordering::SeqCst),
-        state.calls.load(Ordering::SeqCst)
-    )
+    let (running, waiting) = (state.in_flight.load(Ordering::SeqCst), state.waiting.load(Ordering::SeqCst));
+    if lock(&state.behavior).keeps_abandoned {
+        return format!("llamacpp:requests_processing {running}\nllamacpp:requests_deferred {waiting}\n");
+    }
+    let total = state.calls.load(Ordering::SeqCst);
+    format!("engine_requests_running {running}\nengine_requests_waiting {waiting}\nengine_requests_total {total}\n")
 }
 
 /// What the double has seen, for tests that run it as a separate process.
@@ -265,6 +269,16 @@ async fn complete(State(state): State<Arc<DoubleState>>, Json(body): Json<Value>
         tokio::time::sleep(behavior.hang).await;
         return StatusCode::GATEWAY_TIMEOUT.into_response();
     }
+    if behavior.keeps_abandoned {
+        // A task of its own: dropping the handler (the client hung up) does not stop it.
+        let generation = tokio::spawn(async move { generate(&state, &behavior, reply, &body, &prompt).await });
+        return generation.await.unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response());
+    }
+    generate(&state, &behavior, reply, &body, &prompt).await
+}
+
+/// Waits for a slot, generates for the request's time in it, and answers as `reply` says.
+async fn generate(state: &DoubleState, behavior: &Behavior, reply: Reply, body: &Value, prompt: &str) -> Response {
     let slot = {
         let _waiting = Gauge::raise(&state.waiting);
         state.slots.acquire().await
@@ -272,7 +286,7 @@ async fn complete(State(state): State<Arc<DoubleState>>, Json(body): Json<Value>
     let Ok(_slot) = slot else { return StatusCode::SERVICE_UNAVAILABLE.into_response() };
     let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     state.max_in_flight.fetch_max(now, Ordering::SeqCst);
-    let mut watch = AbortWatch { state: &state, answered: false };
+    let mut watch = AbortWatch { state, answered: false };
     let max_tokens = body["max_tokens"].as_u64().unwrap_or(16);
     let completion_tokens = behavior.completion_tokens.min(max_tokens);
     let prompt_tokens = prompt.split_whitespace().count() as u64;

@@ -2,7 +2,7 @@
 //! callback; retry policy, deadlines, cancels, drain, engine loss.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -75,7 +75,7 @@ pub struct WorkerConfig {
     /// How long the engine may fail its health probes before the worker gives up on it (GPU lost).
     pub engine_loss_window: Duration,
     /// How often a running request looks for a document stored meanwhile (a cancel): then its engine call is
-    /// dropped, which aborts the generation in vLLM and llama.cpp.
+    /// dropped, which aborts the generation in vLLM (the local llama.cpp engine finishes it anyway).
     pub cancel_poll: Duration,
     /// How long a stopping worker keeps finishing the requests in flight; then it hands every unfinished
     /// message back (visibility 0), so a stop timeout shorter than a long generation costs no visibility wait.
@@ -160,6 +160,12 @@ pub struct Worker<Q: ?Sized, S: ?Sized, E: ?Sized> {
     limit: Mutex<LimitState>,
     /// Whether the engine's last load reading had gauges (else the limit follows finished requests' latency).
     engine_gauges: AtomicBool,
+    /// Whether the engine, as its last load reading named it, drops a request whose client hung up: only then does
+    /// a request give its slot up (see `preemption`), as another engine would keep running it.
+    engine_drops_abandoned: AtomicBool,
+    /// Generations the engine completed: one completed since the last health probe means the engine answers, even
+    /// when the probe itself timed out (an engine busy at its full batch, such as llama.cpp on a CPU).
+    generations: AtomicU64,
 }
 
 /// The adaptive limit and what was last reported about it.
@@ -207,6 +213,8 @@ where
             preemption: Preemption::new(),
             limit: Mutex::new(LimitState { limit, reported: None }),
             engine_gauges: AtomicBool::new(false),
+            engine_drops_abandoned: AtomicBool::new(false),
+            generations: AtomicU64::new(0),
         }
     }
 
@@ -321,7 +329,8 @@ where
             if available > 0 {
                 lanes.poll_idle_lanes(free);
             } else if waiting == 0 && self.preemption.any_running() {
-                // A high-priority request may take a young normal or batch request's slot: look for one.
+                // A high-priority request received now gets the next slot first, or a young normal or batch
+                // request's slot (see `wait_for_slot`).
                 lanes.poll_high_lane();
             }
             tokio::select! {
@@ -416,7 +425,7 @@ where
                 slot = &mut first => return slot,
                 () = tokio::time::sleep(self.preemption.patience()) => {}
             }
-            if self.preemption.for_high_priority() {
+            if self.may_preempt() && self.preemption.for_high_priority() {
                 tracing::info!(tier = %self.config.tier, "high-priority request takes the slot of the youngest normal request");
             }
             first.await
@@ -431,12 +440,14 @@ where
         .await
     }
 
-    /// Probes the engine every health interval while the worker runs; publishes whether it answers, and
-    /// declares it lost (cancels `engine_lost`, stops receiving) once it has failed for the whole loss window.
+    /// Probes the engine every health interval while the worker runs; publishes whether it answers (its probe, or a
+    /// generation completed since the previous probe), and declares it lost (cancels `engine_lost`, stops
+    /// receiving) once it has failed for the whole loss window.
     async fn watch_engine(self: Arc<Self>, answering: watch::Sender<bool>, receiving: CancellationToken) {
         let tier = self.config.tier;
         let window = self.config.engine_loss_window;
         let mut failing_since: Option<Instant> = None;
+        let mut generations_seen = 0;
         loop {
             tokio::select! {
                 () = tokio::time::sleep(self.config.health_interval) => {}
@@ -448,7 +459,11 @@ where
                     return;
                 }
             }
-            if self.engine.healthy().await {
+            let probe_answered = self.engine.healthy().await;
+            let generations = self.generations.load(Ordering::Relaxed);
+            let answers = probe_answered || generations > generations_seen;
+            generations_seen = generations;
+            if answers {
                 if failing_since.take().is_some() {
                     tracing::info!(%tier, "engine answers again");
                 }
@@ -484,20 +499,25 @@ where
     async fn adapt_limit(self: Arc<Self>) {
         let mut skip = 0;
         loop {
-            let climbing = self.limit.lock().unwrap_or_else(std::sync::PoisonError::into_inner).limit.climbing();
-            tokio::time::sleep(if climbing { CLIMB_INTERVAL } else { LOAD_INTERVAL }).await;
             if skip > 0 {
                 skip -= 1;
-                continue;
-            }
-            let Some(load) = self.engine.load().await else {
+            } else if let Some(load) = self.engine.load().await {
+                self.engine_gauges.store(true, Ordering::Relaxed);
+                self.engine_drops_abandoned.store(load.drops_abandoned, Ordering::Relaxed);
+                self.adjust_limit(Some(load), |limit, in_flight| limit.on_engine_load(load, in_flight));
+            } else {
                 self.engine_gauges.store(false, Ordering::Relaxed);
+                self.engine_drops_abandoned.store(false, Ordering::Relaxed);
                 skip = LOAD_RETRY_READINGS;
-                continue;
-            };
-            self.engine_gauges.store(true, Ordering::Relaxed);
-            self.adjust_limit(Some(load), |limit, in_flight| limit.on_engine_load(load, in_flight));
+            }
+            let climbing = self.limit.lock().unwrap_or_else(std::sync::PoisonError::into_inner).limit.climbing();
+            tokio::time::sleep(if climbing { CLIMB_INTERVAL } else { LOAD_INTERVAL }).await;
         }
+    }
+
+    /// Whether a request may give its slot up: the engine drops the request it abandons.
+    fn may_preempt(&self) -> bool {
+        self.engine_drops_abandoned.load(Ordering::Relaxed)
     }
 
     /// A request's engine time and generated tokens: what the limit follows when the engine has no load gauges.
@@ -520,7 +540,8 @@ where
         }
         // Our requests the engine holds waiting beyond the limit are pulled back: they lose nothing, and a
         // high-priority request no longer queues behind them inside the engine.
-        let beyond = in_flight.saturating_sub(limit).min(load.map_or(0, |load| load.waiting as usize));
+        let dropped_waiting = load.filter(|load| load.drops_abandoned).map_or(0, |load| load.waiting as usize);
+        let beyond = in_flight.saturating_sub(limit).min(dropped_waiting);
         if beyond > 0 {
             let pulled = self.preemption.pull_back(beyond);
             tracing::debug!(tier = %self.config.tier, pulled, "requests pulled back from the engine's queue");
@@ -629,6 +650,7 @@ where
         let outcome = match self.infer(lease, request, preemptible).await {
             Inference::Done(outcome) => {
                 if let Ok(completion) = &outcome {
+                    self.generations.fetch_add(1, Ordering::Relaxed);
                     self.observe_latency(engine_started.elapsed(), completion.generation.usage.completion_tokens);
                 }
                 outcome

@@ -8,7 +8,7 @@ use crate::engine_load::EngineLoad;
 /// What an engine with `slots` slots reports while `in_flight` requests are sent to it.
 fn load(slots: usize, in_flight: usize) -> EngineLoad {
     let running = in_flight.min(slots);
-    EngineLoad { running: running as u64, waiting: (in_flight - running) as u64 }
+    EngineLoad { running: running as u64, waiting: (in_flight - running) as u64, ..EngineLoad::default() }
 }
 
 /// Readings of a saturated engine (the worker always fills its limit); the limits after each.
@@ -60,16 +60,16 @@ fn the_limit_does_not_grow_while_it_is_not_used() {
 #[test]
 fn after_the_slow_start_waiting_seen_in_one_reading_only_does_not_shrink_the_limit() {
     let mut limit = AdaptiveLimit::new(64);
-    limit.on_engine_load(EngineLoad { running: 7, waiting: 1 }, 8);
+    limit.on_engine_load(EngineLoad { running: 7, waiting: 1, ..EngineLoad::default() }, 8);
     let before = limit.limit();
     assert_eq!(before, INITIAL_LIMIT - 1, "in the slow start, one reading is enough");
-    limit.on_engine_load(EngineLoad { running: 3, waiting: 0 }, 5);
-    limit.on_engine_load(EngineLoad { running: 3, waiting: 2 }, 5);
+    limit.on_engine_load(EngineLoad { running: 3, waiting: 0, ..EngineLoad::default() }, 5);
+    limit.on_engine_load(EngineLoad { running: 3, waiting: 2, ..EngineLoad::default() }, 5);
     assert_eq!(limit.limit(), before);
-    limit.on_engine_load(EngineLoad { running: 3, waiting: 0 }, 5);
+    limit.on_engine_load(EngineLoad { running: 3, waiting: 0, ..EngineLoad::default() }, 5);
     assert_eq!(limit.limit(), before);
-    limit.on_engine_load(EngineLoad { running: 6, waiting: 3 }, 8);
-    limit.on_engine_load(EngineLoad { running: 6, waiting: 2 }, 8);
+    limit.on_engine_load(EngineLoad { running: 6, waiting: 3, ..EngineLoad::default() }, 8);
+    limit.on_engine_load(EngineLoad { running: 6, waiting: 2, ..EngineLoad::default() }, 8);
     assert_eq!(limit.limit(), 6, "two readings agreeing that requests wait: the limit is the 6 the engine runs");
 }
 
@@ -131,14 +131,14 @@ fn two_pools_on_one_engine_each_take_their_share_and_an_idle_one_is_left_alone()
     let mut busy = AdaptiveLimit::new(64);
     for _ in 0..3 {
         let in_flight = busy.limit();
-        busy.on_engine_load(EngineLoad { running: in_flight as u64, waiting: 0 }, in_flight);
+        busy.on_engine_load(EngineLoad { running: in_flight as u64, waiting: 0, ..EngineLoad::default() }, in_flight);
     }
     assert_eq!(busy.limit(), 27);
-    busy.on_engine_load(EngineLoad { running: 32, waiting: 32 }, 27);
+    busy.on_engine_load(EngineLoad { running: 32, waiting: 32, ..EngineLoad::default() }, 27);
     assert_eq!(busy.limit(), 13, "its 27 of the 64 sent: its share of the 32 slots");
     let mut idle = AdaptiveLimit::new(64);
     for _ in 0..5 {
-        idle.on_engine_load(EngineLoad { running: 32, waiting: 32 }, 0);
+        idle.on_engine_load(EngineLoad { running: 32, waiting: 32, ..EngineLoad::default() }, 0);
     }
     assert_eq!(idle.limit(), INITIAL_LIMIT, "another pool's queue does not shrink an unused limit");
 }

@@ -73,6 +73,7 @@ async fn main() -> std::io::Result<()> {
         token_time: Duration::from_secs_f64(args.token_ms.max(0.0) / 1000.0),
         batch_slowdown: args.batch_slowdown,
         prefill_per_token: Duration::from_micros(args.prefill_us_per_token),
+        keeps_abandoned: false,
     };
     tokio::time::sleep(Duration::from_millis(args.start_delay_ms)).await;
     let listener = tokio::net::TcpListener::bind(args.listen).await?;

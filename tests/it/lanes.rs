@@ -156,6 +156,28 @@ async fn a_high_priority_request_takes_the_slot_of_a_young_normal_one_which_runs
     rig.stop().await;
 }
 
+/// llama.cpp keeps running a request whose client hung up (measured on the local engine): aborting one would free
+/// nothing and run it twice, so on such an engine a high-priority request waits for the next slot.
+#[tokio::test]
+async fn on_an_engine_that_keeps_abandoned_requests_no_request_gives_its_slot_up() {
+    let behavior =
+        Behavior { latency: Duration::from_millis(1000), slots: 2, keeps_abandoned: true, ..Behavior::default() };
+    let worker = WorkerConfig { concurrency: 2, ..config() };
+    let rig = rig(behavior, worker).await;
+    let normals = send_now(&rig, Priority::Normal, 4).await;
+    rig.engine_called(2).await;
+    let sent = Instant::now();
+    let high = send_now(&rig, Priority::High, 1).await;
+    assert_eq!(rig.result(high[0]).await.status, Status::Success);
+    assert!(sent.elapsed() >= Duration::from_millis(1500), "it waited for the next slot: {:?}", sent.elapsed());
+    for id in normals {
+        assert_eq!(rig.result(id).await.status, Status::Success);
+    }
+    assert_eq!(rig.engine.aborted(), 0);
+    assert_eq!(rig.engine.calls(), 5, "every request reached the engine once");
+    rig.stop().await;
+}
+
 #[tokio::test]
 async fn requests_the_engine_queues_beyond_the_limit_are_pulled_back_from_it() {
     // The limit starts at 8 on a 2-slot engine: 6 requests wait inside the engine until the first reading.

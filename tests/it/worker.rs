@@ -213,6 +213,29 @@ async fn an_engine_failing_its_health_for_the_window_is_lost_and_every_held_mess
     }
 }
 
+/// A busy engine may answer its health probe late (llama.cpp on a CPU, at its full batch): generations that keep
+/// completing say it answers, so the worker neither pauses nor gives the engine up.
+#[tokio::test]
+async fn an_engine_failing_its_probe_while_it_completes_generations_is_not_lost() {
+    let behavior = Behavior { latency: Duration::from_millis(150), slots: 2, ..Behavior::default() };
+    let rig = rig(behavior, WorkerConfig { concurrency: 2, ..with_loss_window(Duration::from_millis(600)) }).await;
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        ids.push(rig.send(&format!("warm {i}")).await);
+    }
+    rig.engine_called(2).await;
+    rig.engine.set_healthy(false);
+    for i in 0..16 {
+        ids.push(rig.send(&format!("busy {i}")).await);
+    }
+    for id in ids {
+        assert_eq!(rig.result(id).await.status, Status::Success);
+    }
+    assert!(!rig.worker.is_finished(), "the worker kept running: the engine was not declared lost");
+    rig.engine.set_healthy(true);
+    rig.stop().await;
+}
+
 #[tokio::test]
 async fn a_health_blip_shorter_than_the_window_is_ridden_out() {
     let behavior = Behavior { latency: Duration::from_millis(600), ..Behavior::default() };
