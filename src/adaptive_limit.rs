@@ -4,7 +4,8 @@
 
 use crate::engine_load::EngineLoad;
 
-/// The limit a worker starts at (then raised by half while the engine takes everything, up to the ceiling).
+/// The limit a worker starts at (then raised by half, or doubled, while the engine takes everything, up to the
+/// ceiling).
 pub const INITIAL_LIMIT: usize = 8;
 /// Readings of the engine's load after a decrease before the limit grows again: at one reading every 250 ms,
 /// 30 s with nothing queued inside the engine, then one more request to see if it still has room.
@@ -21,7 +22,9 @@ const BACKOFF: f64 = 0.8;
 pub struct AdaptiveLimit {
     limit: usize,
     ceiling: usize,
-    /// Raised by half while true; cleared the first time the engine queues, then the limit grows one at a time.
+    /// Raised by half while true (doubled on an engine that drops abandoned requests: there the requests it queues
+    /// beyond the limit are pulled back for free); cleared the first time the engine queues, then the limit grows
+    /// one at a time.
     slow_start: bool,
     /// Requests queued inside the engine at the previous reading: after the slow start, a decrease needs two
     /// readings that agree, so a request caught between its arrival and the engine's next scheduling step is not
@@ -80,7 +83,7 @@ impl AdaptiveLimit {
             self.hold = HOLD_READINGS;
             self.limit = share_of_capacity(load, in_flight).clamp(1, self.limit);
         } else if load.waiting == 0 && in_flight >= self.limit && self.hold == 0 {
-            self.grow();
+            self.grow(load.drops_abandoned);
         }
         self.limit
     }
@@ -103,13 +106,17 @@ impl AdaptiveLimit {
             self.slow_start = false;
             self.limit = ((self.limit as f64 * BACKOFF).floor() as usize).max(1);
         } else if in_flight + 1 >= self.limit {
-            self.grow();
+            self.grow(false);
         }
         self.limit
     }
 
-    fn grow(&mut self) {
-        let grown = if self.slow_start { self.limit + self.limit.div_ceil(2) } else { self.limit + 1 };
+    fn grow(&mut self, doubling: bool) {
+        let grown = match (self.slow_start, doubling) {
+            (true, true) => self.limit * 2,
+            (true, false) => self.limit + self.limit.div_ceil(2),
+            (false, _) => self.limit + 1,
+        };
         self.limit = grown.min(self.ceiling);
     }
 }

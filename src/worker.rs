@@ -44,8 +44,8 @@ pub mod defaults {
 pub(crate) const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
 /// How often the engine's load gauges are read to adapt the in-flight limit.
 const LOAD_INTERVAL: Duration = Duration::from_millis(250);
-/// The same during the limit's first climb (its slow start), so a large engine is filled within a second.
-const CLIMB_INTERVAL: Duration = Duration::from_millis(100);
+/// The same during the limit's first climb (its slow start), so a large engine is filled within half a second.
+const CLIMB_INTERVAL: Duration = Duration::from_millis(50);
 /// After an engine answers without load gauges, readings skipped before asking again (the limit then follows
 /// the latency of finished requests).
 const LOAD_RETRY_READINGS: u32 = 120;

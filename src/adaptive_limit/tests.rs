@@ -41,6 +41,19 @@ fn the_limit_grows_to_256_slots_within_a_few_readings() {
 }
 
 #[test]
+fn on_an_engine_that_drops_abandoned_requests_the_first_climb_doubles_and_settles_at_the_slots() {
+    let mut limit = AdaptiveLimit::new(1024);
+    let mut limits = Vec::new();
+    for _ in 0..8 {
+        let in_flight = limit.limit();
+        let reading = EngineLoad { drops_abandoned: true, ..load(256, in_flight) };
+        limits.push(limit.on_engine_load(reading, in_flight));
+    }
+    assert_eq!(limits[..6], [16, 32, 64, 128, 256, 512], "doubled each reading until the engine queues");
+    assert_eq!(limits[6..], [256, 256], "then its capacity: {limits:?}");
+}
+
+#[test]
 fn the_ceiling_bounds_the_limit_and_the_start() {
     assert!(settle_on_gauges(256, 32, 40).iter().all(|&l| l <= 32));
     assert_eq!(AdaptiveLimit::new(4).limit(), 4);
