@@ -17,9 +17,11 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 
 mod support;
+/// The heading of the profile's section, the last this benchmark writes.
+const PROFILE_HEADING: &str = "## Where the worker's time goes (P3)";
 use support::{
-    GPU_LIKE, Memory, Process, Row, TOKENS, best_direct, drive_engine, free_port, gpuinfer, machine, memory, report,
-    simulator, table,
+    GPU_LIKE, Memory, Process, Row, TOKENS, after_first_table, best_direct, drive_engine, free_port, gpuinfer, machine,
+    memory, report, simulator, table,
 };
 
 fn request(i: usize) -> String {
@@ -720,11 +722,14 @@ async fn main() {
     if let Some(path) = output {
         let report = format!(
             "# Benchmarks\n\nOne run of `scripts/bench.sh` (release build), every row measured side by side in that run.\n\
-             Machine: {}. Took {:.0} s.\n\n{table}\n## Where the worker's time goes (P3)\n\n{profile}\n",
+             Machine: {}. Took {:.0} s.\n\n{table}\n{PROFILE_HEADING}\n\n{profile}\n",
             machine(),
             started.elapsed().as_secs_f64()
         );
-        std::fs::write(&path, report).unwrap();
+        // What follows the profile's table (the notes written by hand, the other benches' sections) is kept.
+        let earlier = std::fs::read_to_string(&path).unwrap_or_default();
+        let kept = earlier.find(PROFILE_HEADING).map_or("", |at| &earlier[after_first_table(&earlier, at)..]);
+        std::fs::write(&path, format!("{}\n{kept}", report.trim_end())).unwrap();
         eprintln!("wrote {}", path.display());
     }
 }

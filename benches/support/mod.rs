@@ -91,12 +91,28 @@ pub fn machine() -> String {
     format!("{cores} cores ({cpu}), {memory:.0} GiB memory")
 }
 
-/// A markdown document with the section under `heading` replaced by `section` (or `section` added at the end).
+/// A markdown document with the generated part of the section under `heading` (from the heading to the end of its
+/// first table) replaced by `section`, the paragraphs written by hand after that table kept; or `section` added at
+/// the end.
 fn with_section(document: &str, heading: &str, section: &str) -> String {
     let Some(start) = document.find(heading) else { return format!("{}\n\n{section}", document.trim_end()) };
-    let rest = &document[start + heading.len()..];
-    let end = rest.find("\n## ").map_or(document.len(), |i| start + heading.len() + i + 1);
-    format!("{}{section}{}", &document[..start], &document[end..])
+    format!("{}{}\n{}", &document[..start], section.trim_end(), &document[after_first_table(document, start)..])
+}
+
+/// Where the first markdown table at or after `from` ends (after its last row's line break); the document's end
+/// when there is none.
+pub fn after_first_table(document: &str, from: usize) -> usize {
+    let mut offset = from;
+    let mut in_table = false;
+    for line in document[from..].split_inclusive('\n') {
+        let row = line.starts_with('|');
+        if in_table && !row {
+            return offset;
+        }
+        in_table |= row;
+        offset += line.len();
+    }
+    document.len()
 }
 
 /// The engine simulator's settings that make it behave as a GPU engine: 10 ms per token at batch 1, 30 % slower
