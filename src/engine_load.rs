@@ -17,8 +17,8 @@ const GAUGES: [(&str, &str, bool); 3] = [
     // vLLM (every version since 0.4; one series per model_name label, summed). Its OpenAI server cancels a request
     // handler when the client disconnects (`with_cancellation`), which aborts the request in the engine.
     ("vllm:num_requests_running", "vllm:num_requests_waiting", true),
-    // llama.cpp's server (`--metrics`). Measured on the pinned local engine (scripts/local-engine.sh): requests
-    // whose connection closed stay counted, processing and deferred, and keep their slot.
+    // llama.cpp's server (`--metrics`). Seen on the pinned local engine (scripts/local-engine.sh): requests whose
+    // connection closed stay counted, processing and deferred, and keep their slot.
     ("llamacpp:requests_processing", "llamacpp:requests_deferred", false),
     // gpuinfer's engine simulator (`engine-double`): a dropped connection frees its slot at once.
     ("engine_requests_running", "engine_requests_waiting", true),

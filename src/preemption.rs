@@ -2,6 +2,7 @@
 //! high-priority request that waited for a slot while a young one ran, or when the engine queues requests beyond
 //! the worker's share. A request that gives its slot up loses what it generated and waits for the next slot.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -19,15 +20,14 @@ pub struct Preemption {
 
 #[derive(Debug, Default)]
 struct State {
-    /// In the order their engine calls started: the youngest last.
-    running: Vec<Running>,
+    /// By the order they started (ids only grow): the youngest last.
+    running: BTreeMap<u64, Running>,
     /// A finished request's typical engine time; None until one has finished.
     typical: Option<Duration>,
 }
 
 #[derive(Debug)]
 struct Running {
-    id: u64,
     started: Instant,
     give_up: oneshot::Sender<()>,
 }
@@ -49,7 +49,7 @@ impl Preemption {
     pub fn register(self: &Arc<Self>) -> Preemptible {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (give_up, asked) = oneshot::channel();
-        self.lock().running.push(Running { id, started: Instant::now(), give_up });
+        self.lock().running.insert(id, Running { started: Instant::now(), give_up });
         Preemptible { id, preemption: Arc::clone(self), asked }
     }
 
@@ -81,18 +81,21 @@ impl Preemption {
         let mut state = self.lock();
         let typical = state.typical;
         let young = |running: &Running| typical.is_none_or(|typical| running.started.elapsed() < typical / 2);
-        if !state.running.last().is_some_and(young) {
+        if !state.running.last_key_value().is_some_and(|(_, youngest)| young(youngest)) {
             return false;
         }
-        state.running.pop().is_some_and(|youngest| youngest.give_up.send(()).is_ok())
+        state.running.pop_last().is_some_and(|(_, youngest)| youngest.give_up.send(()).is_ok())
     }
 
     /// Asks the `count` youngest running requests to give their slot up, whatever their age (the engine holds them
     /// waiting, so they lose nothing); how many were asked.
     pub fn pull_back(&self, count: usize) -> usize {
         let mut state = self.lock();
-        let from = state.running.len().saturating_sub(count);
-        state.running.drain(from..).map(|running| running.give_up.send(())).filter(Result::is_ok).count()
+        (0..count)
+            .map_while(|_| state.running.pop_last())
+            .map(|(_, running)| running.give_up.send(()))
+            .filter(Result::is_ok)
+            .count()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -111,7 +114,7 @@ impl Preemptible {
 
 impl Drop for Preemptible {
     fn drop(&mut self) {
-        self.preemption.lock().running.retain(|running| running.id != self.id);
+        self.preemption.lock().running.remove(&self.id);
     }
 }
 
