@@ -116,7 +116,11 @@ async fn both_lanes_answering_at_once_for_one_free_slot_never_overfill_it() {
         assert_eq!(rig.result(id).await.status, Status::Success);
     }
     assert_eq!(rig.engine.max_in_flight(), 1, "the second message waited for the slot");
-    assert_eq!(rig.engine.calls(), 2, "each ran once");
+    // When the normal message takes the slot first, the high-priority one takes it back at once (see
+    // `preemption`): the normal request then runs a second time, and only its first, abandoned call is aborted.
+    let reruns = rig.engine.calls() - 2;
+    assert!(reruns <= 1, "each ran once, the normal one at most twice: {} calls", rig.engine.calls());
+    assert_eq!(rig.engine.aborted(), reruns, "a second run only after the first gave its slot up");
     rig.drained().await;
     rig.stop().await;
 }
