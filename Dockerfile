@@ -32,18 +32,24 @@ COPY benches ./benches
 # the source archive gave (e.g. `git archive` stamps every file with its commit's time, so building
 # an older commit after a newer one would look up to date). Touching the sources makes cargo
 # rebuild gpuinfer every time this RUN runs (it only runs when a COPY above brought a change);
-# the dependencies stay cached. The binary is copied out of the cache mount in the same RUN.
+# the dependencies stay cached. The binaries are copied out of the cache mount in the same RUN.
+# Two builds of the same source: /gpuinfer with every subcommand (the Lambda bootstrap: router,
+# scaler), and /gpuinfer-container with only what the inference container runs (worker,
+# healthcheck, fetch-model, inject-xid), optimized for size: its resident memory is mostly its own
+# code pages (Cargo.toml, profile.container; BENCHMARKS.md, P6).
 RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,target=/src/target,sharing=locked \
     find src benches -type f -exec touch {} + \
     && cargo build --release --locked --bin gpuinfer --target "${TARGET}" \
-    && cp "target/${TARGET}/release/gpuinfer" /gpuinfer
+    && cp "target/${TARGET}/release/gpuinfer" /gpuinfer \
+    && cargo build --profile container --locked --bin gpuinfer --no-default-features --target "${TARGET}" \
+    && cp "target/${TARGET}/container/gpuinfer" /gpuinfer-container
 
 FROM scratch AS lambda
 COPY --from=build /gpuinfer /bootstrap
 
 FROM ${VLLM_IMAGE} AS runtime
-COPY --from=build /gpuinfer /usr/local/bin/gpuinfer
+COPY --from=build /gpuinfer-container /usr/local/bin/gpuinfer
 COPY --chmod=0755 entrypoint.sh /usr/local/bin/entrypoint.sh
 # uid 1000 may exist already (`ubuntu` in Ubuntu 24.04 based images): then it is used as it is,
 # else user gpuinfer is created with it. Either way /models and HOME belong to uid 1000.

@@ -32,6 +32,12 @@ export BENCH_LOCAL_ENGINE_URL="http://127.0.0.1:$ENGINE_PORT"
 export BENCH_MOTO_URL="http://127.0.0.1:$MOTO_PORT"
 export BENCH_PYTHON="$CACHE/moto-venv/bin/python"   # Python 3.11 with boto3 (moto depends on it)
 export BENCH_AWS_CLI="$CACHE/awscli-venv/bin/aws"
+# The inference container's build, as the Dockerfile makes it (for this host, with glibc; the image's is static,
+# with musl): the worker as deployed, for P1 on SQS + S3 and P6.
+cargo build --profile container --locked --bin gpuinfer --no-default-features
+target_dir="${CARGO_TARGET_DIR:-target}"
+[[ $target_dir == /* ]] || target_dir="$PWD/$target_dir"
+export BENCH_CONTAINER_GPUINFER="$target_dir/container/gpuinfer"
 # Line tables and symbols in the benchmark build, so the P3 profile (valgrind's callgrind) can name functions and
 # crates; neither changes the code, nor any page the processes load.
 export CARGO_PROFILE_BENCH_DEBUG=line-tables-only CARGO_PROFILE_BENCH_STRIP=false

@@ -2,10 +2,10 @@
 # Checks that the Dockerfile's build stage (the stage whose RUN runs `cargo build`) can compile
 # from what its COPY lines put in the image, without a Docker engine: the paths those COPY lines
 # copy (less what .dockerignore excludes) are copied into a fresh temporary folder, laid out as
-# under the stage's WORKDIR, and the stage's cargo command runs there as `cargo check` for the
-# host (its --bin, --locked and feature arguments kept; --release and --target dropped), with
-# CARGO_TARGET_DIR set to this repository's target/ (or to CARGO_TARGET_DIR when that is set) so
-# the dependencies `cargo clippy` already checked are reused. Rules, each named when it breaks:
+# under the stage's WORKDIR, and each `cargo build` of the stage's RUN runs there as `cargo check`
+# for the host (its --bin, --locked and feature arguments kept; --release, --profile and --target
+# dropped), with CARGO_TARGET_DIR set to this repository's target/ (or to CARGO_TARGET_DIR when
+# that is set) so the dependencies `cargo clippy` already checked are reused. Rules, each named when it breaks:
 #   - the Dockerfile must have exactly one stage that runs `cargo build`;
 #   - every COPY source must exist in the build context (and not be excluded by .dockerignore);
 #   - every file the manifest declares must be in the build context (targets such as [[bench]],
@@ -113,49 +113,56 @@ for number, word, rest in instructions:
     elif stage is not None:
         stage["body"].append((number, word, rest))
 
-def cargo_build(command):
+def cargo_builds(command):
+    """The arguments of each `cargo build` in a RUN command."""
+    found = []
     for segment in re.split(r"&&|\|\||;|\|", command):
         words = shlex.split(segment)
         for i in range(len(words) - 1):
             if os.path.basename(words[i]) == "cargo" and words[i + 1] == "build":
-                return words[i + 2:]
-    return None
+                found.append(words[i + 2:])
+    return found
 
 builders = []
 for st in stages:
     for number, word, rest in st["body"]:
         if word == "RUN":
-            args = cargo_build(flags(rest)[1])
-            if args is not None:
-                builders.append((st, number, args))
+            builds = cargo_builds(flags(rest)[1])
+            if builds:
+                builders.append((st, number, builds))
 if len(builders) != 1:
     where = ", ".join(f"stage {b[0]['name']} line {b[1]}" for b in builders) or "none"
     fail("the Dockerfile must have exactly one stage that runs `cargo build`", f"found {where}")
-st, run_line, build_args = builders[0]
+st, run_line, builds = builders[0]
 
-# --- cargo check arguments: what selects the targets, features and lock behaviour ------------
+# --- cargo check arguments of each build: what selects the targets, features and lock behaviour -----
 with_value = {"--bin", "--example", "--test", "--bench", "-p", "--package", "--features", "-F", "--manifest-path"}
 alone = {"--locked", "--frozen", "--offline", "--bins", "--lib", "--all-features", "--no-default-features",
          "--workspace", "--examples", "--tests", "--benches", "--all-targets"}
 dropped_with_value = {"--target", "--profile", "-j", "--jobs", "--target-dir", "--message-format", "--color"}
 dropped_alone = {"--release", "-r", "-v", "-vv", "--verbose", "-q", "--quiet"}
-check_args, i = [], 0
-while i < len(build_args):
-    word = build_args[i]
-    name, eq, value = word.partition("=")
-    if name in with_value or name in dropped_with_value:
-        if not eq:
-            i += 1
-            value = build_args[i] if i < len(build_args) else ""
-        if name in with_value:
-            if "$" in value:
-                fail("the build stage's cargo arguments can be read", f"{word} {value} uses a variable (line {run_line})")
-            check_args += [name, value]
-    elif word in alone:
-        check_args.append(word)
-    elif word not in dropped_alone:
-        fail("the build stage's cargo arguments can be read", f"unknown cargo build argument {word!r} (line {run_line})")
-    i += 1
+
+def check_args_of(build_args):
+    check_args, i = [], 0
+    while i < len(build_args):
+        word = build_args[i]
+        name, eq, value = word.partition("=")
+        if name in with_value or name in dropped_with_value:
+            if not eq:
+                i += 1
+                value = build_args[i] if i < len(build_args) else ""
+            if name in with_value:
+                if "$" in value:
+                    fail("the build stage's cargo arguments can be read", f"{word} {value} uses a variable (line {run_line})")
+                check_args += [name, value]
+        elif word in alone:
+            check_args.append(word)
+        elif word not in dropped_alone:
+            fail("the build stage's cargo arguments can be read", f"unknown cargo build argument {word!r} (line {run_line})")
+        i += 1
+    return check_args
+
+checks = [check_args_of(build_args) for build_args in builds]
 
 # --- .dockerignore, as BuildKit reads it (moby patternmatcher) ---------------------------------
 def compile_pattern(pattern):
@@ -289,7 +296,7 @@ via = "".join(f" (FROM {c['name']})" for c in reversed(chain[:-1]))
 note(f"  build stage '{st['name']}'{via} (line {st['line']}), cargo build on line {run_line}, WORKDIR {workdir}")
 for line in copied:
     note(f"  copied {line}")
-print("\n".join(check_args))
+print("\n".join("\t".join(args) for args in checks))
 PY
 case $status in
     0) ;;
@@ -297,21 +304,23 @@ case $status in
     *) broke "could not read $dockerfile (exit $status)" "$(cat "$work/plan.err")" ;;
 esac
 cat "$work/plan.err"
-mapfile -t args <"$plan"
 
 # The target folder `cargo clippy` used: this repository's target/, or CARGO_TARGET_DIR when set.
 target_dir="${CARGO_TARGET_DIR:-target}"
 [[ $target_dir == /* ]] || target_dir="$repo/$target_dir"
-say "cargo check ${args[*]} (host target, CARGO_TARGET_DIR=$target_dir) in $ctx"
 log="$work/cargo.log"
-if ! (cd "$ctx" && CARGO_TARGET_DIR="$target_dir" cargo check "${args[@]}") >"$log" 2>&1; then
-    rule="the build context must compile (a module or include_str!/include_bytes! file outside the copied paths?)"
-    if grep -qE "failed to (parse|load) manifest|could not find \`Cargo.toml\`" "$log"; then
-        rule="every file the manifest declares must be in the build context"
-    elif grep -qE "lock file .* needs to be updated|cannot (create|update) the lock file|--locked was passed" "$log"; then
-        rule="Cargo.lock must be in the build context and current (--locked)"
+# One line of the plan per `cargo build` in the stage's RUN: its check arguments, tab-separated.
+while IFS=$'\t' read -r -a args; do
+    say "cargo check ${args[*]} (host target, CARGO_TARGET_DIR=$target_dir) in $ctx"
+    if ! (cd "$ctx" && CARGO_TARGET_DIR="$target_dir" cargo check "${args[@]}") >"$log" 2>&1; then
+        rule="the build context must compile (a module or include_str!/include_bytes! file outside the copied paths?)"
+        if grep -qE "failed to (parse|load) manifest|could not find \`Cargo.toml\`" "$log"; then
+            rule="every file the manifest declares must be in the build context"
+        elif grep -qE "lock file .* needs to be updated|cannot (create|update) the lock file|--locked was passed" "$log"; then
+            rule="Cargo.lock must be in the build context and current (--locked)"
+        fi
+        broke "$rule: cargo check ${args[*]} failed in the build stage's context ($((SECONDS - started)) s):" "$(grep -vE '^\s*(Checking|Compiling|Blocking|Locking|Updating|Downloaded|Downloading) ' "$log" | head -n 30)"
     fi
-    broke "$rule: cargo check failed in the build stage's context ($((SECONDS - started)) s):" "$(grep -vE '^\s*(Checking|Compiling|Blocking|Locking|Updating|Downloaded|Downloading) ' "$log" | head -n 30)"
-fi
-checked=$(grep -cE '^\s*(Checking|Compiling) ' "$log" || true)
-say "ok: the build stage's context compiles ($((SECONDS - started)) s; $checked crate(s) checked, the rest reused from target/)"
+    checked=$(grep -cE '^\s*(Checking|Compiling) ' "$log" || true)
+    say "ok: the build stage's context compiles with ${args[*]} ($((SECONDS - started)) s; $checked crate(s) checked, the rest reused from target/)"
+done <"$plan"

@@ -15,6 +15,8 @@ step() { printf '\n== %s\n' "$*"; }
 step "format and lints"
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
+# The inference container's build (the Dockerfile's second cargo build): only its subcommands.
+cargo clippy --locked --no-default-features --bin gpuinfer -- -D warnings
 
 step "Docker build context: the Dockerfile's build stage compiles from what its COPY lines copy"
 scripts/check-docker-context.sh
@@ -50,3 +52,5 @@ export GPUINFER_TEST_MOTO_URL="http://127.0.0.1:$MOTO_PORT"
 # R3 stops and restarts a moto server of its own, from the venv aws-emulator.sh installed.
 export GPUINFER_TEST_MOTO_SERVER="${GPUINFER_CACHE:-$HOME/.cache/gpuinfer}/moto-venv/bin/moto_server"
 cargo test --locked -- --include-ignored
+# The container's build keeps exactly the subcommands the container runs (src/cli.rs).
+cargo test --locked --no-default-features --lib cli::

@@ -20,6 +20,10 @@ pub fn arguments() -> Vec<std::ffi::OsString> {
     args
 }
 
+/// The subcommands the inference container runs (entrypoint.sh, the image's health check, the XID injector): all
+/// that a build without the `all-commands` feature keeps.
+pub const CONTAINER_COMMANDS: [&str; 4] = ["worker", "healthcheck", "fetch-model", "inject-xid"];
+
 /// Asynchronous two-tier GPU inference pipeline: router, queue worker, scaler and tools in one binary.
 #[derive(Debug, Parser)]
 #[command(name = "gpuinfer", version, propagate_version = true)]
@@ -36,23 +40,52 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// HTTP API: validate, classify and enqueue requests; serve results (local HTTP server).
+    #[cfg(feature = "all-commands")]
     Router(cmd::router::Args),
     /// Queue worker beside an OpenAI-compatible engine: receive, infer, store the result, delete.
-    Worker(cmd::worker::Args),
+    Worker(Box<cmd::worker::Args>),
     /// Exit 0 if the engine answers /health in time, 1 if not: the container health check beside the engine.
     Healthcheck(cmd::healthcheck::Args),
     /// Compute and publish each tier's scaling metric: a local loop, or a Lambda function on a schedule.
+    #[cfg(feature = "all-commands")]
     Scaler(cmd::scaler::Args),
     /// Inject a synthetic NVIDIA XID through the host's DCGM, so ECS auto-repair replaces the instance (demo).
     InjectXid(cmd::inject_xid::Args),
     /// Download model weights from an S3 prefix: parallel ranged GETs, resumable, verified.
     FetchModel(cmd::fetch_model::Args),
     /// The whole pipeline in one process: router, a worker pool per tier, the scaler, embedded queues and result files.
+    #[cfg(feature = "all-commands")]
     Dev(Box<cmd::dev::Args>),
     /// Replay a traffic trace against the seed's scaling policy and ours; print cost, losses and latency side by side.
+    #[cfg(feature = "all-commands")]
     Simulate(cmd::simulate::Args),
     /// Send a request to a router (prompt from the arguments or stdin); print its requestId, or with --wait its result.
+    #[cfg(feature = "all-commands")]
     Submit(cmd::submit::Args),
     /// Print a request's result from a router (with --wait, once it exists).
+    #[cfg(feature = "all-commands")]
     Get(cmd::get::Args),
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// The container's build has exactly the container's subcommands; the full build has them and the rest. Run
+    /// both ways by scripts/test.sh (`--no-default-features` for the container's build).
+    #[test]
+    fn the_container_build_keeps_exactly_the_commands_the_container_runs() {
+        let names: Vec<String> = Cli::command().get_subcommands().map(|c| c.get_name().to_owned()).collect();
+        for command in CONTAINER_COMMANDS {
+            assert!(names.iter().any(|name| name == command), "{command} is missing from {names:?}");
+        }
+        if cfg!(feature = "all-commands") {
+            assert!(names.iter().any(|name| name == "router") && names.iter().any(|name| name == "dev"), "{names:?}");
+        } else {
+            assert_eq!(names.len(), CONTAINER_COMMANDS.len(), "{names:?}");
+        }
+    }
 }

@@ -36,15 +36,21 @@ async fn run(cli: Cli) -> ExitCode {
     telemetry::init(&cli.telemetry);
     let shutdown = shutdown::on_signals();
     let outcome = match cli.command {
+        #[cfg(feature = "all-commands")]
         Command::Router(args) => async { cmd::router::run(args.into_config()?, shutdown).await }.await,
         Command::Worker(args) => async { cmd::worker::run(args.into_config()?, shutdown).await }.await,
         Command::FetchModel(args) => async { cmd::fetch_model::run(args.into_config()?, shutdown).await }.await,
+        #[cfg(feature = "all-commands")]
         Command::Dev(args) => Box::pin(async { cmd::dev::run(args.into_config()?, shutdown).await }).await,
         Command::Healthcheck(args) => async { cmd::healthcheck::run(args.into_config()?, shutdown).await }.await,
         Command::InjectXid(args) => async { cmd::inject_xid::run(args.into_config()?, shutdown).await }.await,
+        #[cfg(feature = "all-commands")]
         Command::Scaler(args) => async { cmd::scaler::run(args.into_config()?, shutdown).await }.await,
+        #[cfg(feature = "all-commands")]
         Command::Simulate(args) => args.into_config().and_then(cmd::simulate::run),
+        #[cfg(feature = "all-commands")]
         Command::Submit(args) => async { cmd::submit::run(args.into_config()?, shutdown).await }.await,
+        #[cfg(feature = "all-commands")]
         Command::Get(args) => async { cmd::get::run(args.into_config()?, shutdown).await }.await,
     };
     match outcome {

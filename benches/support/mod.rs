@@ -143,7 +143,19 @@ pub fn write_section(path: &Path, heading: &str, section: &str) {
 
 /// `gpuinfer <args>` with its output discarded (warnings only).
 pub fn gpuinfer(args: &[&str], env: &[(&str, String)]) -> Process {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_gpuinfer"));
+    gpuinfer_build(env!("CARGO_BIN_EXE_gpuinfer"), args, env)
+}
+
+/// The inference container's build of gpuinfer (`--profile container --no-default-features`, as the Dockerfile
+/// builds it), which scripts/bench.sh builds and names in BENCH_CONTAINER_GPUINFER.
+pub fn container_build() -> String {
+    std::env::var("BENCH_CONTAINER_GPUINFER")
+        .expect("BENCH_CONTAINER_GPUINFER: the container build of gpuinfer (scripts/bench.sh builds it)")
+}
+
+/// `binary <args>`, a build of gpuinfer, with its output discarded (warnings only).
+pub fn gpuinfer_build(binary: &str, args: &[&str], env: &[(&str, String)]) -> Process {
+    let mut command = Command::new(binary);
     command.args(args).envs(env.iter().cloned()).env("RUST_LOG", "warn").stdout(Stdio::null()).stderr(Stdio::null());
     Process(command.spawn().expect("start gpuinfer"))
 }

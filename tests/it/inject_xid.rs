@@ -441,12 +441,44 @@ fn tier_definitions(template: &Value) -> Vec<(String, Value)> {
     definitions
 }
 
+/// The image carries the container's build (`--no-default-features`, src/cli.rs `CONTAINER_COMMANDS`): every
+/// gpuinfer subcommand the image is asked to run (entrypoint.sh, the Dockerfile's and the template's health checks,
+/// the XID injector's task definition) must be one it keeps, or the container fails at that step.
+#[test]
+fn every_command_the_image_runs_is_kept_by_the_container_build() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let read = |name: &str| std::fs::read_to_string(format!("{root}/{name}")).unwrap();
+    let mut run: Vec<String> = Vec::new();
+    for text in [read("Dockerfile"), read("template.yaml")] {
+        let mut words = text.split(|c: char| c.is_whitespace() || "[],\"".contains(c)).filter(|w| !w.is_empty());
+        while let Some(word) = words.next() {
+            if word == "/usr/local/bin/gpuinfer"
+                && let Some(command) =
+                    words.next().filter(|next| next.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+            {
+                run.push(command.to_owned());
+            }
+        }
+    }
+    let entrypoint = read("entrypoint.sh");
+    run.extend(
+        entrypoint.split("\"$GPUINFER\" ").skip(1).map(|rest| rest.split_whitespace().next().unwrap().to_owned()),
+    );
+    run.push(injector_definition()["containerDefinitions"][0]["command"][0].as_str().unwrap().to_owned());
+    for expected in ["healthcheck", "fetch-model", "worker", "inject-xid"] {
+        assert!(run.iter().any(|command| command == expected), "{expected} not found among {run:?}");
+    }
+    for command in &run {
+        assert!(gpuinfer::cli::CONTAINER_COMMANDS.contains(&command.as_str()), "the image runs `gpuinfer {command}`");
+    }
+}
+
 /// The image's ENTRYPOINT starts the engine (MODEL_NAME required): the injector must name the gpuinfer binary
 /// itself, or its command is ignored. The command it carries and every flag run.sh adds are inject-xid's own.
 #[tokio::test]
 async fn the_injector_runs_the_gpuinfer_binary_privileged_as_root_in_the_hosts_pid_namespace() {
     let dockerfile = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Dockerfile")).unwrap();
-    assert!(dockerfile.contains("COPY --from=build /gpuinfer /usr/local/bin/gpuinfer"));
+    assert!(dockerfile.contains("COPY --from=build /gpuinfer-container /usr/local/bin/gpuinfer"));
     assert!(dockerfile.contains(r#"ENTRYPOINT ["/usr/local/bin/entrypoint.sh"]"#));
     assert!(dockerfile.contains("USER 1000"), "so the injector sets its user to root");
 
