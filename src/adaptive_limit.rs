@@ -1,5 +1,5 @@
 //! The worker's adaptive in-flight limit: it grows while the engine has free generation slots and shrinks as soon as
-//! requests queue inside the engine, read from the engine's own /metrics; for an engine without them, from the time
+//! requests queue inside the engine beyond a small allowance, read from the engine's own /metrics; for an engine without them, from the time
 //! per generated token (additive increase, multiplicative decrease when it rises well above its best).
 
 use crate::engine_load::EngineLoad;
@@ -17,6 +17,12 @@ const LATENCY_TOLERANCE: f64 = 2.0;
 const LATENCY_WINDOW: usize = 8;
 /// On queueing seen through latency, the limit is multiplied by this.
 const BACKOFF: f64 = 0.8;
+
+/// On an engine that drops abandoned requests, the limit keeps a queue inside it of one request per this many it
+/// runs (none below 16 slots): a slot that frees refills from that queue at once, not after the worker's round trip
+/// to store a result and start the next request. Those queued requests have generated nothing, so a high-priority
+/// request takes the place of one at once (see `Worker::wait_for_slot`), and any beyond the limit are pulled back.
+const QUEUE_ALLOWANCE_DIVISOR: u64 = 16;
 
 #[derive(Debug, Clone)]
 pub struct AdaptiveLimit {
@@ -69,20 +75,23 @@ impl AdaptiveLimit {
         self.slow_start
     }
 
-    /// One reading of the engine's load while `in_flight` of our requests run; returns the new limit. With
-    /// requests waiting inside the engine (in the slow start at once, then in two readings in a row) while the
-    /// limit is in use, the limit becomes our share of the engine's capacity and holds for `HOLD_READINGS`; with
-    /// none waiting and every slot of the limit used, the limit grows. Waiting seen while the limit is not in use
-    /// is another client's (a second worker pool on the same engine), and changes nothing.
+    /// One reading of the engine's load while `in_flight` of our requests run; returns the new limit. With more
+    /// requests waiting inside the engine than its queue allowance (in the slow start at once, then in two
+    /// readings in a row) while the limit is in use, the limit becomes our share of the engine's capacity plus the
+    /// allowance, and holds for `HOLD_READINGS`; with fewer waiting and every slot of the limit used, the limit
+    /// grows. Waiting seen while the limit is not in use is another client's (a second worker pool on the same
+    /// engine), and changes nothing.
     pub fn on_engine_load(&mut self, load: EngineLoad, in_flight: usize) -> usize {
         let waiting = if self.slow_start { load.waiting } else { load.waiting.min(self.previous_waiting) };
         self.previous_waiting = load.waiting;
         self.hold = self.hold.saturating_sub(1);
-        if waiting > 0 && in_flight >= self.limit {
+        let allowance = queue_allowance(load);
+        if waiting > allowance && in_flight >= self.limit {
             self.slow_start = false;
             self.hold = HOLD_READINGS;
-            self.limit = share_of_capacity(load, in_flight).clamp(1, self.limit);
-        } else if load.waiting == 0 && in_flight >= self.limit && self.hold == 0 {
+            let allowance = usize::try_from(allowance).unwrap_or(0);
+            self.limit = share_of_capacity(load, in_flight).saturating_add(allowance).clamp(1, self.limit);
+        } else if load.waiting < allowance.max(1) && in_flight >= self.limit && self.hold == 0 {
             self.grow(load.drops_abandoned);
         }
         self.limit
@@ -119,6 +128,12 @@ impl AdaptiveLimit {
         };
         self.limit = grown.min(self.ceiling);
     }
+}
+
+/// The requests the limit may keep waiting inside the engine (see `QUEUE_ALLOWANCE_DIVISOR`): none on an engine
+/// that keeps a request whose client hung up, as it could not be taken back.
+fn queue_allowance(load: EngineLoad) -> u64 {
+    if load.drops_abandoned { load.running / QUEUE_ALLOWANCE_DIVISOR } else { 0 }
 }
 
 /// With requests waiting the engine is full, so what it runs is its capacity (read in the same snapshot as the

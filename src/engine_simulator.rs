@@ -182,6 +182,11 @@ impl EngineDouble {
         self.state.max_in_flight.load(Ordering::SeqCst)
     }
 
+    /// Requests waiting for a generation slot now.
+    pub fn waiting(&self) -> usize {
+        self.state.waiting.load(Ordering::SeqCst)
+    }
+
     /// The prompts (or last chat message) received, in order.
     pub fn prompts(&self) -> Vec<String> {
         lock(&self.state.prompts).clone()

@@ -2,7 +2,7 @@
 //! callback; retry policy, deadlines, cancels, drain, engine loss.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -163,6 +163,11 @@ pub struct Worker<Q: ?Sized, S: ?Sized, E: ?Sized> {
     /// Whether the engine, as its last load reading named it, drops a request whose client hung up: only then does
     /// a request give its slot up (see `preemption`), as another engine would keep running it.
     engine_drops_abandoned: AtomicBool,
+    /// Requests the engine held waiting at its last load reading (at most ours in flight, less those pulled back
+    /// since), on an engine that drops abandoned requests: a high-priority request moves ahead of them at once.
+    engine_queued_ours: AtomicU64,
+    /// High-priority requests waiting for a slot (see `wait_for_slot`).
+    high_waiting: AtomicUsize,
     /// Generations the engine completed: one completed since the last health probe means the engine answers, even
     /// when the probe itself timed out (an engine busy at its full batch, such as llama.cpp on a CPU).
     generations: AtomicU64,
@@ -214,6 +219,8 @@ where
             limit: Mutex::new(LimitState { limit, reported: None }),
             engine_gauges: AtomicBool::new(false),
             engine_drops_abandoned: AtomicBool::new(false),
+            engine_queued_ours: AtomicU64::new(0),
+            high_waiting: AtomicUsize::new(0),
             generations: AtomicU64::new(0),
         }
     }
@@ -328,9 +335,9 @@ where
             }
             if available > 0 {
                 lanes.poll_idle_lanes(free);
-            } else if waiting == 0 && self.preemption.any_running() {
-                // A high-priority request received now gets the next slot first, or a young normal or batch
-                // request's slot (see `wait_for_slot`).
+            } else if self.high_waiting.load(Ordering::Relaxed) == 0 && self.preemption.any_running() {
+                // A high-priority request received now gets the next slot first, ahead of any lease waiting, or a
+                // young normal or batch request's slot (see `wait_for_slot`). One at a time is held so.
                 lanes.poll_high_lane();
             }
             tokio::select! {
@@ -419,8 +426,12 @@ where
             if lease.lane != Priority::High {
                 return self.slots.take().await;
             }
+            let _waiting = Waiting::enter(&self.high_waiting);
             let first = self.slots.take_first();
             tokio::pin!(first);
+            if self.may_preempt() && self.move_ahead_of_queued() > 0 {
+                return first.await;
+            }
             tokio::select! {
                 slot = &mut first => return slot,
                 () = tokio::time::sleep(self.preemption.patience()) => {}
@@ -515,6 +526,18 @@ where
         }
     }
 
+    /// For a high-priority request: pulls back the youngest normal and batch requests, as many as the engine holds
+    /// queued (they have generated nothing). The first slot one frees goes to the high-priority request, and they
+    /// are sent again after it: it waits inside the engine for the next generation slot only. How many were asked.
+    fn move_ahead_of_queued(&self) -> usize {
+        let queued = self.engine_queued_ours.swap(0, Ordering::Relaxed) as usize;
+        let pulled = if queued > 0 { self.preemption.pull_back(queued) } else { 0 };
+        if pulled > 0 {
+            tracing::debug!(tier = %self.config.tier, pulled, "high-priority request moves ahead of the requests queued inside the engine");
+        }
+        pulled
+    }
+
     /// Whether a request may give its slot up: the engine drops the request it abandons.
     fn may_preempt(&self) -> bool {
         self.engine_drops_abandoned.load(Ordering::Relaxed)
@@ -540,11 +563,14 @@ where
         }
         // Our requests the engine holds waiting beyond the limit are pulled back: they lose nothing, and a
         // high-priority request no longer queues behind them inside the engine.
-        let dropped_waiting = load.filter(|load| load.drops_abandoned).map_or(0, |load| load.waiting as usize);
-        let beyond = in_flight.saturating_sub(limit).min(dropped_waiting);
-        if beyond > 0 {
-            let pulled = self.preemption.pull_back(beyond);
+        let queued = load.filter(|load| load.drops_abandoned).map_or(0, |load| load.waiting as usize);
+        let beyond = in_flight.saturating_sub(limit).min(queued);
+        let pulled = if beyond > 0 { self.preemption.pull_back(beyond) } else { 0 };
+        if pulled > 0 {
             tracing::debug!(tier = %self.config.tier, pulled, "requests pulled back from the engine's queue");
+        }
+        if load.is_some() {
+            self.engine_queued_ours.store(queued.min(in_flight).saturating_sub(pulled) as u64, Ordering::Relaxed);
         }
         let due = state.reported.is_none_or(|(last, at)| last != limit && at.elapsed() >= LIMIT_REPORT_INTERVAL);
         if !due {
@@ -886,6 +912,22 @@ where
                 Metric::count(if succeeded { metrics::REQUESTS_SUCCEEDED } else { metrics::REQUESTS_FAILED }, 1),
             ],
         );
+    }
+}
+
+/// One request counted in a gauge while it waits.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn enter(gauge: &'a AtomicUsize) -> Self {
+        gauge.fetch_add(1, Ordering::Relaxed);
+        Waiting(gauge)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -50,7 +50,24 @@ fn on_an_engine_that_drops_abandoned_requests_the_first_climb_doubles_and_settle
         limits.push(limit.on_engine_load(reading, in_flight));
     }
     assert_eq!(limits[..6], [16, 32, 64, 128, 256, 512], "doubled each reading until the engine queues");
-    assert_eq!(limits[6..], [256, 256], "then its capacity: {limits:?}");
+    assert_eq!(limits[6..], [272, 272], "then its capacity and a queue of one in 16: {limits:?}");
+}
+
+#[test]
+fn on_an_engine_that_drops_abandoned_requests_a_queue_of_one_in_16_is_kept_inside_it_and_none_below_16_slots() {
+    for (slots, queued) in [(8, 0), (16, 1), (64, 4), (256, 16)] {
+        let mut limit = AdaptiveLimit::new(1024);
+        let mut limits = Vec::new();
+        for _ in 0..400 {
+            let in_flight = limit.limit();
+            limits
+                .push(limit.on_engine_load(EngineLoad { drops_abandoned: true, ..load(slots, in_flight) }, in_flight));
+        }
+        let settled = &limits[30..];
+        assert!(settled.iter().all(|&l| l >= slots + queued && l <= slots + queued + 1), "{slots} slots: {limits:?}");
+    }
+    // An engine that keeps abandoned requests gets no queue: they could not be taken back.
+    assert!(settle_on_gauges(256, 1024, 400)[30..].iter().all(|&l| l <= 257));
 }
 
 #[test]

@@ -197,3 +197,41 @@ async fn requests_the_engine_queues_beyond_the_limit_are_pulled_back_from_it() {
     assert_eq!(rig.engine.calls(), 14);
     rig.stop().await;
 }
+
+/// On an engine of 32 slots the limit keeps two requests queued inside it (one in 16; see `adaptive_limit`). A
+/// high-priority request moves ahead of them at once, without waiting its patience (a quarter of the 3 s a request
+/// takes): they are pulled back, having generated nothing, and it reaches the engine, to wait there for the next
+/// generation slot only.
+#[tokio::test]
+async fn a_high_priority_request_moves_ahead_of_the_requests_queued_inside_the_engine() {
+    let latency = Duration::from_millis(3000);
+    let behavior = Behavior { latency, slots: 32, ..Behavior::default() };
+    let worker = WorkerConfig { concurrency: 64, ..config() };
+    let rig = rig(behavior, worker).await;
+    let normals = send_now(&rig, Priority::Normal, 100).await;
+    // The first climb sends 64 and pulls 30 back; they and 2 more are sent when the first 32 finish. Then, with a
+    // typical engine time known, wait until 2 have waited inside the engine for two of the worker's readings.
+    rig.engine_called(96).await;
+    let mut steady_since = Instant::now();
+    while steady_since.elapsed() < Duration::from_millis(500) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        if rig.engine.waiting() != 2 {
+            steady_since = Instant::now();
+        }
+    }
+    let sent = Instant::now();
+    let high = send_now(&rig, Priority::High, 1).await;
+    while !rig.engine.prompts().iter().any(|p| p.starts_with("high")) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let reached_engine = sent.elapsed();
+    assert_eq!(rig.result(high[0]).await.status, Status::Success);
+    let waited = sent.elapsed();
+    for id in normals {
+        assert_eq!(rig.result(id).await.status, Status::Success);
+    }
+    assert!(reached_engine < Duration::from_millis(400), "it reached the engine at once: {reached_engine:?}");
+    assert_eq!(rig.engine.aborted(), 0, "no generation was lost: only queued requests were pulled back");
+    assert!(waited < latency * 2 + Duration::from_millis(500), "the next slot's wait and its own run: {waited:?}");
+    rig.stop().await;
+}
