@@ -355,9 +355,10 @@ fn moto_pid(url: &str) -> u32 {
     std::fs::read_to_string(format!("{cache}/moto-{port}.pid")).unwrap().trim().parse().unwrap()
 }
 
-/// `binary worker` (a build of gpuinfer) draining `requests` requests queued on SQS, results to S3, against `engine`. The run ends at
-/// the newest result's LastModified: the bucket is listed once a second, so watching costs moto little CPU (on
-/// this machine moto shares the 2 cores with the engine).
+/// `binary worker` (a build of gpuinfer), started and idle, then `requests` requests sent to its SQS queue, results to
+/// S3, against `engine`. The run starts with the first send and ends at the newest result's LastModified: the bucket
+/// is listed once a second, so watching costs moto little CPU (on this machine moto shares the 2 cores with the
+/// engine).
 async fn through_sqs_worker(binary: &str, moto: &str, engine: &str, requests: usize) -> SqsRun {
     let sdk = gpuinfer::aws::sdk_config(Some(moto)).await;
     let sqs = aws_sdk_sqs::Client::new(&sdk);
@@ -378,6 +379,22 @@ async fn through_sqs_worker(binary: &str, moto: &str, engine: &str, requests: us
         calls.push(sent.elapsed().as_secs_f64() * 1000.0);
     }
     calls.sort_by(f64::total_cmp);
+    // Started first and left a second to settle into its long poll, as a deployed worker waits for work (and as
+    // the P3 run starts its worker): the run then measures the pipeline, not the process start.
+    let worker = gpuinfer_build(
+        binary,
+        &["worker", "--tier", "small", "--engine-url", engine],
+        &[
+            ("AWS_ENDPOINT_URL", moto.to_owned()),
+            ("REQUEST_QUEUE_URL", queue_url.clone()),
+            ("DLQ_URL", dlq_url),
+            ("OUTPUT_DESTINATION", format!("s3://{bucket}/results/")),
+        ],
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let moto_process = moto_pid(moto);
+    let moto_cpu_before = cpu_time(moto_process);
+    let started = SystemTime::now();
     let bodies: Vec<String> = (0..requests).map(request).collect();
     for chunk in bodies.chunks(10) {
         let entries = chunk.iter().enumerate().map(|(i, body)| {
@@ -389,19 +406,6 @@ async fn through_sqs_worker(binary: &str, moto: &str, engine: &str, requests: us
         });
         sqs.send_message_batch().queue_url(&queue_url).set_entries(Some(entries.collect())).send().await.unwrap();
     }
-    let moto_process = moto_pid(moto);
-    let moto_cpu_before = cpu_time(moto_process);
-    let started = SystemTime::now();
-    let worker = gpuinfer_build(
-        binary,
-        &["worker", "--tier", "small", "--engine-url", engine],
-        &[
-            ("AWS_ENDPOINT_URL", moto.to_owned()),
-            ("REQUEST_QUEUE_URL", queue_url),
-            ("DLQ_URL", dlq_url),
-            ("OUTPUT_DESTINATION", format!("s3://{bucket}/results/")),
-        ],
-    );
     let finished = loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let listed = s3.list_objects_v2().bucket(&bucket).prefix("results/").send().await.unwrap();
