@@ -1,6 +1,7 @@
 //! The worker's adaptive in-flight limit: it grows while the engine has free generation slots and shrinks as soon as
-//! requests queue inside the engine beyond a small allowance, read from the engine's own /metrics; for an engine without them, from the time
-//! per generated token (additive increase, multiplicative decrease when it rises well above its best).
+//! requests queue inside the engine beyond a small allowance, read from the engine's own /metrics; for an engine
+//! without them, from the time per generated token (additive increase, multiplicative decrease when it rises well
+//! above its best).
 
 use crate::engine_load::EngineLoad;
 
@@ -21,7 +22,7 @@ const BACKOFF: f64 = 0.8;
 /// On an engine that drops abandoned requests, the limit keeps a queue inside it of one request per this many it
 /// runs (none below 16 slots): a slot that frees refills from that queue at once, not after the worker's round trip
 /// to store a result and start the next request. Those queued requests have generated nothing, so a high-priority
-/// request takes the place of one at once (see `Worker::wait_for_slot`), and any beyond the limit are pulled back.
+/// request moves ahead of them at once (see `Worker::wait_for_slot`), and any beyond the limit are pulled back.
 const QUEUE_ALLOWANCE_DIVISOR: u64 = 16;
 
 #[derive(Debug, Clone)]
