@@ -443,7 +443,10 @@ fn tier_definitions(template: &Value) -> Vec<(String, Value)> {
 
 /// The image carries the container's build (`--no-default-features`, src/cli.rs `CONTAINER_COMMANDS`): every
 /// gpuinfer subcommand the image is asked to run (entrypoint.sh, the Dockerfile's and the template's health checks,
-/// the XID injector's task definition) must be one it keeps, or the container fails at that step.
+/// the XID injector's task definition) must be one it keeps, or the container fails at that step. Amazon ECS
+/// developer guide, "Determine Amazon ECS task health using container health checks": the task definition's health
+/// check command runs inside the container, and a service's task reported unhealthy is stopped and replaced — a
+/// container build without `healthcheck` would have every worker task replaced in a loop.
 #[test]
 fn every_command_the_image_runs_is_kept_by_the_container_build() {
     let root = env!("CARGO_MANIFEST_DIR");
