@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use gpuinfer::local::LocalBackends;
@@ -29,6 +29,18 @@ fn request(i: usize) -> String {
         .to_string()
 }
 
+/// The folder every run keeps its data in until the bench ends (`main` removes it). Deleting one run's thousands
+/// of files just before the next run would charge that run for them: ext4 without a journal, as on this machine,
+/// skips the recently deleted inodes one by one for every file it creates (seen in `perf`: a third of the dev
+/// process's time in `recently_deleted` and the block lookups it makes).
+static RUNS: OnceLock<PathBuf> = OnceLock::new();
+
+/// A new folder for one run's data, removed only when the bench ends.
+fn run_dir() -> PathBuf {
+    let runs = RUNS.get_or_init(|| tempfile::tempdir().unwrap().keep());
+    tempfile::tempdir_in(runs).unwrap().keep()
+}
+
 fn count_results(dir: &Path) -> usize {
     std::fs::read_dir(dir.join("results"))
         .map(|d| d.filter(|e| e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "json"))).count())
@@ -46,8 +58,8 @@ async fn wait_for_results(dir: &Path, expected: usize, limit: Duration) {
 /// Tokens per second of `gpuinfer worker` draining `requests` queued requests of `TOKENS` tokens, `concurrency`
 /// requests in flight (0: the default, adaptive).
 async fn drain_with_worker(engine: &str, concurrency: usize, requests: usize) -> (f64, Duration) {
-    let dir = tempfile::tempdir().unwrap();
-    let queue = LocalBackends::open(dir.path()).unwrap().lane_handles(Tier::Small).normal;
+    let dir = run_dir();
+    let queue = LocalBackends::open(&dir).unwrap().lane_handles(Tier::Small).normal;
     for i in 0..requests {
         queue.send(&request(i)).await.unwrap();
     }
@@ -57,8 +69,8 @@ async fn drain_with_worker(engine: &str, concurrency: usize, requests: usize) ->
     if concurrency != "0" {
         args.extend(["--concurrency", &concurrency, "--fixed-concurrency"]);
     }
-    let _worker = gpuinfer(&args, &[("GPUINFER_DATA_DIR", dir.path().display().to_string())]);
-    wait_for_results(dir.path(), requests, Duration::from_secs(900)).await;
+    let _worker = gpuinfer(&args, &[("GPUINFER_DATA_DIR", dir.display().to_string())]);
+    wait_for_results(&dir, requests, Duration::from_secs(900)).await;
     let elapsed = started.elapsed();
     ((requests * TOKENS as usize) as f64 / elapsed.as_secs_f64(), elapsed)
 }
@@ -66,11 +78,11 @@ async fn drain_with_worker(engine: &str, concurrency: usize, requests: usize) ->
 /// Tokens per second through `gpuinfer dev` with its default settings: HTTP POSTs (32 at a time) → embedded
 /// queue → worker (adaptive in-flight limit) → engine → result files.
 async fn through_dev(engine: &str, requests: usize) -> f64 {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = run_dir();
     let port = free_port();
     let _dev = gpuinfer(
         &["dev", "--listen", &format!("127.0.0.1:{port}"), "--small-engine-url", engine, "--classifier", "none"],
-        &[("GPUINFER_DATA_DIR", dir.path().display().to_string())],
+        &[("GPUINFER_DATA_DIR", dir.display().to_string())],
     );
     let http = reqwest::Client::new();
     let base = format!("http://127.0.0.1:{port}");
@@ -92,7 +104,7 @@ async fn through_dev(engine: &str, requests: usize) -> f64 {
     while let Some(posted) = posts.join_next().await {
         posted.unwrap();
     }
-    wait_for_results(dir.path(), requests, Duration::from_secs(900)).await;
+    wait_for_results(&dir, requests, Duration::from_secs(900)).await;
     (requests * TOKENS as usize) as f64 / started.elapsed().as_secs_f64()
 }
 
@@ -118,11 +130,11 @@ struct Ceiling {
 /// until every result is written.
 async fn worker_ceiling(requests: usize) -> Ceiling {
     let (_engine, url) = simulator(4096, &["--latency-ms", "0", "--completion-tokens", "1"]);
-    let dir = tempfile::tempdir().unwrap();
-    let queue = LocalBackends::open(dir.path()).unwrap().lane_handles(Tier::Small).normal;
+    let dir = run_dir();
+    let queue = LocalBackends::open(&dir).unwrap().lane_handles(Tier::Small).normal;
     let worker = gpuinfer(
         &["worker", "--tier", "small", "--engine-url", &url, "--concurrency", "64"],
-        &[("GPUINFER_DATA_DIR", dir.path().display().to_string())],
+        &[("GPUINFER_DATA_DIR", dir.display().to_string())],
     );
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let idle = memory(worker.pid());
@@ -130,7 +142,7 @@ async fn worker_ceiling(requests: usize) -> Ceiling {
     assert!(queue.send_batch(&bodies).await.iter().all(Result::is_ok));
     let ((user_before, system_before), started) = (cpu_time(worker.pid()), Instant::now());
     let mut loaded = Memory::default();
-    while count_results(dir.path()) < requests {
+    while count_results(&dir) < requests {
         let now = memory(worker.pid());
         if now.rss > loaded.rss {
             loaded = now;
@@ -159,24 +171,24 @@ async fn worker_profile(requests: usize) -> Result<String, String> {
         return Err("valgrind is not installed (`apt-get install valgrind`): no profile in this run".into());
     }
     let (_engine, url) = simulator(4096, &["--latency-ms", "0", "--completion-tokens", "1"]);
-    let dir = tempfile::tempdir().unwrap();
-    let queue = LocalBackends::open(dir.path()).unwrap().lane_handles(Tier::Small).normal;
+    let dir = run_dir();
+    let queue = LocalBackends::open(&dir).unwrap().lane_handles(Tier::Small).normal;
     let bodies: Vec<String> = (0..requests).map(request).collect();
     assert!(queue.send_batch(&bodies).await.iter().all(Result::is_ok));
-    let out = dir.path().join("callgrind.out");
+    let out = dir.join("callgrind.out");
     let mut worker = Process(
         Command::new("valgrind")
             .args(["--tool=callgrind", &format!("--callgrind-out-file={}", out.display())])
             .arg(env!("CARGO_BIN_EXE_gpuinfer"))
             .args(["worker", "--tier", "small", "--engine-url", &url, "--concurrency", "64"])
-            .env("GPUINFER_DATA_DIR", dir.path())
+            .env("GPUINFER_DATA_DIR", &dir)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start the worker under valgrind"),
     );
-    wait_for_results(dir.path(), requests, Duration::from_secs(900)).await;
+    wait_for_results(&dir, requests, Duration::from_secs(900)).await;
     let stopped = Command::new("kill").args(["-TERM", &worker.pid().to_string()]).status().unwrap();
     assert!(stopped.success() && worker.0.wait().unwrap().success(), "the profiled worker did not drain cleanly");
     let annotated = Command::new("callgrind_annotate")
@@ -734,6 +746,9 @@ async fn main() {
         },
     );
 
+    if let Some(runs) = RUNS.get() {
+        std::fs::remove_dir_all(runs).unwrap();
+    }
     let table = table(&rows);
     println!("{table}\n{profile}");
     if let Some(path) = output {

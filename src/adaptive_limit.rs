@@ -18,6 +18,10 @@ const LATENCY_TOLERANCE: f64 = 2.0;
 const LATENCY_WINDOW: usize = 8;
 /// On queueing seen through latency, the limit is multiplied by this.
 const BACKOFF: f64 = 0.8;
+/// Readings of the engine's load its capacity is taken from: the most it ran in any of them. One reading can
+/// catch the engine between a request that finished and the next it starts (llama.cpp has shown 3 of 8 slots
+/// running with 17 requests waiting), and taking that for its capacity would hold the limit far below it.
+const CAPACITY_READINGS: usize = 8;
 
 /// On an engine that drops abandoned requests, the limit keeps a queue inside it of one request per this many it
 /// runs (none below 16 slots): a slot that frees refills from that queue at once, not after the worker's round trip
@@ -39,6 +43,10 @@ pub struct AdaptiveLimit {
     previous_waiting: u64,
     /// Readings left before the limit may grow again after a decrease: it stays where the engine had no queue.
     hold: u32,
+    /// Requests the engine ran at each of the last `CAPACITY_READINGS` readings (a ring, oldest overwritten).
+    recent_running: [u64; CAPACITY_READINGS],
+    /// How many readings so far: where the next one goes in `recent_running`.
+    readings: usize,
     /// The least mean time per token (seconds) of a latency window. Against a best that moved with the limit,
     /// a queue that never drains would look normal; it is learned again only when the limit is down to 1 and
     /// still above it (the workload changed).
@@ -57,6 +65,8 @@ impl AdaptiveLimit {
             slow_start: true,
             previous_waiting: 0,
             hold: 0,
+            recent_running: [0; CAPACITY_READINGS],
+            readings: 0,
             best_per_token: None,
             window: Vec::with_capacity(LATENCY_WINDOW),
         }
@@ -76,23 +86,32 @@ impl AdaptiveLimit {
         self.slow_start
     }
 
-    /// One reading of the engine's load while `in_flight` of our requests run; returns the new limit. With more
+    /// One reading of the engine's load, `in_flight` the most of our requests that ran at once since the previous
+    /// reading (so a limit filled between two readings counts as used, whatever requests were being replaced at
+    /// either); returns the new limit. With more
     /// requests waiting inside the engine than its queue allowance (in the slow start at once, then in two
     /// readings in a row) while the limit is in use, the limit becomes our share of the engine's capacity plus the
-    /// allowance, and holds for `HOLD_READINGS`; with fewer waiting and every slot of the limit used, the limit
-    /// grows. Waiting seen while the limit is not in use is another client's (a second worker pool on the same
-    /// engine), and changes nothing.
+    /// allowance, and holds for `HOLD_READINGS`. With fewer waiting and every slot of the limit used, the limit
+    /// grows; on an engine that keeps abandoned requests, only once the engine counts every one of ours: a
+    /// reading taken before it counted the requests just sent says nothing of its free slots, and what it queues
+    /// beyond them could not be taken back (an engine that drops them gives them back for free, and one that
+    /// answers within microseconds would never be seen holding them). Waiting seen while the limit is not in use
+    /// is another client's (a second worker pool on the same engine), and changes nothing.
     pub fn on_engine_load(&mut self, load: EngineLoad, in_flight: usize) -> usize {
         let waiting = if self.slow_start { load.waiting } else { load.waiting.min(self.previous_waiting) };
         self.previous_waiting = load.waiting;
+        self.recent_running[self.readings % CAPACITY_READINGS] = load.running;
+        self.readings += 1;
         self.hold = self.hold.saturating_sub(1);
         let allowance = queue_allowance(load);
-        if waiting > allowance && in_flight >= self.limit {
+        let limit_used = in_flight >= self.limit;
+        if waiting > allowance && limit_used {
             self.slow_start = false;
             self.hold = HOLD_READINGS;
+            let capacity = self.recent_running.iter().copied().max().unwrap_or(load.running);
             let allowance = usize::try_from(allowance).unwrap_or(0);
-            self.limit = share_of_capacity(load, in_flight).saturating_add(allowance).clamp(1, self.limit);
-        } else if load.waiting < allowance.max(1) && in_flight >= self.limit && self.hold == 0 {
+            self.limit = share_of_capacity(capacity, load, in_flight).saturating_add(allowance).clamp(1, self.limit);
+        } else if load.waiting < allowance.max(1) && limit_used && self.hold == 0 && free_slots_seen(load, in_flight) {
             self.grow(load.drops_abandoned);
         }
         self.limit
@@ -137,13 +156,19 @@ fn queue_allowance(load: EngineLoad) -> u64 {
     if load.drops_abandoned { load.running / QUEUE_ALLOWANCE_DIVISOR } else { 0 }
 }
 
-/// With requests waiting the engine is full, so what it runs is its capacity (read in the same snapshot as the
-/// waiting: requests still waiting at a later reading are not taken off again). Ours is the share of it our
-/// requests make of everything sent to the engine; all of it when we are its only client.
-fn share_of_capacity(load: EngineLoad, in_flight: usize) -> usize {
+/// Whether a reading without a queue shows free slots: on an engine that keeps abandoned requests, only if it
+/// counts at least as many requests as we have in flight (it has seen every one we sent).
+fn free_slots_seen(load: EngineLoad, in_flight: usize) -> bool {
+    load.drops_abandoned || load.running + load.waiting >= in_flight as u64
+}
+
+/// With requests waiting the engine is full: its `capacity` is what it runs (the most of its recent readings;
+/// requests still waiting at a later reading are not taken off again). Ours is the share of it our requests make
+/// of everything sent to the engine; all of it when we are its only client.
+fn share_of_capacity(capacity: u64, load: EngineLoad, in_flight: usize) -> usize {
     let sent = load.running + load.waiting;
-    let share = load.running.saturating_mul(in_flight as u64) / sent.max(1);
-    usize::try_from(share.min(load.running)).unwrap_or(usize::MAX)
+    let share = capacity.saturating_mul(in_flight as u64) / sent.max(1);
+    usize::try_from(share.min(capacity)).unwrap_or(usize::MAX)
 }
 
 #[cfg(test)]

@@ -20,6 +20,8 @@ pub struct Slots {
 struct SlotCount {
     limit: usize,
     in_flight: usize,
+    /// The most in flight since the last `take_peak`.
+    peak: usize,
     /// Slots taken away while in use: that many finishing requests keep their slot from coming back.
     owed: usize,
 }
@@ -35,7 +37,7 @@ impl Slots {
     pub fn new(limit: usize) -> Arc<Self> {
         Arc::new(Slots {
             semaphore: Arc::new(Semaphore::new(limit)),
-            state: Mutex::new(SlotCount { limit, in_flight: 0, owed: 0 }),
+            state: Mutex::new(SlotCount { limit, in_flight: 0, peak: 0, owed: 0 }),
             added: Notify::new(),
             first_waiting: AtomicUsize::new(0),
         })
@@ -57,6 +59,16 @@ impl Slots {
 
     pub fn limit(&self) -> usize {
         self.count().limit
+    }
+
+    /// The most requests in flight since the previous call (or since the start): whether the limit was filled
+    /// between two readings of the engine's load, even if a request that finished had not been replaced yet at
+    /// either reading.
+    pub fn take_peak(&self) -> usize {
+        let mut count = self.count();
+        let peak = count.peak.max(count.in_flight);
+        count.peak = count.in_flight;
+        peak
     }
 
     /// A free slot now, if there is one.
@@ -97,7 +109,10 @@ impl Slots {
     }
 
     fn taken(self: &Arc<Self>, permit: OwnedSemaphorePermit) -> Slot {
-        self.count().in_flight += 1;
+        let mut count = self.count();
+        count.in_flight += 1;
+        count.peak = count.peak.max(count.in_flight);
+        drop(count);
         Slot { permit: Some(permit), slots: Arc::clone(self) }
     }
 

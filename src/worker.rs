@@ -30,8 +30,10 @@ use crate::webhook::{Callback, DRAIN_GRACE, Webhooks};
 
 /// The worker's defaults: `WorkerConfig::new` and the command line (`cmd::args::TuningArgs`) both read them.
 pub mod defaults {
-    /// The ceiling of the adaptive in-flight limit: above the generation slots of any one engine it serves.
-    pub(crate) const CONCURRENCY: u32 = 256;
+    /// The ceiling of the adaptive in-flight limit: above the generation slots of any one engine it serves, with
+    /// room for the queue the limit keeps inside it (`adaptive_limit`). vLLM's OpenAI server runs at most 256
+    /// sequences at once by default on a GPU under 70 GiB (the L40S of both tiers), 1024 on larger ones.
+    pub(crate) const CONCURRENCY: u32 = 2048;
     pub const WAIT_TIME_SECONDS: u64 = 20;
     pub(crate) const RETRY_BASE_SECONDS: f64 = 2.0;
     pub(crate) const ENGINE_LOSS_WINDOW_SECONDS: u64 = 30;
@@ -515,7 +517,8 @@ where
             } else if let Some(load) = self.engine.load().await {
                 self.engine_gauges.store(true, Ordering::Relaxed);
                 self.engine_drops_abandoned.store(load.drops_abandoned, Ordering::Relaxed);
-                self.adjust_limit(Some(load), |limit, in_flight| limit.on_engine_load(load, in_flight));
+                let peak = self.slots.take_peak();
+                self.adjust_limit(Some(load), |limit, _| limit.on_engine_load(load, peak));
             } else {
                 self.engine_gauges.store(false, Ordering::Relaxed);
                 self.engine_drops_abandoned.store(false, Ordering::Relaxed);

@@ -98,9 +98,37 @@ fn after_the_slow_start_waiting_seen_in_one_reading_only_does_not_shrink_the_lim
     assert_eq!(limit.limit(), before);
     limit.on_engine_load(EngineLoad { running: 3, waiting: 0, ..EngineLoad::default() }, 5);
     assert_eq!(limit.limit(), before);
-    limit.on_engine_load(EngineLoad { running: 6, waiting: 3, ..EngineLoad::default() }, 8);
-    limit.on_engine_load(EngineLoad { running: 6, waiting: 2, ..EngineLoad::default() }, 8);
-    assert_eq!(limit.limit(), 6, "two readings agreeing that requests wait: the limit is the 6 the engine runs");
+    limit.on_engine_load(EngineLoad { running: 7, waiting: 3, ..EngineLoad::default() }, 8);
+    limit.on_engine_load(EngineLoad { running: 7, waiting: 2, ..EngineLoad::default() }, 8);
+    assert_eq!(limit.limit(), 6, "two readings agreeing that requests wait: our 8 of the 9 sent, of its 7 slots");
+}
+
+#[test]
+fn on_an_engine_that_keeps_abandoned_requests_a_reading_before_it_counted_our_latest_does_not_grow_the_limit() {
+    // 8 requests in flight, but llama.cpp (which keeps abandoned requests) counts 5: the other 3 have not reached
+    // its scheduler yet.
+    let mut limit = AdaptiveLimit::new(2048);
+    limit.on_engine_load(EngineLoad { running: 5, waiting: 0, ..EngineLoad::default() }, 8);
+    assert_eq!(limit.limit(), INITIAL_LIMIT, "free slots are only free once the engine has every request we sent");
+    limit.on_engine_load(EngineLoad { running: 8, waiting: 0, ..EngineLoad::default() }, 8);
+    assert_eq!(limit.limit(), 12, "once it counts all 8 and none waits, it may have more slots");
+    // An engine that drops abandoned requests gives an overshoot back for free: its readings are taken as they come.
+    let mut limit = AdaptiveLimit::new(2048);
+    limit.on_engine_load(EngineLoad { running: 0, waiting: 0, drops_abandoned: true }, 8);
+    assert_eq!(limit.limit(), 16);
+}
+
+#[test]
+fn one_reading_of_fewer_requests_running_than_the_engine_runs_does_not_take_the_limit_below_its_capacity() {
+    // llama.cpp's 8 slots, seen full; then one reading between requests: 3 running, 17 waiting, 25 in flight.
+    let mut limit = AdaptiveLimit::new(2048);
+    limit.on_engine_load(load(8, 8), 8);
+    limit.on_engine_load(load(8, 12), 12);
+    assert_eq!(limit.limit(), 8);
+    for _ in 0..2 {
+        limit.on_engine_load(EngineLoad { running: 3, waiting: 17, ..EngineLoad::default() }, 25);
+    }
+    assert_eq!(limit.limit(), 8, "the most it ran in its recent readings is its capacity");
 }
 
 /// Seconds per token on a model GPU engine: 10 ms at batch 1, 30 % slower at a full batch, and a request that

@@ -1,4 +1,4 @@
-//! Resizing a worker's slots while requests hold some of them.
+//! Resizing a worker's slots while requests hold some of them, and the most they held between two readings.
 
 use super::Slots;
 
@@ -64,4 +64,18 @@ async fn a_slot_freed_while_a_high_priority_request_waits_goes_to_it_first() {
     let normal_slot = tokio::time::timeout(std::time::Duration::from_secs(1), normal).await.unwrap().unwrap();
     assert_eq!(slots.in_flight(), 1);
     drop(normal_slot);
+}
+
+#[tokio::test]
+async fn the_peak_is_the_most_in_flight_since_it_was_last_taken() {
+    let slots = Slots::new(4);
+    let held: Vec<_> = (0..4).map(|_| slots.try_take().unwrap()).collect();
+    drop(held);
+    let one = slots.try_take().unwrap();
+    assert_eq!(slots.in_flight(), 1);
+    assert_eq!(slots.take_peak(), 4, "all four slots were filled, though only one is now");
+    assert_eq!(slots.take_peak(), 1, "since then, only the one still held");
+    drop(one);
+    assert_eq!(slots.take_peak(), 1);
+    assert_eq!(slots.take_peak(), 0);
 }
