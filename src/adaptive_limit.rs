@@ -88,10 +88,9 @@ impl AdaptiveLimit {
 
     /// One reading of the engine's load, `in_flight` the most of our requests that ran at once since the previous
     /// reading (so a limit filled between two readings counts as used, whatever requests were being replaced at
-    /// either); returns the new limit. With more
-    /// requests waiting inside the engine than its queue allowance (in the slow start at once, then in two
-    /// readings in a row) while the limit is in use, the limit becomes our share of the engine's capacity plus the
-    /// allowance, and holds for `HOLD_READINGS`. With fewer waiting and every slot of the limit used, the limit
+    /// either); returns the new limit. With more requests waiting inside the engine than its queue allowance (in
+    /// the slow start at once, then in two readings in a row) while the limit is in use, the limit becomes our
+    /// share of the engine's capacity plus the allowance, and holds for `HOLD_READINGS`. With fewer waiting and every slot of the limit used, the limit
     /// grows; on an engine that keeps abandoned requests, only once the engine counts every one of ours: a
     /// reading taken before it counted the requests just sent says nothing of its free slots, and what it queues
     /// beyond them could not be taken back (an engine that drops them gives them back for free, and one that
@@ -108,7 +107,7 @@ impl AdaptiveLimit {
         if waiting > allowance && limit_used {
             self.slow_start = false;
             self.hold = HOLD_READINGS;
-            let capacity = self.recent_running.iter().copied().max().unwrap_or(load.running);
+            let capacity = self.recent_running.iter().copied().max().unwrap_or_default();
             let allowance = usize::try_from(allowance).unwrap_or(0);
             self.limit = share_of_capacity(capacity, load, in_flight).saturating_add(allowance).clamp(1, self.limit);
         } else if load.waiting < allowance.max(1) && limit_used && self.hold == 0 && free_slots_seen(load, in_flight) {
