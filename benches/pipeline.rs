@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 use gpuinfer::local::LocalBackends;
 use gpuinfer::ports::Queue;
 use gpuinfer::vocabulary::Tier;
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
 mod support;
@@ -41,18 +41,30 @@ fn run_dir() -> PathBuf {
     tempfile::tempdir_in(runs).unwrap().keep()
 }
 
-fn count_results(dir: &Path) -> usize {
-    std::fs::read_dir(dir.join("results"))
-        .map(|d| d.filter(|e| e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "json"))).count())
-        .unwrap_or(0)
+fn result_files(dir: &Path) -> impl Iterator<Item = PathBuf> {
+    let entries = std::fs::read_dir(dir.join("results")).into_iter().flatten().filter_map(Result::ok);
+    entries.map(|entry| entry.path()).filter(|path| path.extension().is_some_and(|x| x == "json"))
 }
 
-async fn wait_for_results(dir: &Path, expected: usize, limit: Duration) {
+fn count_results(dir: &Path) -> usize {
+    result_files(dir).count()
+}
+
+/// The completion tokens a success document reports: what a run is credited with, as the engine driven directly
+/// is credited with the tokens it reports.
+fn completion_tokens(document: &[u8]) -> u64 {
+    let document: Value = serde_json::from_slice(document).unwrap();
+    document["result"]["usage"]["completionTokens"].as_u64().unwrap_or_else(|| panic!("not a success: {document}"))
+}
+
+/// Waits until `expected` results are in `dir`; the completion tokens they report.
+async fn wait_for_results(dir: &Path, expected: usize, limit: Duration) -> u64 {
     let started = Instant::now();
     while count_results(dir) < expected {
         assert!(started.elapsed() < limit, "only {} of {expected} results after {limit:?}", count_results(dir));
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    result_files(dir).map(|file| completion_tokens(&std::fs::read(file).unwrap())).sum()
 }
 
 /// Tokens per second of `gpuinfer worker` draining `requests` queued requests of `TOKENS` tokens, `concurrency`
@@ -70,9 +82,9 @@ async fn drain_with_worker(engine: &str, concurrency: usize, requests: usize) ->
         args.extend(["--concurrency", &concurrency, "--fixed-concurrency"]);
     }
     let _worker = gpuinfer(&args, &[("GPUINFER_DATA_DIR", dir.display().to_string())]);
-    wait_for_results(&dir, requests, Duration::from_secs(900)).await;
+    let tokens = wait_for_results(&dir, requests, Duration::from_secs(900)).await;
     let elapsed = started.elapsed();
-    ((requests * TOKENS as usize) as f64 / elapsed.as_secs_f64(), elapsed)
+    (tokens as f64 / elapsed.as_secs_f64(), elapsed)
 }
 
 /// Tokens per second through `gpuinfer dev` with its default settings: HTTP POSTs (32 at a time) → embedded
@@ -104,8 +116,8 @@ async fn through_dev(engine: &str, requests: usize) -> f64 {
     while let Some(posted) = posts.join_next().await {
         posted.unwrap();
     }
-    wait_for_results(&dir, requests, Duration::from_secs(900)).await;
-    (requests * TOKENS as usize) as f64 / started.elapsed().as_secs_f64()
+    let tokens = wait_for_results(&dir, requests, Duration::from_secs(900)).await;
+    tokens as f64 / started.elapsed().as_secs_f64()
 }
 
 /// CPU time a process has used in user space and in the kernel, from /proc.
@@ -368,9 +380,10 @@ fn moto_pid(url: &str) -> u32 {
 }
 
 /// `binary worker` (a build of gpuinfer), started and idle, then `requests` requests sent to its SQS queue, results to
-/// S3, against `engine`. The run starts with the first send and ends at the newest result's LastModified: the bucket
-/// is listed once a second, so watching costs moto little CPU (on this machine moto shares the 2 cores with the
-/// engine).
+/// S3, against `engine`. The run starts with the first send and ends at the newest result's `timestamp` (set as the
+/// document is made, just before its PUT; S3's LastModified has whole seconds only): the bucket is listed once a
+/// second and the documents are read at the end, so watching costs moto little CPU (on this machine moto shares the
+/// 2 cores with the engine).
 async fn through_sqs_worker(binary: &str, moto: &str, engine: &str, requests: usize) -> SqsRun {
     let sdk = gpuinfer::aws::sdk_config(Some(moto)).await;
     let sqs = aws_sdk_sqs::Client::new(&sdk);
@@ -418,21 +431,28 @@ async fn through_sqs_worker(binary: &str, moto: &str, engine: &str, requests: us
         });
         sqs.send_message_batch().queue_url(&queue_url).set_entries(Some(entries.collect())).send().await.unwrap();
     }
-    let finished = loop {
+    let listed = loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let listed = s3.list_objects_v2().bucket(&bucket).prefix("results/").send().await.unwrap();
         if listed.key_count.unwrap_or(0) as usize >= requests {
-            let newest = listed.contents().iter().filter_map(|object| object.last_modified()).max().unwrap();
-            break SystemTime::try_from(*newest).unwrap();
+            break listed;
         }
         assert!(started.elapsed().unwrap() < Duration::from_secs(900), "the SQS worker did not finish");
     };
     let moto_cpu_after = cpu_time(moto_process);
+    let (mut tokens, mut finished) = (0, started);
+    for object in listed.contents() {
+        let body = s3.get_object().bucket(&bucket).key(object.key().unwrap()).send().await.unwrap().body;
+        let document = body.collect().await.unwrap().into_bytes();
+        tokens += completion_tokens(&document);
+        let made = serde_json::from_slice::<Value>(&document).unwrap()["timestamp"].as_str().unwrap().to_owned();
+        finished = finished.max(chrono::DateTime::parse_from_rfc3339(&made).unwrap().into());
+    }
     let moto_cpu_s = (moto_cpu_after.0 + moto_cpu_after.1 - moto_cpu_before.0 - moto_cpu_before.1).as_secs_f64();
     let worker_peak = memory(worker.pid()).peak;
     let seconds = finished.duration_since(started).unwrap().as_secs_f64();
     SqsRun {
-        tokens_per_s: (requests * TOKENS as usize) as f64 / seconds,
+        tokens_per_s: tokens as f64 / seconds,
         receive_ms: calls[calls.len() / 2],
         moto_cpu_s,
         seconds,
@@ -525,10 +545,10 @@ fn listed(values: &[f64]) -> String {
     values.iter().map(|v| format!("{v:.1}")).collect::<Vec<_>>().join(", ")
 }
 
-/// Runs alternating with the engine driven directly: one pair on the simulator, whose speed is steady; three on the
-/// local llama.cpp engine, whose speed moves by several percent from one run to the next.
+/// Runs alternating with the engine driven directly: one pair on the simulator, whose speed is steady; five on the
+/// local llama.cpp engine, whose own runs on this machine's 2 shared cores have moved by up to 30 % within one bench.
 const SIMULATOR_PAIRS: usize = 1;
-const LLAMA_PAIRS: usize = 3;
+const LLAMA_PAIRS: usize = 5;
 
 async fn pipeline_rows(
     rows: &mut Vec<Row>,

@@ -10,8 +10,10 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 pub struct Slots {
     semaphore: Arc<Semaphore>,
     state: Mutex<SlotCount>,
-    /// Notified when slots are added, so whoever fills them does not wait for a request to finish first.
-    added: Notify,
+    /// Notified when a slot comes free (given back, or added by a resize), so whoever fills slots does not wait for
+    /// a request's task to end first: a request gives its slot back when the engine answers, before it stores the
+    /// result.
+    freed: Notify,
     /// Requests waiting in `take_first`: a slot freed while any waits goes to them.
     first_waiting: AtomicUsize,
 }
@@ -38,14 +40,15 @@ impl Slots {
         Arc::new(Slots {
             semaphore: Arc::new(Semaphore::new(limit)),
             state: Mutex::new(SlotCount { limit, in_flight: 0, peak: 0, owed: 0 }),
-            added: Notify::new(),
+            freed: Notify::new(),
             first_waiting: AtomicUsize::new(0),
         })
     }
 
-    /// Resolves once slots have been added by a resize (at once if some were added since the last call).
-    pub async fn added(&self) {
-        self.added.notified().await;
+    /// Resolves once a slot has come free, given back or added by a resize (at once if one did since the last
+    /// call).
+    pub async fn freed(&self) {
+        self.freed.notified().await;
     }
 
     /// Slots free now.
@@ -126,7 +129,7 @@ impl Slots {
             count.owed -= repaid;
             self.semaphore.add_permits(added - repaid);
             if added > repaid {
-                self.added.notify_one();
+                self.freed.notify_one();
             }
         } else {
             let removed = count.limit - limit;
@@ -155,6 +158,7 @@ impl Drop for Slot {
             }
         } else {
             drop(permit);
+            self.slots.freed.notify_one();
         }
     }
 }

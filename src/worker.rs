@@ -170,6 +170,9 @@ pub struct Worker<Q: ?Sized, S: ?Sized, E: ?Sized> {
     engine_queued_ours: AtomicU64,
     /// High-priority requests waiting for a slot (see `wait_for_slot`).
     high_waiting: AtomicUsize,
+    /// Requests storing their result after the engine answered: they gave their slot back to the next request. More
+    /// of them than the limit (a slow store) pause receiving.
+    storing: AtomicUsize,
     /// Generations the engine completed: one completed since the last health probe means the engine answers, even
     /// when the probe itself timed out (an engine busy at its full batch, such as llama.cpp on a CPU).
     generations: AtomicU64,
@@ -223,6 +226,7 @@ where
             engine_drops_abandoned: AtomicBool::new(false),
             engine_queued_ours: AtomicU64::new(0),
             high_waiting: AtomicUsize::new(0),
+            storing: AtomicUsize::new(0),
             generations: AtomicU64::new(0),
         }
     }
@@ -308,9 +312,15 @@ where
             if !wait_until_answering(&mut answering, receiving).await {
                 break;
             }
-            // Free slots, plus room for receiving ahead, less the leases already waiting for a slot.
-            let waiting = in_flight.tasks.len().saturating_sub(self.slots.in_flight());
-            let available = (self.slots.free() + self.receive_ahead()).saturating_sub(waiting);
+            // Free slots, plus room for receiving ahead, less the leases already waiting for a slot; none while more
+            // results wait to be stored than the limit has slots.
+            let storing = self.storing.load(Ordering::Relaxed);
+            let waiting = in_flight.tasks.len().saturating_sub(self.slots.in_flight() + storing);
+            let available = if storing > self.slots.limit() {
+                0
+            } else {
+                (self.slots.free() + self.receive_ahead()).saturating_sub(waiting)
+            };
             let free = lanes.unpromised(available);
             if free > 0 {
                 // A zero-wait receive: let it finish, so a stop never drops messages it already took.
@@ -350,8 +360,9 @@ where
                     Err(error) => tracing::warn!(%tier, %lane, %error, "long poll failed; polling again"),
                 },
                 Some(done) = in_flight.tasks.join_next(), if !in_flight.tasks.is_empty() => in_flight.record(done),
-                // The limit grew: fill the new slots now, not when a request next finishes.
-                () = self.slots.added() => {}
+                // A slot came free (the limit grew, or a request's engine call ended while it stores its result):
+                // fill it now, not when a request's task next ends.
+                () = self.slots.freed() => {}
             }
         }
         in_flight.released += self.hand_back_unstarted(lanes.close().await).await;
@@ -428,7 +439,7 @@ where
             if lease.lane != Priority::High {
                 return self.slots.take().await;
             }
-            let _waiting = Waiting::enter(&self.high_waiting);
+            let _waiting = Gauged::enter(&self.high_waiting);
             let first = self.slots.take_first();
             tokio::pin!(first);
             if self.may_preempt() && self.move_ahead_of_queued() > 0 {
@@ -649,13 +660,14 @@ where
         Ok(request)
     }
 
-    /// Runs a prepared request to the end in `_slot`: deadline, inference, result, delete. None when it gave its
-    /// slot up before the engine answered (only if `preemptible`; then it waits for another).
+    /// Runs a prepared request to the end: deadline, inference in `slot` (given back as the engine answers, so the
+    /// next request starts while this one stores its result), result, delete. None when it gave its slot up before
+    /// the engine answered (only if `preemptible`; then it waits for another).
     async fn run_request(
         &self,
         lease: &Lease,
         request: &InferenceRequest,
-        _slot: Slot,
+        slot: Slot,
         preemptible: Option<Preemptible>,
     ) -> Option<Disposition> {
         let started = Instant::now();
@@ -676,7 +688,10 @@ where
             return Some(self.finish(lease, request, document).await);
         }
         let engine_started = Instant::now();
-        let outcome = match self.infer(lease, request, preemptible).await {
+        let inference = self.infer(lease, request, preemptible).await;
+        let _storing = Gauged::enter(&self.storing);
+        drop(slot);
+        let outcome = match inference {
             Inference::Done(outcome) => {
                 if let Ok(completion) = &outcome {
                     self.generations.fetch_add(1, Ordering::Relaxed);
@@ -918,17 +933,17 @@ where
     }
 }
 
-/// One request counted in a gauge while it waits.
-struct Waiting<'a>(&'a AtomicUsize);
+/// One request counted in a gauge while it is in one state (waiting for a slot, storing its result).
+struct Gauged<'a>(&'a AtomicUsize);
 
-impl<'a> Waiting<'a> {
+impl<'a> Gauged<'a> {
     fn enter(gauge: &'a AtomicUsize) -> Self {
         gauge.fetch_add(1, Ordering::Relaxed);
-        Waiting(gauge)
+        Gauged(gauge)
     }
 }
 
-impl Drop for Waiting<'_> {
+impl Drop for Gauged<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
     }

@@ -37,10 +37,22 @@ async fn growing_again_repays_slots_owed_before_adding_free_ones() {
 async fn adding_slots_wakes_whoever_fills_them() {
     let slots = Slots::new(1);
     slots.resize(1);
-    let quiet = tokio::time::timeout(std::time::Duration::from_millis(50), slots.added()).await;
+    let quiet = tokio::time::timeout(std::time::Duration::from_millis(50), slots.freed()).await;
     assert!(quiet.is_err(), "no slot was added");
     slots.resize(3);
-    tokio::time::timeout(std::time::Duration::from_secs(1), slots.added()).await.expect("woken by the growth");
+    tokio::time::timeout(std::time::Duration::from_secs(1), slots.freed()).await.expect("woken by the growth");
+}
+
+#[tokio::test]
+async fn a_slot_given_back_wakes_whoever_fills_slots_but_one_owed_to_a_shrink_does_not() {
+    let slots = Slots::new(2);
+    let (first, second) = (slots.try_take().unwrap(), slots.try_take().unwrap());
+    slots.resize(1);
+    drop(first);
+    let quiet = tokio::time::timeout(std::time::Duration::from_millis(50), slots.freed()).await;
+    assert!(quiet.is_err(), "the slot went to the shrink, none came free");
+    drop(second);
+    tokio::time::timeout(std::time::Duration::from_secs(1), slots.freed()).await.expect("woken by the slot given back");
 }
 
 #[tokio::test]

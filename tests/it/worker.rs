@@ -114,6 +114,23 @@ async fn concurrency_fills_exactly_the_configured_slots() {
 }
 
 #[tokio::test]
+async fn a_request_gives_its_slot_back_as_the_engine_answers_and_a_slow_store_pauses_receiving() {
+    let rig = rig(Behavior::default(), WorkerConfig { concurrency: 1, adaptive: false, ..config() }).await;
+    rig.store.set_stalled(true);
+    let ids = [rig.send("first").await, rig.send("second").await];
+    rig.engine_called(2).await;
+    let third = rig.send("third").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(rig.engine.calls(), 2, "two results waiting to be stored, more than the one slot: receiving pauses");
+    rig.store.set_stalled(false);
+    for id in ids.into_iter().chain([third]) {
+        assert_eq!(rig.result(id).await.status, Status::Success);
+    }
+    assert_eq!(rig.engine.max_in_flight(), 1, "never more in the engine than the one slot");
+    rig.stop().await;
+}
+
+#[tokio::test]
 async fn the_heartbeat_keeps_a_slow_request_invisible() {
     let behavior = Behavior { latency: Duration::from_millis(2500), ..Behavior::default() };
     let rig = rig(behavior, WorkerConfig { visibility_timeout: Duration::from_millis(900), ..config() }).await;

@@ -1,4 +1,5 @@
-//! A result store that refuses every call while switched to failing, counting the refusals (store outages).
+//! A result store that refuses every call while switched to failing, counting the refusals (store outages), or
+//! holds every write while stalled (a slow store).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -6,16 +7,28 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use async_trait::async_trait;
 use gpuinfer::ports::{PutOutcome, ResultStore, StoreError};
 use gpuinfer::request_id::RequestId;
+use tokio::sync::watch;
 
 pub struct FaultyStore {
     inner: Arc<dyn ResultStore>,
     failing: AtomicBool,
     refused: AtomicU64,
+    stalled: watch::Sender<bool>,
 }
 
 impl FaultyStore {
     pub fn new(inner: Arc<dyn ResultStore>) -> Self {
-        FaultyStore { inner, failing: AtomicBool::new(false), refused: AtomicU64::new(0) }
+        FaultyStore {
+            inner,
+            failing: AtomicBool::new(false),
+            refused: AtomicU64::new(0),
+            stalled: watch::channel(false).0,
+        }
+    }
+
+    /// While stalled, every write waits (then goes on once the stall ends).
+    pub fn set_stalled(&self, stalled: bool) {
+        self.stalled.send_replace(stalled);
     }
 
     pub fn set_failing(&self, failing: bool) {
@@ -45,6 +58,7 @@ impl ResultStore for FaultyStore {
 
     async fn put_if_absent(&self, request_id: RequestId, document: &[u8]) -> Result<PutOutcome, StoreError> {
         self.check()?;
+        self.stalled.subscribe().wait_for(|stalled| !stalled).await.ok();
         self.inner.put_if_absent(request_id, document).await
     }
 

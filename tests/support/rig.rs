@@ -17,6 +17,7 @@ use gpuinfer::worker::{Stopped, Worker, WorkerConfig};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::faulty_store::FaultyStore;
 use super::{SharedBuf, eventually, request_body};
 use gpuinfer::engine_simulator::{Behavior, EngineDouble};
 
@@ -27,6 +28,8 @@ pub struct Rig {
     /// The normal lane.
     pub queue: Arc<LocalQueue>,
     pub engine: EngineDouble,
+    /// The worker's result store (the file store), which a test can make refuse or stall.
+    pub store: Arc<FaultyStore>,
     pub shutdown: CancellationToken,
     pub worker: tokio::task::JoinHandle<Stopped>,
     /// The worker's EMF lines.
@@ -75,14 +78,15 @@ impl Rig {
         .unwrap();
         let emf = SharedBuf::default();
         let metrics = Emf::to_writer(emf.clone());
-        let mut worker = Worker::new(lanes.clone(), backends.store.clone(), Arc::new(client), config, metrics.clone());
+        let store = Arc::new(FaultyStore::new(backends.store.clone()));
+        let mut worker = Worker::new(lanes.clone(), Arc::clone(&store), Arc::new(client), config, metrics.clone());
         if let Some(webhooks) = webhooks {
             worker = worker.with_webhooks(Webhooks::new(webhooks, metrics).unwrap());
         }
         let shutdown = CancellationToken::new();
         let worker = tokio::spawn(worker.run(shutdown.clone()));
         let queue = Arc::clone(&lanes.normal);
-        Rig { dir, backends, lanes, queue, engine, shutdown, worker, emf }
+        Rig { dir, backends, lanes, queue, engine, store, shutdown, worker, emf }
     }
 
     /// Sends a fresh request for `prompt` to the normal lane.
