@@ -381,7 +381,7 @@ fn moto_pid(url: &str) -> u32 {
 
 /// `binary worker` (a build of gpuinfer), started and idle, then `requests` requests sent to its SQS queue, results to
 /// S3, against `engine`. The run starts with the first send and ends at the newest result's `timestamp` (set as the
-/// document is made, just before its PUT; S3's LastModified has whole seconds only): the bucket is listed once a
+/// document is made, just before its PUT; the LastModified moto lists has whole seconds): the bucket is listed once a
 /// second and the documents are read at the end, so watching costs moto little CPU (on this machine moto shares the
 /// 2 cores with the engine).
 async fn through_sqs_worker(binary: &str, moto: &str, engine: &str, requests: usize) -> SqsRun {
