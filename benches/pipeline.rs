@@ -10,8 +10,9 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
+use gpuinfer::aws::sqs::SqsQueue;
 use gpuinfer::local::LocalBackends;
-use gpuinfer::ports::Queue;
+use gpuinfer::ports::{Queue, QueueCounts};
 use gpuinfer::vocabulary::Tier;
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
@@ -381,9 +382,9 @@ fn moto_pid(url: &str) -> u32 {
 
 /// `binary worker` (a build of gpuinfer), started and idle, then `requests` requests sent to its SQS queue, results to
 /// S3, against `engine`. The run starts with the first send and ends at the newest result's `timestamp` (set as the
-/// document is made, just before its PUT; the LastModified moto lists has whole seconds): the bucket is listed once a
-/// second and the documents are read at the end, so watching costs moto little CPU (on this machine moto shares the
-/// 2 cores with the engine).
+/// document is made, just before its PUT; the LastModified moto lists has whole seconds). The queue's counts are read
+/// once a second (cheaper for moto than listing the bucket) and the documents at the end, so watching costs moto
+/// little CPU: on this machine moto shares the 2 cores with the engine, and the direct runs have no watcher.
 async fn through_sqs_worker(binary: &str, moto: &str, engine: &str, requests: usize) -> SqsRun {
     let sdk = gpuinfer::aws::sdk_config(Some(moto)).await;
     let sqs = aws_sdk_sqs::Client::new(&sdk);
@@ -431,15 +432,16 @@ async fn through_sqs_worker(binary: &str, moto: &str, engine: &str, requests: us
         });
         sqs.send_message_batch().queue_url(&queue_url).set_entries(Some(entries.collect())).send().await.unwrap();
     }
-    let listed = loop {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let listed = s3.list_objects_v2().bucket(&bucket).prefix("results/").send().await.unwrap();
-        if listed.key_count.unwrap_or(0) as usize >= requests {
-            break listed;
-        }
+    // Done when the queue is empty, in flight included (moto's counts are exact): a message is deleted only after
+    // its result is stored.
+    let watched = SqsQueue::new(sqs.clone(), queue_url.clone(), None);
+    while watched.counts().await.unwrap() != QueueCounts::default() {
         assert!(started.elapsed().unwrap() < Duration::from_secs(900), "the SQS worker did not finish");
-    };
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
     let moto_cpu_after = cpu_time(moto_process);
+    let listed = s3.list_objects_v2().bucket(&bucket).prefix("results/").send().await.unwrap();
+    assert_eq!(listed.key_count.unwrap_or(0) as usize, requests, "one result per request");
     let (mut tokens, mut finished) = (0, started);
     for object in listed.contents() {
         let body = s3.get_object().bucket(&bucket).key(object.key().unwrap()).send().await.unwrap().body;
