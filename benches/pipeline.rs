@@ -53,19 +53,22 @@ fn count_results(dir: &Path) -> usize {
 
 /// The completion tokens a success document reports: what a run is credited with, as the engine driven directly
 /// is credited with the tokens it reports.
-fn completion_tokens(document: &[u8]) -> u64 {
-    let document: Value = serde_json::from_slice(document).unwrap();
+fn completion_tokens(document: &Value) -> u64 {
     document["result"]["usage"]["completionTokens"].as_u64().unwrap_or_else(|| panic!("not a success: {document}"))
 }
 
-/// Waits until `expected` results are in `dir`; the completion tokens they report.
-async fn wait_for_results(dir: &Path, expected: usize, limit: Duration) -> u64 {
+/// The completion tokens the result documents in `dir` report.
+fn completion_tokens_in(dir: &Path) -> u64 {
+    let documents = result_files(dir).map(|file| serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap());
+    documents.map(|document: Value| completion_tokens(&document)).sum()
+}
+
+async fn wait_for_results(dir: &Path, expected: usize, limit: Duration) {
     let started = Instant::now();
     while count_results(dir) < expected {
         assert!(started.elapsed() < limit, "only {} of {expected} results after {limit:?}", count_results(dir));
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    result_files(dir).map(|file| completion_tokens(&std::fs::read(file).unwrap())).sum()
 }
 
 /// Tokens per second of `gpuinfer worker` draining `requests` queued requests of `TOKENS` tokens, `concurrency`
@@ -83,9 +86,9 @@ async fn drain_with_worker(engine: &str, concurrency: usize, requests: usize) ->
         args.extend(["--concurrency", &concurrency, "--fixed-concurrency"]);
     }
     let _worker = gpuinfer(&args, &[("GPUINFER_DATA_DIR", dir.display().to_string())]);
-    let tokens = wait_for_results(&dir, requests, Duration::from_secs(900)).await;
+    wait_for_results(&dir, requests, Duration::from_secs(900)).await;
     let elapsed = started.elapsed();
-    (tokens as f64 / elapsed.as_secs_f64(), elapsed)
+    (completion_tokens_in(&dir) as f64 / elapsed.as_secs_f64(), elapsed)
 }
 
 /// Tokens per second through `gpuinfer dev` with its default settings: HTTP POSTs (32 at a time) → embedded
@@ -117,8 +120,9 @@ async fn through_dev(engine: &str, requests: usize) -> f64 {
     while let Some(posted) = posts.join_next().await {
         posted.unwrap();
     }
-    let tokens = wait_for_results(&dir, requests, Duration::from_secs(900)).await;
-    tokens as f64 / started.elapsed().as_secs_f64()
+    wait_for_results(&dir, requests, Duration::from_secs(900)).await;
+    let elapsed = started.elapsed();
+    completion_tokens_in(&dir) as f64 / elapsed.as_secs_f64()
 }
 
 /// CPU time a process has used in user space and in the kernel, from /proc.
@@ -445,10 +449,10 @@ async fn through_sqs_worker(binary: &str, moto: &str, engine: &str, requests: us
     let (mut tokens, mut finished) = (0, started);
     for object in listed.contents() {
         let body = s3.get_object().bucket(&bucket).key(object.key().unwrap()).send().await.unwrap().body;
-        let document = body.collect().await.unwrap().into_bytes();
+        let document: Value = serde_json::from_slice(&body.collect().await.unwrap().into_bytes()).unwrap();
         tokens += completion_tokens(&document);
-        let made = serde_json::from_slice::<Value>(&document).unwrap()["timestamp"].as_str().unwrap().to_owned();
-        finished = finished.max(chrono::DateTime::parse_from_rfc3339(&made).unwrap().into());
+        let made = chrono::DateTime::parse_from_rfc3339(document["timestamp"].as_str().unwrap()).unwrap();
+        finished = finished.max(made.into());
     }
     let moto_cpu_s = (moto_cpu_after.0 + moto_cpu_after.1 - moto_cpu_before.0 - moto_cpu_before.1).as_secs_f64();
     let worker_peak = memory(worker.pid()).peak;

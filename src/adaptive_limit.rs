@@ -90,12 +90,13 @@ impl AdaptiveLimit {
     /// reading (so a limit filled between two readings counts as used, whatever requests were being replaced at
     /// either); returns the new limit. With more requests waiting inside the engine than its queue allowance (in
     /// the slow start at once, then in two readings in a row) while the limit is in use, the limit becomes our
-    /// share of the engine's capacity plus the allowance, and holds for `HOLD_READINGS`. With fewer waiting and every slot of the limit used, the limit
-    /// grows; on an engine that keeps abandoned requests, only once the engine counts every one of ours: a
-    /// reading taken before it counted the requests just sent says nothing of its free slots, and what it queues
-    /// beyond them could not be taken back (an engine that drops them gives them back for free, and one that
-    /// answers within microseconds would never be seen holding them). Waiting seen while the limit is not in use
-    /// is another client's (a second worker pool on the same engine), and changes nothing.
+    /// share of the engine's capacity plus the allowance, and holds for `HOLD_READINGS`. With fewer waiting and
+    /// every slot of the limit used, the limit grows; on an engine that keeps abandoned requests, only once the
+    /// engine counts every one of ours: a reading taken before it counted the requests just sent says nothing of
+    /// its free slots, and what it queues beyond them could not be taken back (an engine that drops them gives them
+    /// back for free, and one that answers within microseconds would never be seen holding them). Waiting seen
+    /// while the limit is not in use is another client's (a second worker pool on the same engine), and changes
+    /// nothing.
     pub fn on_engine_load(&mut self, load: EngineLoad, in_flight: usize) -> usize {
         let waiting = if self.slow_start { load.waiting } else { load.waiting.min(self.previous_waiting) };
         self.previous_waiting = load.waiting;
