@@ -474,3 +474,23 @@ fn workers_publish_their_saturation_under_the_names_the_scaler_reads_it_by() {
         assert_eq!(worker["SERVICE_NAME"], scaler["SERVICE_NAME"], "{task}");
     }
 }
+
+/// ECS: an environment variable of a container definition is a KeyValuePair whose `Value` has type String
+/// (AWS::ECS::TaskDefinition KeyValuePair, CloudFormation reference), so a number is passed quoted. The ceiling the
+/// template passes is the binary's own default: one value, whether or not the variable is set.
+#[test]
+fn the_template_passes_the_workers_default_concurrency_as_the_string_ecs_takes() {
+    let t = template();
+    let cli = Cli::command();
+    let worker = cli.find_subcommand("worker").unwrap();
+    let argument = worker.get_arguments().find(|a| a.get_env().is_some_and(|e| e == "WORKER_CONCURRENCY")).unwrap();
+    let default = argument.get_default_values()[0].to_string_lossy().into_owned();
+    for name in ["SmallTaskDefinition", "LargeTaskDefinition"] {
+        let task = &t["Resources"][name];
+        assert_eq!(container_variable(task, "WORKER_CONCURRENCY")["Value"], json!(default), "{name}");
+        for variable in task["Properties"]["ContainerDefinitions"][0]["Environment"].as_array().unwrap() {
+            let value = &variable["Value"];
+            assert!(value.is_string() || value.is_object(), "{} is not a string: {value}", variable["Name"]);
+        }
+    }
+}
