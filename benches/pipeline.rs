@@ -377,6 +377,13 @@ struct SqsRun {
 }
 
 /// moto's process, by the pid file scripts/aws-emulator.sh writes for `url`'s port.
+/// Requests a worker has finished, from its EMF metric lines: each finished request's line counts it succeeded or
+/// failed.
+fn finished_requests(metrics: &Path) -> usize {
+    let lines = std::fs::read_to_string(metrics).unwrap_or_default();
+    lines.lines().filter(|line| line.contains("\"RequestsSucceeded\"") || line.contains("\"RequestsFailed\"")).count()
+}
+
 fn moto_pid(url: &str) -> u32 {
     let port = url.rsplit(':').next().unwrap().trim_end_matches('/');
     let home = std::env::var("HOME").unwrap();
@@ -386,9 +393,10 @@ fn moto_pid(url: &str) -> u32 {
 
 /// `binary worker` (a build of gpuinfer), started and idle, then `requests` requests sent to its SQS queue, results to
 /// S3, against `engine`. The run starts with the first send and ends at the newest result's `timestamp` (set as the
-/// document is made, just before its PUT; the LastModified moto lists has whole seconds). The queue's counts are read
-/// once a second (cheaper for moto than listing the bucket) and the documents at the end, so watching costs moto
-/// little CPU: on this machine moto shares the 2 cores with the engine, and the direct runs have no watcher.
+/// document is made, just before its PUT; the LastModified moto lists has whole seconds). The run's end is watched
+/// in the worker's metric lines (one per request, after its message is deleted), and the documents are read once
+/// at the end, so watching costs moto no CPU: on this machine moto shares the 2 cores with the engine, and the
+/// direct runs have no watcher.
 async fn through_sqs_worker(binary: &str, moto: &str, engine: &str, requests: usize) -> SqsRun {
     let sdk = gpuinfer::aws::sdk_config(Some(moto)).await;
     let sqs = aws_sdk_sqs::Client::new(&sdk);
@@ -411,6 +419,7 @@ async fn through_sqs_worker(binary: &str, moto: &str, engine: &str, requests: us
     calls.sort_by(f64::total_cmp);
     // Started first and left a second to settle into its long poll, as a deployed worker waits for work (and as
     // the P3 run starts its worker): the run then measures the pipeline, not the process start.
+    let metrics = run_dir().join("worker-metrics.jsonl");
     let worker = gpuinfer_build(
         binary,
         &["worker", "--tier", "small", "--engine-url", engine],
@@ -420,6 +429,7 @@ async fn through_sqs_worker(binary: &str, moto: &str, engine: &str, requests: us
             ("DLQ_URL", dlq_url),
             ("OUTPUT_DESTINATION", format!("s3://{bucket}/results/")),
         ],
+        Some(&metrics),
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
     let moto_process = moto_pid(moto);
@@ -436,14 +446,13 @@ async fn through_sqs_worker(binary: &str, moto: &str, engine: &str, requests: us
         });
         sqs.send_message_batch().queue_url(&queue_url).set_entries(Some(entries.collect())).send().await.unwrap();
     }
-    // Done when the queue is empty, in flight included (moto's counts are exact): a message is deleted only after
-    // its result is stored.
-    let watched = SqsQueue::new(sqs.clone(), queue_url.clone(), None);
-    while watched.counts().await.unwrap() != QueueCounts::default() {
+    while finished_requests(&metrics) < requests {
         assert!(started.elapsed().unwrap() < Duration::from_secs(900), "the SQS worker did not finish");
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let moto_cpu_after = cpu_time(moto_process);
+    let watched = SqsQueue::new(sqs.clone(), queue_url.clone(), None);
+    assert_eq!(watched.counts().await.unwrap(), QueueCounts::default(), "every message deleted, none left");
     let listed = s3.list_objects_v2().bucket(&bucket).prefix("results/").send().await.unwrap();
     assert_eq!(listed.key_count.unwrap_or(0) as usize, requests, "one result per request");
     let (mut tokens, mut finished) = (0, started);

@@ -509,12 +509,13 @@ where
         }
     }
 
-    /// Messages to hold beyond the free slots, checked and ready for the next slot that frees: where a receive is
-    /// a network round trip (SQS), an eighth of the limit (1 to 10), so a freed slot does not wait for a receive
-    /// and a result lookup; none on the embedded queue, where a receive takes microseconds. High-priority requests
-    /// may wait behind these few.
+    /// Messages to hold beyond the free slots, ready for the next slots that free: where a receive is a network
+    /// round trip (SQS), as many as the limit, up to one receive's worth (10). Requests of like length started
+    /// together end together, so a whole batch of slots can free at once: each is refilled at once, not after a
+    /// receive. None on the embedded queue, where a receive takes microseconds. A high-priority request still takes
+    /// the next free slot ahead of these (see `wait_for_slot`).
     fn receive_ahead(&self) -> usize {
-        if self.lanes.normal.receive_is_remote() { (self.slots.limit() / 8).clamp(1, RECEIVE_AHEAD_MAX) } else { 0 }
+        if self.lanes.normal.receive_is_remote() { self.slots.limit().clamp(1, RECEIVE_AHEAD_MAX) } else { 0 }
     }
 
     /// Reads the engine's load every `LOAD_INTERVAL` (`CLIMB_INTERVAL` during the limit's first climb) and sets

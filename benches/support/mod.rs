@@ -143,7 +143,7 @@ pub fn write_section(path: &Path, heading: &str, section: &str) {
 
 /// `gpuinfer <args>` with its output discarded (warnings only).
 pub fn gpuinfer(args: &[&str], env: &[(&str, String)]) -> Process {
-    gpuinfer_build(env!("CARGO_BIN_EXE_gpuinfer"), args, env)
+    gpuinfer_build(env!("CARGO_BIN_EXE_gpuinfer"), args, env, None)
 }
 
 /// The inference container's build of gpuinfer (`--profile container --no-default-features`, as the Dockerfile
@@ -153,10 +153,12 @@ pub fn container_build() -> String {
         .expect("BENCH_CONTAINER_GPUINFER: the container build of gpuinfer (scripts/bench.sh builds it)")
 }
 
-/// `binary <args>`, a build of gpuinfer, with its output discarded (warnings only).
-pub fn gpuinfer_build(binary: &str, args: &[&str], env: &[(&str, String)]) -> Process {
+/// `binary <args>`, a build of gpuinfer, with its logs discarded (warnings only), and its EMF metric lines (its
+/// standard output) written to `metrics` if given, else discarded.
+pub fn gpuinfer_build(binary: &str, args: &[&str], env: &[(&str, String)], metrics: Option<&Path>) -> Process {
+    let stdout = metrics.map_or_else(Stdio::null, |path| std::fs::File::create(path).unwrap().into());
     let mut command = Command::new(binary);
-    command.args(args).envs(env.iter().cloned()).env("RUST_LOG", "warn").stdout(Stdio::null()).stderr(Stdio::null());
+    command.args(args).envs(env.iter().cloned()).env("RUST_LOG", "warn").stdout(stdout).stderr(Stdio::null());
     Process(command.spawn().expect("start gpuinfer"))
 }
 

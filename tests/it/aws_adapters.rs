@@ -471,7 +471,7 @@ fn the_newest_cloudwatch_datapoint_is_the_reading() {
 
 #[tokio::test]
 #[ignore = "needs moto: scripts/test.sh"]
-async fn on_sqs_a_worker_holds_one_message_ahead_of_its_engine_slots_and_never_overfills_the_engine() {
+async fn on_sqs_a_worker_holds_a_receive_of_messages_ahead_of_its_engine_slots_and_never_overfills_the_engine() {
     let name = moto::unique("ahead");
     let (lanes, dlq) = moto::lanes_with_dlq(&name, 30, 3).await;
     let bucket = moto::bucket(&name).await;
@@ -485,19 +485,21 @@ async fn on_sqs_a_worker_holds_one_message_ahead_of_its_engine_slots_and_never_o
     let config = WorkerConfig { concurrency: 8, ..worker_config() };
     let worker = in_process_worker(&lanes, &dlq, Arc::clone(&store), &engine, config, &shutdown).await;
 
-    // A limit of 8 on SQS receives 8 / 8 = 1 message ahead: 9 invisible while 8 run in the engine.
+    // A limit of 8 on SQS holds 8 messages ahead (its limit, at most one receive's 10): 16 invisible while 8 run in
+    // the engine, so when the 8 end together (as requests of like length started together do), all 8 slots are
+    // refilled without waiting for a receive.
     eventually(Duration::from_secs(10), "8 requests in the engine", || {
         std::future::ready((engine.calls() >= 8).then_some(()))
     })
     .await;
     let normal = SqsQueue::new(moto::sqs().await, lanes.normal.clone(), None);
-    let held = eventually(Duration::from_secs(5), "one message held ahead", || {
+    let held = eventually(Duration::from_secs(5), "8 messages held ahead", || {
         let normal = &normal;
-        async move { Some(normal.counts().await.unwrap().in_flight).filter(|&held| held == 9) }
+        async move { Some(normal.counts().await.unwrap().in_flight).filter(|&held| held == 16) }
     })
     .await;
-    assert_eq!(held, 9);
-    assert_eq!(engine.calls(), 8, "the message held ahead waits for a slot, not in the engine");
+    assert_eq!(held, 16);
+    assert_eq!(engine.calls(), 8, "the messages held ahead wait for a slot, not in the engine");
     shutdown.cancel();
     worker.await.unwrap();
     assert_eq!(engine.max_in_flight(), 8, "never more requests in the engine than the limit");
