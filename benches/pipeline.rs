@@ -376,7 +376,6 @@ struct SqsRun {
     worker_peak: f64,
 }
 
-/// moto's process, by the pid file scripts/aws-emulator.sh writes for `url`'s port.
 /// Requests a worker has finished, from its EMF metric lines: each finished request's line counts it succeeded or
 /// failed.
 fn finished_requests(metrics: &Path) -> usize {
@@ -384,6 +383,7 @@ fn finished_requests(metrics: &Path) -> usize {
     lines.lines().filter(|line| line.contains("\"RequestsSucceeded\"") || line.contains("\"RequestsFailed\"")).count()
 }
 
+/// moto's process, by the pid file scripts/aws-emulator.sh writes for `url`'s port.
 fn moto_pid(url: &str) -> u32 {
     let port = url.rsplit(':').next().unwrap().trim_end_matches('/');
     let home = std::env::var("HOME").unwrap();
