@@ -127,6 +127,17 @@ fn chat_messages_round_trip_through_the_queue_body() {
     assert_eq!(again, original);
 }
 
+/// Found by tests/it/fuzz_request.rs: without serde_json's exact float parsing this topP came back one unit in the
+/// last place away from what the router accepted.
+#[test]
+fn numbers_survive_the_queue_body_bit_for_bit() {
+    let original = parse(json!({"requestId": ID, "prompt": "hi", "topP": 7.743809359149756e-178})).unwrap();
+    let again =
+        InferenceRequest::parse(original.to_queue_body().as_bytes(), Intake::Queue(chrono::Utc::now())).unwrap();
+    assert_eq!(again.top_p.to_bits(), original.top_p.to_bits());
+    assert_eq!(original.top_p.to_bits(), 7.743809359149756e-178_f64.to_bits());
+}
+
 #[test]
 fn the_queue_body_uses_the_wire_field_names() {
     let request = parse(json!({"requestId": ID, "prompt": "hi"})).unwrap();

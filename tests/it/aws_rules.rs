@@ -1,5 +1,5 @@
-//! AWS's own rules for the deployment files that neither cfn-lint nor the emulator enforces, one test per rule,
-//! each naming the AWS documentation it comes from: a regression fails with the rule's name.
+//! AWS's own rules for the deployment files and the SDK calls, one test per rule, each naming the AWS documentation
+//! it comes from: a regression fails with the rule's name. cfn-lint and moto enforce a few of them; most, neither.
 
 use crate::support::cfn::{of_type, statements, template};
 use serde_json::{Value, json};
@@ -384,4 +384,23 @@ fn a_file_the_router_serves_through_lambda_fits_lambdas_6_mb_response_once_base6
         read("README.md").contains("part_size=4 * 1024 * 1024"),
         "README gives Uploads API users a part size that fits"
     );
+}
+
+/// SQS API Reference, ReceiveMessage: MaxNumberOfMessages "Valid values: 1 to 10", WaitTimeSeconds from 0 to 20;
+/// SQS refuses a call outside them (InvalidParameterValue, as moto does). A worker asks for its free slots plus as
+/// many messages held ahead as its limit (`src/worker.rs`), far over 10 with a limit of 64, and waits as long as it
+/// has nothing to do: the SQS adapter brings every call into range.
+#[tokio::test]
+#[ignore = "needs moto: scripts/test.sh"]
+async fn receive_message_asks_for_1_to_10_messages_and_waits_at_most_20_seconds() {
+    use crate::support::moto;
+    use gpuinfer::ports::Queue;
+    use std::time::Duration;
+
+    let url = moto::queue_with_dlq(&moto::unique("receive-rule"), 30, 3).await.0;
+    let queue = gpuinfer::aws::sqs::SqsQueue::new(moto::sqs().await, url.clone(), None);
+    moto::send_all(&url, &(0..30).map(|i| format!("message {i}")).collect::<Vec<_>>()).await;
+    let most = queue.receive(64 + 64, Duration::from_secs(60)).await.expect("a receive SQS accepts");
+    let least = queue.receive(0, Duration::ZERO).await.expect("a receive SQS accepts");
+    assert_eq!((most.len(), least.len()), (10, 1), "asked for 10 (the most) and for 1 (the least)");
 }
