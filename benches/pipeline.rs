@@ -560,10 +560,10 @@ fn listed(values: &[f64]) -> String {
     values.iter().map(|v| format!("{v:.1}")).collect::<Vec<_>>().join(", ")
 }
 
-/// Runs alternating with the engine driven directly: one pair on the simulator, whose speed is steady; five on the
+/// Runs alternating with the engine driven directly: one pair on the simulator, whose speed is steady; eight on the
 /// local llama.cpp engine, whose own runs on this machine's 2 shared cores have moved by up to 30 % within one bench.
 const SIMULATOR_PAIRS: usize = 1;
-const LLAMA_PAIRS: usize = 5;
+const LLAMA_PAIRS: usize = 8;
 
 async fn pipeline_rows(
     rows: &mut Vec<Row>,
@@ -625,6 +625,9 @@ async fn main() {
     let local_engine =
         std::env::var("BENCH_LOCAL_ENGINE_URL").expect("BENCH_LOCAL_ENGINE_URL (scripts/bench.sh starts the engine)");
     let moto = std::env::var("BENCH_MOTO_URL").expect("BENCH_MOTO_URL (scripts/bench.sh starts moto)");
+    // The worker's SQS and S3: a moto of their own, which scripts/bench.sh runs at the lowest CPU priority.
+    let worker_moto =
+        std::env::var("BENCH_WORKER_MOTO_URL").expect("BENCH_WORKER_MOTO_URL (scripts/bench.sh starts it)");
     let output = std::env::args().skip_while(|a| a != "--write").nth(1).map(PathBuf::from);
     let started = Instant::now();
     let mut rows = Vec::new();
@@ -644,7 +647,7 @@ async fn main() {
     let (directs, runs) = alternate(
         LLAMA_PAIRS,
         || drive_engine(&local_engine, 8, 48),
-        || through_sqs_worker(&container, &moto, &local_engine, 48),
+        || through_sqs_worker(&container, &worker_moto, &local_engine, 48),
     )
     .await;
     let rates: Vec<f64> = runs.iter().map(|run| run.tokens_per_s).collect();
@@ -655,13 +658,13 @@ async fn main() {
     let worker_peak = runs.iter().map(|run| run.worker_peak).fold(0.0, f64::max);
     eprintln!("P6: the same run once with the build of every subcommand");
     let full_build_peak =
-        through_sqs_worker(env!("CARGO_BIN_EXE_gpuinfer"), &moto, &local_engine, 48).await.worker_peak;
+        through_sqs_worker(env!("CARGO_BIN_EXE_gpuinfer"), &worker_moto, &local_engine, 48).await.worker_peak;
     report(
         &mut rows,
         Row {
             id: "P1",
             what: format!(
-                "worker on SQS + S3 (moto) vs direct, local llama.cpp, 8 slots (48 × {TOKENS} tokens), default settings"
+                "worker on SQS + S3 (moto at nice 19) vs direct, local llama.cpp, 8 slots (48 × {TOKENS} tokens), default settings"
             ),
             ours: format!(
                 "{sqs_rate:.1} tok/s through `gpuinfer worker`, container build (mean of {}; moto: {moto_ms:.0} ms per ReceiveMessage, \

@@ -11,14 +11,20 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 CACHE="${GPUINFER_CACHE:-$HOME/.cache/gpuinfer}"
 ENGINE_PORT="${BENCH_ENGINE_PORT:-18100}"
 MOTO_PORT="${BENCH_MOTO_PORT:-15100}"
+WORKER_MOTO_PORT="${BENCH_WORKER_MOTO_PORT:-15101}"
 AWSCLI_PIN="awscli==1.46.3"
 
 stop_services() {
     scripts/local-engine.sh stop --port "$ENGINE_PORT" || true
     scripts/aws-emulator.sh stop --port "$MOTO_PORT" || true
+    scripts/aws-emulator.sh stop --port "$WORKER_MOTO_PORT" || true
 }
 trap stop_services EXIT
 scripts/aws-emulator.sh start --port "$MOTO_PORT"
+# The SQS and S3 of the worker runs on SQS + S3 (P1, P6): a moto of their own at the lowest CPU priority. On AWS
+# neither runs on the GPU host; here moto shares the engine's 2 cores, and at the same priority the CPU it takes
+# from the engine would be charged to the pipeline.
+nice -n 19 scripts/aws-emulator.sh start --port "$WORKER_MOTO_PORT"
 scripts/local-engine.sh start --port "$ENGINE_PORT" --slots 8
 if ! "$CACHE/awscli-venv/bin/python" -m pip freeze 2>/dev/null | grep -qx "$AWSCLI_PIN"; then
     echo "bench: installing $AWSCLI_PIN into $CACHE/awscli-venv (once)"
@@ -30,6 +36,7 @@ export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AW
 export AWS_EC2_METADATA_DISABLED=true
 export BENCH_LOCAL_ENGINE_URL="http://127.0.0.1:$ENGINE_PORT"
 export BENCH_MOTO_URL="http://127.0.0.1:$MOTO_PORT"
+export BENCH_WORKER_MOTO_URL="http://127.0.0.1:$WORKER_MOTO_PORT"
 export BENCH_PYTHON="$CACHE/moto-venv/bin/python"   # Python 3.11 with boto3 (moto depends on it)
 export BENCH_AWS_CLI="$CACHE/awscli-venv/bin/aws"
 # The inference container's build, as the Dockerfile makes it (for this host, with glibc; the image's is static,
