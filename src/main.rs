@@ -37,7 +37,7 @@ async fn run(cli: Cli) -> ExitCode {
     let shutdown = shutdown::on_signals();
     let outcome = match cli.command {
         #[cfg(feature = "all-commands")]
-        Command::Router(args) => async { cmd::router::run(args.into_config()?, shutdown).await }.await,
+        Command::Router(args) => Box::pin(async { cmd::router::run(args.into_config()?, shutdown).await }).await,
         Command::Worker(args) => async { cmd::worker::run(args.into_config()?, shutdown).await }.await,
         Command::FetchModel(args) => async { cmd::fetch_model::run(args.into_config()?, shutdown).await }.await,
         #[cfg(feature = "all-commands")]

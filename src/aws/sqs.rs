@@ -22,6 +22,8 @@ const MAX_MESSAGES: usize = 10;
 const _: () = assert!(MAX_BATCH <= MAX_MESSAGES);
 /// Largest total body size of one SendMessageBatch.
 const MAX_BATCH_BYTES: usize = 1024 * 1024;
+/// Longest visibility timeout SQS takes (12 hours).
+const MAX_VISIBILITY_SECONDS: u64 = 43_200;
 
 #[derive(Debug, Clone)]
 pub struct SqsQueue {
@@ -30,13 +32,22 @@ pub struct SqsQueue {
     dead_letter_url: Option<String>,
     /// Deletes share DeleteMessageBatch calls (every clone of this queue the same batcher).
     deletes: Arc<DeleteBatcher<SqsDeletes>>,
+    /// How long a received message stays hidden; None leaves it to the queue's own visibility timeout.
+    receive_visibility: Option<Duration>,
 }
 
 impl SqsQueue {
     /// A queue by URL; `dead_letter_url` is where malformed messages go (required by workers).
     pub fn new(client: Client, url: String, dead_letter_url: Option<String>) -> Self {
         let deletes = Arc::new(DeleteBatcher::new(SqsDeletes { client: client.clone(), url: url.clone() }));
-        SqsQueue { client, url, dead_letter_url, deletes }
+        SqsQueue { client, url, dead_letter_url, deletes, receive_visibility: None }
+    }
+
+    /// Messages this queue receives stay hidden for `timeout` (ReceiveMessage's VisibilityTimeout), whatever the
+    /// queue's own default: a worker's heartbeat renews them on its own VISIBILITY_TIMEOUT's schedule.
+    pub fn hiding_received_for(mut self, timeout: Duration) -> Self {
+        self.receive_visibility = Some(timeout);
+        self
     }
 
     /// One SendMessageBatch call; entry ids are the bodies' positions in `chunk`.
@@ -145,6 +156,11 @@ fn chunks(bodies: &[String]) -> Vec<&[String]> {
     chunks
 }
 
+/// A visibility timeout as SQS takes it: whole seconds, at most 12 hours.
+fn visibility_seconds(timeout: Duration) -> i32 {
+    timeout.as_secs().min(MAX_VISIBILITY_SECONDS) as i32
+}
+
 fn unavailable<E: std::error::Error + Send + Sync + 'static>(action: &str) -> impl FnOnce(E) -> QueueError + '_ {
     move |e| QueueError::caused(action, e)
 }
@@ -189,6 +205,7 @@ impl Queue for SqsQueue {
             .queue_url(&self.url)
             .max_number_of_messages(max.clamp(1, MAX_MESSAGES) as i32)
             .wait_time_seconds(wait.min(MAX_WAIT).as_secs() as i32)
+            .set_visibility_timeout(self.receive_visibility.map(visibility_seconds))
             .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
             .message_system_attribute_names(MessageSystemAttributeName::SentTimestamp)
             .send()
@@ -219,7 +236,7 @@ impl Queue for SqsQueue {
             .change_message_visibility()
             .queue_url(&self.url)
             .receipt_handle(receipt)
-            .visibility_timeout(timeout.as_secs().min(43_200) as i32)
+            .visibility_timeout(visibility_seconds(timeout))
             .send()
             .await;
         match result {

@@ -272,7 +272,8 @@ pub struct TuningArgs {
     /// Keep --concurrency requests in flight whatever the engine's load, instead of adapting to it.
     #[arg(long, env = "WORKER_FIXED_CONCURRENCY")]
     pub fixed_concurrency: bool,
-    /// Seconds a received message stays invisible, renewed while it runs [default: 300 small, 600 large].
+    /// Seconds a received message stays invisible (asked on every receive, whatever the queue's own visibility
+    /// timeout), renewed while it runs [default: 300 small, 600 large].
     #[arg(long, env = "VISIBILITY_TIMEOUT")]
     pub visibility_timeout: Option<u64>,
     /// The queue's maxReceiveCount: the last attempt writes an error result instead of retrying.

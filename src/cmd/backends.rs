@@ -138,11 +138,10 @@ impl Wiring {
     ) -> anyhow::Result<Arc<dyn Queue>> {
         Ok(match source {
             QueueSource::Embedded => self.local()?.lane_queue(tier, lane, visibility_timeout, max_receive_count),
-            QueueSource::Sqs { url, dead_letter_url } => Arc::new(SqsQueue::new(
-                aws_sdk_sqs::Client::new(self.sdk().await),
-                url.clone(),
-                dead_letter_url.clone(),
-            )),
+            QueueSource::Sqs { url, dead_letter_url } => Arc::new(
+                SqsQueue::new(aws_sdk_sqs::Client::new(self.sdk().await), url.clone(), dead_letter_url.clone())
+                    .hiding_received_for(visibility_timeout),
+            ),
             QueueSource::SharedWithNormal => bail!("the {tier} tier's {lane} lane has no queue of its own"),
         })
     }

@@ -404,3 +404,29 @@ async fn receive_message_asks_for_1_to_10_messages_and_waits_at_most_20_seconds(
     let least = queue.receive(0, Duration::ZERO).await.expect("a receive SQS accepts");
     assert_eq!((most.len(), least.len()), (10, 1), "asked for 10 (the most) and for 1 (the least)");
 }
+
+/// SQS API Reference, ReceiveMessage: VisibilityTimeout, "If not specified, the default visibility timeout for the
+/// queue is used, which is 30 seconds". A worker renews a running message on its own VISIBILITY_TIMEOUT's schedule (a
+/// third of it; 300 s on the small tier): on a queue of a shorter default, a message it had not asked to hide for
+/// as long would come back, and run twice, before the first renewal. It asks on every receive.
+#[tokio::test]
+#[ignore = "needs moto: scripts/test.sh"]
+async fn a_received_message_stays_hidden_for_the_workers_visibility_timeout_whatever_the_queues_default() {
+    use crate::support::moto;
+    use gpuinfer::aws::sqs::SqsQueue;
+    use gpuinfer::ports::Queue;
+    use std::time::Duration;
+
+    let url = moto::queue_with_dlq(&moto::unique("visibility-rule"), 1, 3).await.0;
+    let client = moto::sqs().await;
+    let ours = SqsQueue::new(client.clone(), url.clone(), None).hiding_received_for(Duration::from_secs(60));
+    let queues_default = SqsQueue::new(client, url, None);
+    ours.send("first").await.unwrap();
+    ours.send("second").await.unwrap();
+    let mut received = ours.receive(1, Duration::ZERO).await.unwrap();
+    received.extend(queues_default.receive(1, Duration::ZERO).await.unwrap());
+    assert_eq!(received.len(), 2);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let again: Vec<String> = ours.receive(10, Duration::ZERO).await.unwrap().into_iter().map(|m| m.body).collect();
+    assert_eq!(again, [received[1].body.clone()], "back after the queue's 1 s: only the one received without asking");
+}
