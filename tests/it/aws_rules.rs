@@ -1,7 +1,12 @@
 //! AWS's own rules for the deployment files and the SDK calls, one test per rule, each naming the AWS documentation
 //! it comes from: a regression fails with the rule's name. cfn-lint and moto enforce a few of them; most, neither.
 
+use std::time::Duration;
+
 use crate::support::cfn::{of_type, statements, template};
+use crate::support::moto;
+use gpuinfer::aws::sqs::SqsQueue;
+use gpuinfer::ports::Queue;
 use serde_json::{Value, json};
 
 fn read(path: &str) -> String {
@@ -393,12 +398,8 @@ fn a_file_the_router_serves_through_lambda_fits_lambdas_6_mb_response_once_base6
 #[tokio::test]
 #[ignore = "needs moto: scripts/test.sh"]
 async fn receive_message_asks_for_1_to_10_messages_and_waits_at_most_20_seconds() {
-    use crate::support::moto;
-    use gpuinfer::ports::Queue;
-    use std::time::Duration;
-
     let url = moto::queue_with_dlq(&moto::unique("receive-rule"), 30, 3).await.0;
-    let queue = gpuinfer::aws::sqs::SqsQueue::new(moto::sqs().await, url.clone(), None);
+    let queue = SqsQueue::new(moto::sqs().await, url.clone(), None);
     moto::send_all(&url, &(0..30).map(|i| format!("message {i}")).collect::<Vec<_>>()).await;
     let most = queue.receive(64 + 64, Duration::from_secs(60)).await.expect("a receive SQS accepts");
     let least = queue.receive(0, Duration::ZERO).await.expect("a receive SQS accepts");
@@ -412,11 +413,6 @@ async fn receive_message_asks_for_1_to_10_messages_and_waits_at_most_20_seconds(
 #[tokio::test]
 #[ignore = "needs moto: scripts/test.sh"]
 async fn a_received_message_stays_hidden_for_the_workers_visibility_timeout_whatever_the_queues_default() {
-    use crate::support::moto;
-    use gpuinfer::aws::sqs::SqsQueue;
-    use gpuinfer::ports::Queue;
-    use std::time::Duration;
-
     let url = moto::queue_with_dlq(&moto::unique("visibility-rule"), 1, 3).await.0;
     let client = moto::sqs().await;
     let ours = SqsQueue::new(client.clone(), url.clone(), None).hiding_received_for(Duration::from_secs(60));
