@@ -625,7 +625,7 @@ async fn main() {
     let local_engine =
         std::env::var("BENCH_LOCAL_ENGINE_URL").expect("BENCH_LOCAL_ENGINE_URL (scripts/bench.sh starts the engine)");
     let moto = std::env::var("BENCH_MOTO_URL").expect("BENCH_MOTO_URL (scripts/bench.sh starts moto)");
-    // The worker's SQS and S3: a moto of their own, which scripts/bench.sh runs at the lowest CPU priority.
+    // The worker's SQS and S3: a moto of their own, which scripts/bench.sh runs on idle CPU only (SCHED_IDLE).
     let worker_moto =
         std::env::var("BENCH_WORKER_MOTO_URL").expect("BENCH_WORKER_MOTO_URL (scripts/bench.sh starts it)");
     let output = std::env::args().skip_while(|a| a != "--write").nth(1).map(PathBuf::from);
@@ -664,7 +664,7 @@ async fn main() {
         Row {
             id: "P1",
             what: format!(
-                "worker on SQS + S3 (moto at nice 19) vs direct, local llama.cpp, 8 slots (48 × {TOKENS} tokens), default settings"
+                "worker on SQS + S3 (moto on idle CPU only) vs direct, local llama.cpp, 8 slots (48 × {TOKENS} tokens), default settings"
             ),
             ours: format!(
                 "{sqs_rate:.1} tok/s through `gpuinfer worker`, container build (mean of {}; moto: {moto_ms:.0} ms per ReceiveMessage, \
