@@ -23,8 +23,8 @@ trap stop_services EXIT
 scripts/aws-emulator.sh start --port "$MOTO_PORT"
 # The SQS and S3 of the worker runs on SQS + S3 (P1, P6): a moto of their own under SCHED_IDLE, a priority below
 # nice 19 (sched(7)), so it runs on the CPU time the engine leaves. On AWS neither runs on the GPU host; here moto
-# shares the engine's 2 cores, and the CPU it took from the engine would be charged to the pipeline (at nice 19 it
-# still slowed the engine). Its calls get slower instead, which the pipeline has to hide.
+# shares the engine's 2 cores, and CPU it took from the engine would be charged to the pipeline. Its calls may get
+# slower instead, which the pipeline has to hide. (The runs so far show no difference from nice 19: BENCHMARKS.md.)
 chrt --idle 0 scripts/aws-emulator.sh start --port "$WORKER_MOTO_PORT"
 scripts/local-engine.sh start --port "$ENGINE_PORT" --slots 8
 if ! "$CACHE/awscli-venv/bin/python" -m pip freeze 2>/dev/null | grep -qx "$AWSCLI_PIN"; then
