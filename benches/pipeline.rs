@@ -11,6 +11,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use gpuinfer::aws::sqs::SqsQueue;
+use gpuinfer::engine_load::EngineLoad;
 use gpuinfer::local::LocalBackends;
 use gpuinfer::ports::{Queue, QueueCounts};
 use gpuinfer::vocabulary::Tier;
@@ -22,7 +23,7 @@ mod support;
 const PROFILE_HEADING: &str = "## Where the worker's time goes (P3)";
 use support::{
     GPU_LIKE, Memory, Process, Row, TOKENS, after_first_table, best_direct, container_build, drive_engine, free_port,
-    gpuinfer, gpuinfer_build, machine, memory, report, simulator, table,
+    gpuinfer, gpuinfer_build, loads_during, machine, mean_of, memory, report, simulator, table,
 };
 
 fn request(i: usize) -> String {
@@ -530,25 +531,48 @@ async fn fetch_versus_cli(moto: &str) -> (f64, f64) {
 
 /// P1 (pipeline with default settings vs the engine driven directly at its best concurrency) and, given a
 /// number of sequential requests, P2 (our worker vs a seed-style sequential one).
+/// Every direct run and every pipeline run of `alternate`, and the engine's generation slots busy on each side.
+struct Alternated<T> {
+    directs: Vec<f64>,
+    runs: Vec<T>,
+    /// Requests the engine ran, the mean of its readings (every 50 ms) while it had work: over the direct runs and
+    /// over the pipeline's. Where both drive it alike, a slot left empty between requests shows here.
+    busy_direct: f64,
+    busy_pipeline: f64,
+}
+
 /// Runs the engine directly, then the pipeline and the engine again, `pairs` times: a machine whose speed drifts
 /// moves both sides alike, and an engine whose speed varies from run to run (llama.cpp on 2 shared cores) is
-/// sampled on both sides as often. Every direct run, and every pipeline run.
+/// sampled on both sides as often.
 async fn alternate<T, D, P>(
+    engine: &str,
     pairs: usize,
     mut direct: impl FnMut() -> D,
     mut pipeline: impl FnMut() -> P,
-) -> (Vec<f64>, Vec<T>)
+) -> Alternated<T>
 where
     D: Future<Output = f64>,
     P: Future<Output = T>,
 {
-    let mut directs = vec![direct().await];
-    let mut runs = Vec::new();
+    let (mut direct_loads, mut pipeline_loads) = (Vec::new(), Vec::new());
+    let (first, loads) = loads_during(engine, direct()).await;
+    let (mut directs, mut runs) = (vec![first], Vec::new());
+    direct_loads.extend(loads);
     for _ in 0..pairs {
-        runs.push(pipeline().await);
-        directs.push(direct().await);
+        let (run, loads) = loads_during(engine, Box::pin(pipeline())).await;
+        runs.push(run);
+        pipeline_loads.extend(loads);
+        let (rate, loads) = loads_during(engine, direct()).await;
+        directs.push(rate);
+        direct_loads.extend(loads);
     }
-    (directs, runs)
+    Alternated { directs, runs, busy_direct: busy(&direct_loads), busy_pipeline: busy(&pipeline_loads) }
+}
+
+/// Requests running, the mean of the readings in which the engine had work (not those taken while a run started).
+fn busy(loads: &[EngineLoad]) -> f64 {
+    let working: Vec<EngineLoad> = loads.iter().copied().filter(|load| load.running + load.waiting > 0).collect();
+    mean_of(&working, |load| load.running)
 }
 
 fn mean(values: &[f64]) -> f64 {
@@ -582,17 +606,21 @@ async fn pipeline_rows(
     // Measured again at the best concurrency, in turn with the pipeline: the best of several noisy runs would
     // overstate the engine.
     eprintln!("{label}: through gpuinfer dev (default settings), in turn with the engine at concurrency {best}");
-    let (directs, pipelines) =
-        alternate(pairs, || drive_engine(engine, best, requests), || through_dev(engine, requests)).await;
+    let Alternated { directs, runs: pipelines, busy_direct, busy_pipeline } =
+        alternate(engine, pairs, || drive_engine(engine, best, requests), || through_dev(engine, requests)).await;
     let (direct, pipeline) = (mean(&directs), mean(&pipelines));
     report(
         rows,
         Row {
             id: "P1",
             what: format!("pipeline vs direct, {label} ({requests} × {TOKENS} tokens), default settings"),
-            ours: format!("{pipeline:.1} tok/s through `gpuinfer dev` (mean of {})", listed(&pipelines)),
+            ours: format!(
+                "{pipeline:.1} tok/s through `gpuinfer dev` (mean of {}; {busy_pipeline:.2} of {slots} slots busy)",
+                listed(&pipelines)
+            ),
             reference: format!(
-                "{direct:.1} tok/s direct at concurrency {best} (mean of {}, before, between and after)",
+                "{direct:.1} tok/s direct at concurrency {best} (mean of {}, before, between and after; \
+                 {busy_direct:.2} of {slots} slots busy)",
                 listed(&directs)
             ),
             ratio: pipeline / direct,
@@ -644,7 +672,8 @@ async fn main() {
         "P1 on SQS + S3 (moto): the worker as deployed against the local engine, in turn with the engine directly"
     );
     let container = container_build();
-    let (directs, runs) = alternate(
+    let Alternated { directs, runs, busy_direct, busy_pipeline } = alternate(
+        &local_engine,
         LLAMA_PAIRS,
         || drive_engine(&local_engine, 8, 48),
         || through_sqs_worker(&container, &worker_moto, &local_engine, 48),
@@ -667,12 +696,14 @@ async fn main() {
                 "worker on SQS + S3 (moto on idle CPU only) vs direct, local llama.cpp, 8 slots (48 × {TOKENS} tokens), default settings"
             ),
             ours: format!(
-                "{sqs_rate:.1} tok/s through `gpuinfer worker`, container build (mean of {}; moto: {moto_ms:.0} ms per ReceiveMessage, \
-                 median; {moto_cpu:.1} CPU-s in the {sqs_seconds:.0} s of the runs, on the engine's 2 cores)",
+                "{sqs_rate:.1} tok/s through `gpuinfer worker`, container build (mean of {}; {busy_pipeline:.2} of 8 slots \
+                 busy; moto: {moto_ms:.0} ms per ReceiveMessage, median; {moto_cpu:.1} CPU-s in the {sqs_seconds:.0} s \
+                 of the runs, on the engine's 2 cores)",
                 listed(&rates)
             ),
             reference: format!(
-                "{direct:.1} tok/s direct at concurrency 8 (mean of {}, before, between and after)",
+                "{direct:.1} tok/s direct at concurrency 8 (mean of {}, before, between and after; {busy_direct:.2} of \
+                 8 slots busy)",
                 listed(&directs)
             ),
             ratio: sqs_rate / direct,

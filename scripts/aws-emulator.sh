@@ -41,7 +41,9 @@ answering() {
 
 install() {
     mkdir -p "$CACHE"
-    if [[ -x $VENV/bin/moto_server ]] && "$VENV/bin/python" -m pip show moto 2>/dev/null | grep -qx "Version: ${MOTO_PIN##*==}"; then
+    # grep without -q reads pip's whole output: with -q it may exit first, pip dies of SIGPIPE and pipefail
+    # fails the check (seen: moto installed again at a start under SCHED_IDLE).
+    if [[ -x $VENV/bin/moto_server ]] && "$VENV/bin/python" -m pip show moto 2>/dev/null | grep -x "Version: ${MOTO_PIN##*==}" >/dev/null; then
         return
     fi
     echo "aws-emulator: installing $MOTO_PIN into $VENV (once)"

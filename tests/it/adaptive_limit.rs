@@ -1,6 +1,7 @@
 //! The worker's adaptive in-flight limit against the engine double's slots, read through the double's /metrics:
 //! with default settings a backlog fills every slot and leaves next to nothing queued inside the engine, where a
-//! fixed limit above the slots queues the rest there; the limit is reported as an EMF metric.
+//! fixed limit above the slots queues the rest there; the limit is reported as an EMF metric. On an engine that keeps
+//! abandoned requests, one request waits inside it.
 
 use std::time::Duration;
 
@@ -17,7 +18,11 @@ const BACKLOG: usize = 200;
 
 /// The engine's load every 20 ms while a worker drains a backlog of `BACKLOG` requests.
 async fn loads_while_draining(config: WorkerConfig) -> (Rig, Vec<EngineLoad>) {
-    let behavior = Behavior { slots: SLOTS, latency: Duration::from_millis(200), ..Behavior::default() };
+    loads_on(Behavior { slots: SLOTS, latency: Duration::from_millis(200), ..Behavior::default() }, config).await
+}
+
+/// The same on an engine of `behavior`.
+async fn loads_on(behavior: Behavior, config: WorkerConfig) -> (Rig, Vec<EngineLoad>) {
     let rig = Rig::start(behavior, config, None, |lanes| async move {
         let bodies: Vec<String> = (0..BACKLOG).map(|n| request_body(&format!("backlog {n}")).1).collect();
         for chunk in bodies.chunks(10) {
@@ -66,5 +71,23 @@ async fn a_fixed_limit_above_the_slots_queues_the_rest_inside_the_engine() {
     let (rig, loads) = loads_while_draining(fixed).await;
     let waiting = mean_waiting(&loads);
     assert!(waiting >= SLOTS as f64, "{waiting:.1} queued on average with a fixed limit of {}", 4 * SLOTS);
+    rig.stop().await;
+}
+
+/// On an engine that keeps abandoned requests (llama.cpp) the limit keeps one request queued inside it, so a slot
+/// that frees refills at the engine's next step (see `adaptive_limit`), and no more: none could be taken back for a
+/// high-priority request.
+#[tokio::test]
+async fn on_an_engine_that_keeps_abandoned_requests_one_request_waits_inside_it() {
+    let slots = 4;
+    let behavior =
+        Behavior { slots, latency: Duration::from_millis(200), keeps_abandoned: true, ..Behavior::default() };
+    let defaults = WorkerConfig::new(Tier::Small);
+    let (rig, loads) = loads_on(behavior, WorkerConfig { concurrency: defaults.concurrency, ..config() }).await;
+    // The first climb overshoots once (requests it sent beyond the slots cannot be pulled back); then the queue.
+    let settled = &loads[loads.len() / 3..loads.len() * 2 / 3];
+    let with_one_waiting = settled.iter().filter(|load| load.waiting == 1).count();
+    assert!(with_one_waiting * 2 >= settled.len(), "one request waiting most of the time: {settled:?}");
+    assert!(settled.iter().all(|load| load.waiting <= 1 && load.running as usize <= slots), "{settled:?}");
     rig.stop().await;
 }
