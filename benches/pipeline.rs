@@ -529,8 +529,6 @@ async fn fetch_versus_cli(moto: &str) -> (f64, f64) {
     (ours_mib_s, cli_mib_s)
 }
 
-/// P1 (pipeline with default settings vs the engine driven directly at its best concurrency) and, given a
-/// number of sequential requests, P2 (our worker vs a seed-style sequential one).
 /// Every direct run and every pipeline run of `alternate`, and the engine's generation slots busy on each side.
 struct Alternated<T> {
     directs: Vec<f64>,
@@ -589,6 +587,8 @@ fn listed(values: &[f64]) -> String {
 const SIMULATOR_PAIRS: usize = 1;
 const LLAMA_PAIRS: usize = 8;
 
+/// P1 (pipeline with default settings vs the engine driven directly at its best concurrency) and, given a
+/// number of sequential requests, P2 (our worker vs a seed-style sequential one).
 async fn pipeline_rows(
     rows: &mut Vec<Row>,
     label: &str,

@@ -1,9 +1,10 @@
-//! High-priority requests while normal work saturates the engine, side by side in one run on the engine simulator
-//! (8 slots, GPU-like) and on the local llama.cpp engine (8 slots): a normal-lane backlog of 10× the slots, then high-priority requests; their time to result
-//! through `gpuinfer dev` with the adaptive in-flight limit, with a fixed limit of 32 (the template's setting before
-//! the limit adapted), and sent to the engine directly (no lanes), against one request on an idle engine (on
-//! llama.cpp, one in a full batch: on 2 CPU cores a full batch slows each request several times, a GPU's far less);
-//! and the requests queued inside the engine, time-averaged, under each. Writes the "Saturation" section of BENCHMARKS.md.
+//! High-priority requests while normal work saturates the engine, side by side in one run on the engine simulator (8
+//! slots, GPU-like) and on the local llama.cpp engine (8 slots): a normal-lane backlog of 10× the slots, then
+//! high-priority requests; their time to result through `gpuinfer dev` with the adaptive in-flight limit, with a fixed
+//! limit of 32 (the template's setting before the limit adapted), and sent to the engine directly (no lanes), against
+//! one request on an idle engine (on llama.cpp, one in a full batch: on 2 CPU cores a full batch slows each request
+//! several times, a GPU's far less); and the requests queued inside the engine, time-averaged, under each. Writes the
+//! "Saturation" section of BENCHMARKS.md.
 //!
 //! Run through scripts/bench.sh, after the pipeline benchmark (which rewrites the rest of BENCHMARKS.md).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]

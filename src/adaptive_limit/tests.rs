@@ -1,6 +1,6 @@
-//! The adaptive limit against a model engine of `slots` generation slots kept saturated by a backlog: from the
-//! engine's gauges it settles at the slots and one request queued inside the engine, never above the ceiling; from latency alone it
-//! settles near them (within the latency tolerance); transient waiting is not taken for queueing.
+//! The adaptive limit against a model engine of `slots` generation slots kept saturated by a backlog: from the engine's
+//! gauges it settles at the slots and one request queued inside the engine, never above the ceiling; from latency alone
+//! it settles near them (within the latency tolerance); transient waiting is not taken for queueing.
 
 use super::{AdaptiveLimit, INITIAL_LIMIT};
 use crate::engine_load::EngineLoad;
