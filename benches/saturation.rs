@@ -13,12 +13,12 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use gpuinfer::engine_load::{self, EngineLoad};
 use serde_json::{Value, json};
 
 mod support;
 use support::{
-    GPU_LIKE, Process, Row, free_port, loads_during, machine, mean_of, report, simulator, table, write_section,
+    GPU_LIKE, Process, Row, engine_load, free_port, loads_during, machine, mean_of, report, simulator, table,
+    write_section,
 };
 
 const SLOTS: usize = 8;
@@ -39,15 +39,10 @@ struct Outcome {
     engine_waiting: f64,
 }
 
-async fn load(http: &reqwest::Client, engine: &str) -> EngineLoad {
-    let text = http.get(format!("{engine}/metrics")).send().await.unwrap().text().await.unwrap();
-    engine_load::parse(&text).unwrap()
-}
-
 /// Waits until the engine runs nothing and holds nothing waiting (what an earlier scenario left has ended).
 async fn wait_until_idle(http: &reqwest::Client, engine: &str) {
     loop {
-        let load = load(http, engine).await;
+        let load = engine_load(http, engine).await;
         if load.running == 0 && load.waiting == 0 {
             return;
         }
@@ -56,7 +51,7 @@ async fn wait_until_idle(http: &reqwest::Client, engine: &str) {
 }
 
 async fn wait_until_full(http: &reqwest::Client, engine: &str) {
-    while (load(http, engine).await.running as usize) < SLOTS {
+    while (engine_load(http, engine).await.running as usize) < SLOTS {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -138,6 +138,12 @@ pub fn simulator(slots: usize, extra: &[&str]) -> (Process, String) {
     (Process(child), url.trim().to_owned())
 }
 
+/// The engine's load, from its /metrics.
+pub async fn engine_load(http: &reqwest::Client, engine: &str) -> EngineLoad {
+    let text = http.get(format!("{engine}/metrics")).send().await.unwrap().text().await.unwrap();
+    engine_load::parse(&text).expect("the engine's /metrics names its running and waiting")
+}
+
 /// How often `loads_during` reads the engine's load.
 const LOAD_READING: std::time::Duration = std::time::Duration::from_millis(50);
 
@@ -145,12 +151,11 @@ const LOAD_READING: std::time::Duration = std::time::Duration::from_millis(50);
 /// two decode steps, so there once a step at most); what `work` returned, and the readings.
 pub async fn loads_during<T>(engine: &str, work: impl Future<Output = T>) -> (T, Vec<EngineLoad>) {
     let done = Arc::new(AtomicBool::new(false));
-    let (http, url, stop) = (reqwest::Client::new(), format!("{engine}/metrics"), Arc::clone(&done));
+    let (http, engine, stop) = (reqwest::Client::new(), engine.to_owned(), Arc::clone(&done));
     let reader = tokio::spawn(async move {
         let mut readings = Vec::new();
         while !stop.load(Ordering::Relaxed) {
-            let text = http.get(&url).send().await.unwrap().text().await.unwrap();
-            readings.push(engine_load::parse(&text).expect("the engine's /metrics names its running and waiting"));
+            readings.push(engine_load(&http, &engine).await);
             tokio::time::sleep(LOAD_READING).await;
         }
         readings
