@@ -134,6 +134,12 @@ fn cpu_time(pid: u32) -> (Duration, Duration) {
     (ticks(11), ticks(12))
 }
 
+/// A process's CPU time, user and kernel together.
+fn cpu_seconds(pid: u32) -> Duration {
+    let (user, system) = cpu_time(pid);
+    user + system
+}
+
 /// The worker alone with an instant engine, at its ceiling.
 struct Ceiling {
     requests_per_s: f64,
@@ -372,6 +378,8 @@ struct SqsRun {
     receive_ms: f64,
     /// CPU time moto (a Python server on this machine's 2 cores, beside the engine) spent during the run.
     moto_cpu_s: f64,
+    /// CPU time the worker spent during the run.
+    worker_cpu_s: f64,
     seconds: f64,
     /// The worker process's peak resident memory.
     worker_peak: f64,
@@ -384,12 +392,13 @@ fn finished_requests(metrics: &Path) -> usize {
     lines.lines().filter(|line| line.contains("\"RequestsSucceeded\"") || line.contains("\"RequestsFailed\"")).count()
 }
 
-/// moto's process, by the pid file scripts/aws-emulator.sh writes for `url`'s port.
-fn moto_pid(url: &str) -> u32 {
+/// The process of a service a script of ours started (`moto`: scripts/aws-emulator.sh, `engine`:
+/// scripts/local-engine.sh), by the pid file it writes for `url`'s port.
+fn service_pid(service: &str, url: &str) -> u32 {
     let port = url.rsplit(':').next().unwrap().trim_end_matches('/');
     let home = std::env::var("HOME").unwrap();
     let cache = std::env::var("GPUINFER_CACHE").unwrap_or_else(|_| format!("{home}/.cache/gpuinfer"));
-    std::fs::read_to_string(format!("{cache}/moto-{port}.pid")).unwrap().trim().parse().unwrap()
+    std::fs::read_to_string(format!("{cache}/{service}-{port}.pid")).unwrap().trim().parse().unwrap()
 }
 
 /// `binary worker` (a build of gpuinfer), started and idle, then `requests` requests sent to its SQS queue, results to
@@ -433,8 +442,8 @@ async fn through_sqs_worker(binary: &str, moto: &str, engine: &str, requests: us
         Some(&metrics),
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let moto_process = moto_pid(moto);
-    let moto_cpu_before = cpu_time(moto_process);
+    let moto_process = service_pid("moto", moto);
+    let (moto_cpu_before, worker_cpu_before) = (cpu_seconds(moto_process), cpu_seconds(worker.pid()));
     let started = SystemTime::now();
     let bodies: Vec<String> = (0..requests).map(request).collect();
     for chunk in bodies.chunks(10) {
@@ -451,7 +460,8 @@ async fn through_sqs_worker(binary: &str, moto: &str, engine: &str, requests: us
         assert!(started.elapsed().unwrap() < Duration::from_secs(900), "the SQS worker did not finish");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let moto_cpu_after = cpu_time(moto_process);
+    let moto_cpu = cpu_seconds(moto_process) - moto_cpu_before;
+    let worker_cpu = cpu_seconds(worker.pid()) - worker_cpu_before;
     let watched = SqsQueue::new(sqs.clone(), queue_url.clone(), None);
     assert_eq!(watched.counts().await.unwrap(), QueueCounts::default(), "every message deleted, none left");
     let listed = s3.list_objects_v2().bucket(&bucket).prefix("results/").send().await.unwrap();
@@ -464,13 +474,13 @@ async fn through_sqs_worker(binary: &str, moto: &str, engine: &str, requests: us
         let made = chrono::DateTime::parse_from_rfc3339(document["timestamp"].as_str().unwrap()).unwrap();
         finished = finished.max(made.into());
     }
-    let moto_cpu_s = (moto_cpu_after.0 + moto_cpu_after.1 - moto_cpu_before.0 - moto_cpu_before.1).as_secs_f64();
     let worker_peak = memory(worker.pid()).peak;
     let seconds = finished.duration_since(started).unwrap().as_secs_f64();
     SqsRun {
         tokens_per_s: tokens as f64 / seconds,
         receive_ms: calls[calls.len() / 2],
-        moto_cpu_s,
+        moto_cpu_s: moto_cpu.as_secs_f64(),
+        worker_cpu_s: worker_cpu.as_secs_f64(),
         seconds,
         worker_peak,
     }
@@ -529,21 +539,63 @@ async fn fetch_versus_cli(moto: &str) -> (f64, f64) {
     (ours_mib_s, cli_mib_s)
 }
 
-/// Every direct run and every pipeline run of `alternate`, and the engine's generation slots busy on each side.
+/// An engine the bench drives: its URL and, where the bench knows it, its process (to read the CPU time it gets).
+#[derive(Clone, Copy)]
+struct EngineUnderTest<'a> {
+    url: &'a str,
+    process: Option<u32>,
+}
+
+/// Every direct run and every pipeline run of `alternate`, and how the engine ran on each side.
 struct Alternated<T> {
     directs: Vec<f64>,
     runs: Vec<T>,
-    /// Requests the engine ran, the mean of its readings (every 50 ms) while it had work: over the direct runs and
-    /// over the pipeline's. Where both drive it alike, a slot left empty between requests shows here.
-    busy_direct: f64,
-    busy_pipeline: f64,
+    direct: Side,
+    pipeline: Side,
+}
+
+/// How the engine ran over one side's runs: its load readings (every 50 ms) and, where its process is known, the
+/// CPU time it got.
+#[derive(Default)]
+struct Side {
+    loads: Vec<EngineLoad>,
+    engine_cpu: Option<Duration>,
+    wall: Duration,
+}
+
+impl Side {
+    /// Runs `work`, reading the engine's load meanwhile and the CPU time its process used.
+    async fn measure<T>(&mut self, engine: EngineUnderTest<'_>, work: impl Future<Output = T>) -> T {
+        let cpu = || engine.process.map(cpu_seconds);
+        let (cpu_before, started) = (cpu(), Instant::now());
+        let (output, loads) = loads_during(engine.url, work).await;
+        if let (Some(before), Some(after)) = (cpu_before, cpu()) {
+            self.engine_cpu = Some(self.engine_cpu.unwrap_or_default() + after - before);
+        }
+        self.wall += started.elapsed();
+        self.loads.extend(loads);
+        output
+    }
+
+    /// Requests the engine ran, the mean of its readings while it had work (not those taken while a run started):
+    /// where both sides drive it alike, a slot left empty between requests shows here. Where the engine's process is
+    /// known, also its CPU time per second of the runs, the cores it got: on this machine everything else (the
+    /// pipeline, moto, the bench itself) runs on the same cores, and what they take the engine does not get.
+    fn engine_note(&self, slots: usize) -> String {
+        let working: Vec<EngineLoad> =
+            self.loads.iter().copied().filter(|load| load.running + load.waiting > 0).collect();
+        let busy = format!("{:.2} of {slots} slots busy", mean_of(&working, |load| load.running));
+        let Some(cpu) = self.engine_cpu else { return busy };
+        let cores = std::thread::available_parallelism().unwrap();
+        format!("{busy}, the engine on {:.2} of {cores} cores", cpu.as_secs_f64() / self.wall.as_secs_f64())
+    }
 }
 
 /// Runs the engine directly, then the pipeline and the engine again, `pairs` times: a machine whose speed drifts
 /// moves both sides alike, and an engine whose speed varies from run to run (llama.cpp on 2 shared cores) is
 /// sampled on both sides as often.
 async fn alternate<T, D, P>(
-    engine: &str,
+    engine: EngineUnderTest<'_>,
     pairs: usize,
     mut direct: impl FnMut() -> D,
     mut pipeline: impl FnMut() -> P,
@@ -552,25 +604,13 @@ where
     D: Future<Output = f64>,
     P: Future<Output = T>,
 {
-    let (mut direct_loads, mut pipeline_loads) = (Vec::new(), Vec::new());
-    let (first, loads) = loads_during(engine, direct()).await;
-    let (mut directs, mut runs) = (vec![first], Vec::new());
-    direct_loads.extend(loads);
+    let (mut direct_side, mut pipeline_side) = (Side::default(), Side::default());
+    let (mut directs, mut runs) = (vec![direct_side.measure(engine, direct()).await], Vec::new());
     for _ in 0..pairs {
-        let (run, loads) = loads_during(engine, Box::pin(pipeline())).await;
-        runs.push(run);
-        pipeline_loads.extend(loads);
-        let (rate, loads) = loads_during(engine, direct()).await;
-        directs.push(rate);
-        direct_loads.extend(loads);
+        runs.push(pipeline_side.measure(engine, Box::pin(pipeline())).await);
+        directs.push(direct_side.measure(engine, direct()).await);
     }
-    Alternated { directs, runs, busy_direct: busy(&direct_loads), busy_pipeline: busy(&pipeline_loads) }
-}
-
-/// Requests running, the mean of the readings in which the engine had work (not those taken while a run started).
-fn busy(loads: &[EngineLoad]) -> f64 {
-    let working: Vec<EngineLoad> = loads.iter().copied().filter(|load| load.running + load.waiting > 0).collect();
-    mean_of(&working, |load| load.running)
+    Alternated { directs, runs, direct: direct_side, pipeline: pipeline_side }
 }
 
 fn mean(values: &[f64]) -> f64 {
@@ -592,12 +632,13 @@ const LLAMA_PAIRS: usize = 8;
 async fn pipeline_rows(
     rows: &mut Vec<Row>,
     label: &str,
-    engine: &str,
+    engine_under_test: EngineUnderTest<'_>,
     slots: usize,
     requests: usize,
     sequential: Option<usize>,
     pairs: usize,
 ) {
+    let engine = engine_under_test.url;
     // Warm up the engine (caches, memory pages, a first-request cost): not measured.
     drive_engine(engine, slots, slots).await;
     eprintln!("{label}: direct load, best concurrency");
@@ -606,21 +647,20 @@ async fn pipeline_rows(
     // Measured again at the best concurrency, in turn with the pipeline: the best of several noisy runs would
     // overstate the engine.
     eprintln!("{label}: through gpuinfer dev (default settings), in turn with the engine at concurrency {best}");
-    let Alternated { directs, runs: pipelines, busy_direct, busy_pipeline } =
-        alternate(engine, pairs, || drive_engine(engine, best, requests), || through_dev(engine, requests)).await;
+    let Alternated { directs, runs: pipelines, direct: direct_side, pipeline: pipeline_side } =
+        alternate(engine_under_test, pairs, || drive_engine(engine, best, requests), || through_dev(engine, requests))
+            .await;
     let (direct, pipeline) = (mean(&directs), mean(&pipelines));
+    let (on_direct, on_pipeline) = (direct_side.engine_note(slots), pipeline_side.engine_note(slots));
     report(
         rows,
         Row {
             id: "P1",
             what: format!("pipeline vs direct, {label} ({requests} × {TOKENS} tokens), default settings"),
-            ours: format!(
-                "{pipeline:.1} tok/s through `gpuinfer dev` (mean of {}; {busy_pipeline:.2} of {slots} slots busy)",
-                listed(&pipelines)
-            ),
+            ours: format!("{pipeline:.1} tok/s through `gpuinfer dev` (mean of {}; {on_pipeline})", listed(&pipelines)),
             reference: format!(
                 "{direct:.1} tok/s direct at concurrency {best} (mean of {}, before, between and after; \
-                 {busy_direct:.2} of {slots} slots busy)",
+                 {on_direct})",
                 listed(&directs)
             ),
             ratio: pipeline / direct,
@@ -663,17 +703,19 @@ async fn main() {
     for (slots, requests, sequential) in [(8, 160, None), (64, 1280, Some(24)), (256, 5120, None)] {
         let (_sim, sim_url) = simulator(slots, GPU_LIKE);
         let label = format!("simulator, {slots} slots");
-        pipeline_rows(&mut rows, &label, &sim_url, slots, requests, sequential, SIMULATOR_PAIRS).await;
+        let engine = EngineUnderTest { url: &sim_url, process: None };
+        pipeline_rows(&mut rows, &label, engine, slots, requests, sequential, SIMULATOR_PAIRS).await;
     }
     let label = "local llama.cpp gemma-3-270m, 8 slots";
-    pipeline_rows(&mut rows, label, &local_engine, 8, 48, Some(8), LLAMA_PAIRS).await;
+    let llama = EngineUnderTest { url: &local_engine, process: Some(service_pid("engine", &local_engine)) };
+    pipeline_rows(&mut rows, label, llama, 8, 48, Some(8), LLAMA_PAIRS).await;
 
     eprintln!(
         "P1 on SQS + S3 (moto): the worker as deployed against the local engine, in turn with the engine directly"
     );
     let container = container_build();
-    let Alternated { directs, runs, busy_direct, busy_pipeline } = alternate(
-        &local_engine,
+    let Alternated { directs, runs, direct: direct_side, pipeline: pipeline_side } = alternate(
+        llama,
         LLAMA_PAIRS,
         || drive_engine(&local_engine, 8, 48),
         || through_sqs_worker(&container, &worker_moto, &local_engine, 48),
@@ -683,6 +725,7 @@ async fn main() {
     let (sqs_rate, direct) = (mean(&rates), mean(&directs));
     let moto_ms = runs[0].receive_ms;
     let moto_cpu: f64 = runs.iter().map(|run| run.moto_cpu_s).sum();
+    let worker_cpu: f64 = runs.iter().map(|run| run.worker_cpu_s).sum();
     let sqs_seconds: f64 = runs.iter().map(|run| run.seconds).sum();
     let worker_peak = runs.iter().map(|run| run.worker_peak).fold(0.0, f64::max);
     eprintln!("P6: the same run once with the build of every subcommand");
@@ -696,15 +739,16 @@ async fn main() {
                 "worker on SQS + S3 (moto on idle CPU only) vs direct, local llama.cpp, 8 slots (48 × {TOKENS} tokens), default settings"
             ),
             ours: format!(
-                "{sqs_rate:.1} tok/s through `gpuinfer worker`, container build (mean of {}; {busy_pipeline:.2} of 8 slots \
-                 busy; moto: {moto_ms:.0} ms per ReceiveMessage, median; {moto_cpu:.1} CPU-s in the {sqs_seconds:.0} s \
-                 of the runs, on the engine's 2 cores)",
-                listed(&rates)
+                "{sqs_rate:.1} tok/s through `gpuinfer worker`, container build (mean of {}; {}; moto: {moto_ms:.0} ms \
+                 per ReceiveMessage, median; in the {sqs_seconds:.0} s of the runs moto took {moto_cpu:.1} CPU-s and \
+                 the worker {worker_cpu:.1}, on the engine's cores)",
+                listed(&rates),
+                pipeline_side.engine_note(8)
             ),
             reference: format!(
-                "{direct:.1} tok/s direct at concurrency 8 (mean of {}, before, between and after; {busy_direct:.2} of \
-                 8 slots busy)",
-                listed(&directs)
+                "{direct:.1} tok/s direct at concurrency 8 (mean of {}, before, between and after; {})",
+                listed(&directs),
+                direct_side.engine_note(8)
             ),
             ratio: sqs_rate / direct,
             target: "≥ 0.95",

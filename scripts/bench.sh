@@ -24,8 +24,14 @@ scripts/aws-emulator.sh start --port "$MOTO_PORT"
 # The SQS and S3 of the worker runs on SQS + S3 (P1, P6): a moto of their own under SCHED_IDLE, a priority below
 # nice 19 (sched(7)), so it runs on the CPU time the engine leaves. On AWS neither runs on the GPU host; here moto
 # shares the engine's 2 cores, and CPU it took from the engine would be charged to the pipeline. Its calls may get
-# slower instead, which the pipeline has to hide. (The runs so far show no difference from nice 19: BENCHMARKS.md.)
+# slower instead, which the pipeline has to hide.
 chrt --idle 0 scripts/aws-emulator.sh start --port "$WORKER_MOTO_PORT"
+# With the kernel's autogroups (sched(7): /proc/sys/kernel/sched_autogroup_enabled), the CPU is shared between
+# sessions first, and a thread's policy or nice value counts only against threads of its own session: moto, in a
+# session of its own, would still get an equal share beside the engine. Its session goes to nice 19 as well (the
+# lowest weight an autogroup can have).
+worker_moto_pid=$(cat "$CACHE/moto-$WORKER_MOTO_PORT.pid")
+if [[ -w /proc/$worker_moto_pid/autogroup ]]; then echo 19 >"/proc/$worker_moto_pid/autogroup"; fi
 scripts/local-engine.sh start --port "$ENGINE_PORT" --slots 8
 # grep without -q reads pip's whole output: with -q it may exit first, pip dies of SIGPIPE and pipefail
 # fails the check.
