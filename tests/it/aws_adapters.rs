@@ -425,7 +425,13 @@ async fn on_sqs_one_slot_fills_from_the_high_lane_first_and_normal_gets_every_fi
     })
     .await;
     let order: String = engine.prompts().iter().map(|p| if p.starts_with("high") { 'H' } else { 'N' }).collect();
-    assert_eq!(order, "HHHHNHHNNN");
+    // One slot, so the engine sees the lanes' turns in order: the high lane first, and one slot in five (the lanes'
+    // NORMAL_SHARE) for the normal lane while both have work. On SQS the worker holds one message beyond its free
+    // slot, received in the round before, so the normal lane's turn may come one start later (HHHHN or HHHHHN),
+    // depending on whether that receive answered before the slot freed.
+    assert_eq!((order.matches('H').count(), order.matches('N').count()), (6, 4), "{order}");
+    assert!(order.starts_with("HHHHN") || order.starts_with("HHHHHN"), "the normal lane's first turn: {order}");
+    assert!(order.ends_with("NNN"), "the normal lane alone once the high lane is empty: {order}");
     assert_eq!(engine.max_in_flight(), 1);
     shutdown.cancel();
     worker.await.unwrap();
