@@ -86,7 +86,10 @@ async fn drain_with_worker(engine: &str, concurrency: usize, requests: usize) ->
     if concurrency != "0" {
         args.extend(["--concurrency", &concurrency, "--fixed-concurrency"]);
     }
-    let _worker = gpuinfer(&args, &[("GPUINFER_DATA_DIR", dir.display().to_string())]);
+    let _worker = gpuinfer(
+        &args,
+        &[("GPUINFER_DATA_DIR", dir.display().to_string()), ("GPUINFER_EMBEDDED_QUEUES", "true".into())],
+    );
     wait_for_results(&dir, requests, Duration::from_secs(900)).await;
     let elapsed = started.elapsed();
     (completion_tokens_in(&dir) as f64 / elapsed.as_secs_f64(), elapsed)
@@ -158,7 +161,7 @@ async fn worker_ceiling(requests: usize) -> Ceiling {
     let queue = LocalBackends::open(&dir).unwrap().lane_handles(Tier::Small).normal;
     let worker = gpuinfer(
         &["worker", "--tier", "small", "--engine-url", &url, "--concurrency", "64"],
-        &[("GPUINFER_DATA_DIR", dir.display().to_string())],
+        &[("GPUINFER_DATA_DIR", dir.display().to_string()), ("GPUINFER_EMBEDDED_QUEUES", "true".into())],
     );
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let idle = memory(worker.pid());
@@ -206,6 +209,7 @@ async fn worker_profile(requests: usize) -> Result<String, String> {
             .arg(env!("CARGO_BIN_EXE_gpuinfer"))
             .args(["worker", "--tier", "small", "--engine-url", &url, "--concurrency", "64"])
             .env("GPUINFER_DATA_DIR", &dir)
+            .env("GPUINFER_EMBEDDED_QUEUES", "true")
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::null())

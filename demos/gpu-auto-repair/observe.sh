@@ -6,18 +6,47 @@
 # ContainerInstanceHealthLogGroup); a missing rule or log group is said once at the start. Ctrl-C to stop.
 #
 #   STACK_NAME=gpuinfer demos/gpu-auto-repair/observe.sh
+#   STACK_NAME=gpuinfer demos/gpu-auto-repair/observe.sh 30     # every 30 s (the AWS sample's form)
 #   CLUSTER=gpuinfer-cluster SERVICE=gpuinfer-small HEALTH_LOG_GROUP=/aws/events/gpuinfer/instance-health \
 #     demos/gpu-auto-repair/observe.sh
 #
+# Arguments: [INTERVAL], as the AWS sample's observe-repair.sh [INTERVAL_SECONDS]; it takes the place of INTERVAL.
+# --help prints the usage.
 # Environment: STACK_NAME (the stack's outputs name the rest), or CLUSTER (and SERVICE, HEALTH_LOG_GROUP);
 # TIER (small|large, small); AWS_REGION; INTERVAL (15).
 set -euo pipefail
 here="$(dirname "${BASH_SOURCE[0]}")"
+
+usage() {
+  cat <<'EOF'
+usage: demos/gpu-auto-repair/observe.sh [INTERVAL]
+  INTERVAL  seconds between two looks (default 15, or $INTERVAL)
+Watches GPU auto repair on the cluster of the stack $STACK_NAME: its container instances and their GPU health,
+the tier's tasks (TIER=small|large), the instance-health events. Ctrl-C to stop.
+Environment: STACK_NAME, or CLUSTER (and SERVICE, HEALTH_LOG_GROUP); TIER; AWS_REGION; INTERVAL.
+More in demos/gpu-auto-repair/README.md.
+EOF
+}
+case "${1:-}" in
+  -h | --help) usage; exit 0 ;;
+  -?*) echo "observe.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
+esac
+if (($# > 1)); then
+  echo "observe.sh: at most one argument, INTERVAL; got $#: $*" >&2
+  usage >&2
+  exit 2
+fi
+if (($# == 1)); then INTERVAL="$1"; fi
+INTERVAL="${INTERVAL:-15}"
+[[ "$INTERVAL" =~ ^[1-9][0-9]*$ ]] || {
+  echo "observe.sh: INTERVAL is a whole number of seconds, got $INTERVAL" >&2
+  usage >&2
+  exit 2
+}
 # shellcheck source=SCRIPTDIR/stack.sh
 source "$here/stack.sh"
 
 : "${CLUSTER:?set STACK_NAME (or CLUSTER)}"
-INTERVAL="${INTERVAL:-15}"
 started_ms=$(($(date +%s) * 1000))
 seen_ms=$((started_ms - 30 * 60 * 1000)) # the health events of the last 30 minutes, then each new one
 

@@ -7,9 +7,12 @@
 # ECS Exec (`aws ecs execute-command … --command "gpuinfer inject-xid --xid N"`), where more can follow.
 #
 #   STACK_NAME=gpuinfer demos/gpu-auto-repair/run.sh                 # XID 79 on GPU 0 of a small-tier instance
+#   STACK_NAME=gpuinfer TIER=large demos/gpu-auto-repair/run.sh 48 3  # XID 48 on GPU 3 (the AWS sample's form)
 #   STACK_NAME=gpuinfer TIER=large XID=48 GPU=3 demos/gpu-auto-repair/run.sh
 #   STACK_NAME=gpuinfer EXEC=1 demos/gpu-auto-repair/run.sh          # inject through ECS Exec
 #
+# Arguments: [XID [GPU]], as the AWS sample's run-injection.sh [XID_CODE] [GPU_ID]; they take the place of XID and
+# GPU. --help prints the usage.
 # Environment: STACK_NAME (the stack's outputs name the rest), or CLUSTER and SERVICE; TIER (small|large, small);
 # AWS_REGION; XID (79); GPU (0); FORCE=1 (an XID outside the critical set); DRY_RUN=1 (print the dcgmi commands
 # only); DCGMI, SOCKET (dcgmi and nv-hostengine's socket on the host, when not /usr/bin/dcgmi and
@@ -18,6 +21,36 @@
 # long an EXEC=1 injector idles: 3600).
 set -euo pipefail
 here="$(dirname "${BASH_SOURCE[0]}")"
+
+usage() {
+  cat <<'EOF'
+usage: demos/gpu-auto-repair/run.sh [XID [GPU]]
+  XID  the XID to inject (default 79, or $XID); one outside the set ECS repairs needs FORCE=1
+  GPU  the GPU index on the instance (default 0, or $GPU; the large tier's instances have 0-7)
+Injects a synthetic NVIDIA XID on a GPU instance of one tier of the stack $STACK_NAME (TIER=small|large).
+Environment: STACK_NAME, or CLUSTER and SERVICE; TIER; AWS_REGION; XID; GPU; FORCE=1; DRY_RUN=1; DCGMI;
+SOCKET; CONTAINER; IMAGE; EXEC=1; STAY_SECONDS. More in demos/gpu-auto-repair/README.md.
+EOF
+}
+positional=()
+for arg in "$@"; do
+  case "$arg" in
+    -h | --help) usage; exit 0 ;;
+    -*) echo "run.sh: unknown option $arg" >&2; usage >&2; exit 2 ;;
+    *) positional+=("$arg") ;;
+  esac
+done
+if ((${#positional[@]} > 2)); then
+  echo "run.sh: at most two arguments, XID and GPU; got ${#positional[@]}: ${positional[*]}" >&2
+  usage >&2
+  exit 2
+fi
+for arg in ${positional[@]+"${positional[@]}"}; do
+  [[ "$arg" =~ ^[0-9]+$ ]] || { echo "run.sh: XID and GPU are numbers, got $arg" >&2; usage >&2; exit 2; }
+done
+if ((${#positional[@]} >= 1)); then XID="${positional[0]}"; fi
+if ((${#positional[@]} == 2)); then GPU="${positional[1]}"; fi
+
 # shellcheck source=SCRIPTDIR/stack.sh
 source "$here/stack.sh"
 

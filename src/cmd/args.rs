@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::ValueEnum;
 
-use crate::aws::bedrock::{BedrockClassifier, DEFAULT_MODEL_ID};
+use crate::aws::bedrock::BedrockClassifier;
 use crate::body_budget::{BodyBudget, DEFAULT_BODY_MEMORY_MIB};
 use crate::classifier::OpenAiClassifier;
 use crate::cmd::backends::{QueueSource, Wiring};
@@ -42,13 +42,13 @@ pub struct DataDirArgs {
 /// The SQS queue URLs of both lanes of both tiers; shared by `router` and `scaler`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TierQueueArgs {
-    /// SQS queue URL of the small tier [default: the embedded queue in --data-dir].
+    /// SQS queue URL of the small tier (or --embedded-queues for the embedded queue in --data-dir).
     #[arg(long, env = "SMALL_QUEUE_URL")]
     pub small_queue_url: Option<String>,
     /// SQS queue URL of the small tier's high-priority lane [default: high-priority requests share SMALL_QUEUE_URL].
     #[arg(long, env = "SMALL_HIGH_QUEUE_URL")]
     pub small_high_queue_url: Option<String>,
-    /// SQS queue URL of the large tier [default: the embedded queue in --data-dir].
+    /// SQS queue URL of the large tier (or --embedded-queues for the embedded queue in --data-dir).
     #[arg(long, env = "LARGE_QUEUE_URL")]
     pub large_queue_url: Option<String>,
     /// SQS queue URL of the large tier's high-priority lane [default: high-priority requests share LARGE_QUEUE_URL].
@@ -61,6 +61,35 @@ pub struct TierQueueArgs {
     /// SQS queue URL of the large tier's batch lane [default: batch lines share LARGE_QUEUE_URL].
     #[arg(long, env = "LARGE_BATCH_QUEUE_URL")]
     pub large_batch_queue_url: Option<String>,
+    #[command(flatten)]
+    pub embedded: EmbeddedQueueArgs,
+}
+
+/// The explicit ask for the embedded queues: without a queue URL and without this, a process refuses to start, so
+/// a missing or misspelled URL never leaves it serving a queue nobody sends to.
+#[derive(Debug, Clone, clap::Args)]
+pub struct EmbeddedQueueArgs {
+    /// Serve the embedded queues of --data-dir (a SQLite file) instead of SQS; required when no queue URL is set.
+    #[arg(long, env = "GPUINFER_EMBEDDED_QUEUES")]
+    pub embedded_queues: bool,
+}
+
+impl EmbeddedQueueArgs {
+    /// Checks the ask against the queues configured: `embedded` when no queue URL is set (`looked_for` names the
+    /// variables that would set one).
+    pub fn check(&self, embedded: bool, looked_for: &str) -> anyhow::Result<()> {
+        match (embedded, self.embedded_queues) {
+            (true, false) => bail!(
+                "no queue configured: {looked_for} is not set. Set it to the SQS queue's URL, or pass \
+                 --embedded-queues (GPUINFER_EMBEDDED_QUEUES=true) to serve the embedded queues of --data-dir"
+            ),
+            (false, true) => bail!(
+                "--embedded-queues (GPUINFER_EMBEDDED_QUEUES) and {looked_for} are both set: use the SQS queues or \
+                 the embedded ones, not both"
+            ),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl TierQueueArgs {
@@ -90,9 +119,12 @@ impl TierQueueArgs {
         if on_sqs != 0 && on_sqs != tiers.len() {
             bail!(
                 "give the queue URL of every tier in use (SMALL_QUEUE_URL and LARGE_QUEUE_URL, each with its optional \
-                 *_HIGH_QUEUE_URL and *_BATCH_QUEUE_URL), or none for the embedded queues in --data-dir"
+                 *_HIGH_QUEUE_URL and *_BATCH_QUEUE_URL), or none and --embedded-queues for the embedded queues in \
+                 --data-dir"
             );
         }
+        let looked_for = tiers.iter().map(|tier| format!("{}_QUEUE_URL", tier.as_str().to_uppercase()));
+        self.embedded.check(on_sqs == 0, &looked_for.collect::<Vec<_>>().join(" / "))?;
         Ok(queues)
     }
 }
@@ -130,9 +162,10 @@ pub struct RoutingArgs {
     /// Model name for the OpenAI-compatible classifier [default: the first one the endpoint lists].
     #[arg(long, env = "CLASSIFIER_MODEL")]
     pub classifier_model: Option<String>,
-    /// Bedrock model for the Bedrock classifier.
-    #[arg(long, env = "BEDROCK_MODEL_ID", default_value = DEFAULT_MODEL_ID)]
-    pub bedrock_model_id: String,
+    /// Bedrock model or cross-Region inference profile for the Bedrock classifier [default: Amazon Nova Micro through
+    /// the inference profile of the Region (us., eu. or apac.amazon.nova-micro-v1:0), else the model itself].
+    #[arg(long, env = "BEDROCK_MODEL_ID")]
+    pub bedrock_model_id: Option<String>,
     /// Longest wait for the classifier before routing to small.
     #[arg(long, env = "CLASSIFIER_TIMEOUT_MS", default_value_t = RoutingConfig::DEFAULT.classifier_timeout.as_millis() as u64)]
     pub classifier_timeout_ms: u64,
@@ -169,7 +202,8 @@ impl RoutingArgs {
         Ok(match kind {
             ClassifierKind::Bedrock => {
                 let client = aws_sdk_bedrockruntime::Client::new(wiring.sdk().await);
-                Some(Arc::new(BedrockClassifier::new(client, self.bedrock_model_id.clone())))
+                let model_id = self.bedrock_model_id.clone().filter(|id| !id.trim().is_empty());
+                Some(Arc::new(BedrockClassifier::new(client, model_id)))
             }
             ClassifierKind::Openai => {
                 let Some(url) = url else {

@@ -6,7 +6,7 @@ use anyhow::anyhow;
 use tokio_util::sync::CancellationToken;
 
 use crate::aws::ecs_metadata;
-use crate::cmd::args::{DataDirArgs, ServiceArgs, TuningArgs, WebhookArgs};
+use crate::cmd::args::{DataDirArgs, EmbeddedQueueArgs, ServiceArgs, TuningArgs, WebhookArgs};
 use crate::cmd::backends::{Destination, QueueSource, Wiring, require_dead_letter};
 use crate::engine::DEFAULT_ENGINE_URL;
 use crate::engine::{EngineClient, EngineConfig};
@@ -26,7 +26,7 @@ pub struct Args {
     /// Model name sent to the engine [default: the first one it lists under /v1/models].
     #[arg(long, env = "MODEL_NAME")]
     pub model: Option<String>,
-    /// SQS queue to consume [default: the tier's embedded queue in --data-dir].
+    /// SQS queue to consume (or --embedded-queues for the tier's embedded queue in --data-dir).
     #[arg(long, env = "REQUEST_QUEUE_URL")]
     pub request_queue_url: Option<String>,
     /// SQS queue of the tier's high-priority lane, served first [default: none; high-priority requests then
@@ -40,6 +40,8 @@ pub struct Args {
     /// SQS dead-letter queue for malformed messages (required with REQUEST_QUEUE_URL).
     #[arg(long, env = "DLQ_URL")]
     pub dlq_url: Option<String>,
+    #[command(flatten)]
+    pub embedded: EmbeddedQueueArgs,
     /// Where results go: s3://bucket/prefix/, an SQS queue URL, or a folder [default: --data-dir].
     #[arg(long, env = "OUTPUT_DESTINATION")]
     pub output_destination: Option<String>,
@@ -74,6 +76,7 @@ impl Args {
             self.dlq_url,
             Lanes { high: "HIGH_QUEUE_URL", normal: "REQUEST_QUEUE_URL", batch: "BATCH_QUEUE_URL" },
         )?;
+        self.embedded.check(sources.normal.is_embedded(), "REQUEST_QUEUE_URL")?;
         require_dead_letter(&sources)?;
         Ok(Config {
             sources,

@@ -46,7 +46,7 @@ async fn r1_a_worker_sigkilled_five_times_on_the_embedded_queue_loses_and_overwr
     let engine = EngineProcess::start(&["--latency-ms", "20", "--slots", "64"]);
     let data_dir = dir.path().to_str().unwrap();
     let mut args = worker_args(&engine.url, "16", MAX_RECEIVE_COUNT, "1");
-    args.extend(["--data-dir", data_dir]);
+    args.extend(["--embedded-queues", "--data-dir", data_dir]);
     let log = dir.path().join("worker.log");
     let start = || ChildProcess::gpuinfer(&args, &[], &log);
 

@@ -48,7 +48,7 @@ async fn r2_a_failing_hanging_garbling_engine_leaves_a_document_for_every_reques
         "0.03",
     ]);
     let mut args = worker_args(&engine.url, "16", "3", "1");
-    args.extend(["--engine-timeout-seconds", "1", "--data-dir", dir.path().to_str().unwrap()]);
+    args.extend(["--engine-timeout-seconds", "1", "--embedded-queues", "--data-dir", dir.path().to_str().unwrap()]);
     let mut worker = ChildProcess::gpuinfer(&args, &[], &dir.path().join("worker.log"));
 
     let mut results = FirstSeen::new(&dir.path().join("results"));

@@ -255,6 +255,93 @@ fn a_new_lambda_zip_reaches_the_functions() {
     assert!(read("buildspec.yml").contains("update-function-code"), "buildspec.yml deploys the zip it uploads");
 }
 
+/// Lambda Developer Guide, "Retaining records of asynchronous invocations", dead-letter queues: "your function's
+/// execution role" needs sqs:SendMessage on the queue, or Lambda cannot deliver a failed asynchronous invocation
+/// there. No emulator here runs Lambda's own delivery, so the grant is held by this test.
+#[test]
+fn a_lambda_with_a_dead_letter_queue_may_send_to_it() {
+    let t = template();
+    for (name, function) in of_type(&t, "AWS::Lambda::Function") {
+        let Some(target) = function["Properties"].get("DeadLetterConfig").map(|c| &c["TargetArn"]) else {
+            continue;
+        };
+        let role = function["Properties"]["Role"]["Fn::GetAtt"][0].as_str().unwrap();
+        let sends = statements(&t["Resources"][role]).iter().any(|s| {
+            s["Action"].to_string().contains("sqs:SendMessage")
+                && s["Resource"].to_string().contains(&target.to_string())
+        });
+        assert!(
+            sends,
+            "{name} sends failed invocations to {target}, but its role {role} may not sqs:SendMessage there"
+        );
+    }
+}
+
+/// CodeBuild User Guide, "Allow CodeBuild to interact with other AWS services": the service role's policy for an S3
+/// source has s3:GetObject and s3:GetObjectVersion on the object and s3:GetBucketAcl and s3:GetBucketLocation on
+/// the bucket. Both projects build from container-source.zip in ArtifactBucket.
+#[test]
+fn the_build_role_may_read_its_s3_source_as_codebuild_documents() {
+    let t = template();
+    for project in ["Build", "RouterBuild"] {
+        let source = &t["Resources"][project]["Properties"]["Source"];
+        assert_eq!(source["Type"], "S3", "{project}");
+        assert_eq!(source["Location"], json!({"Fn::Sub": "${ArtifactBucket}/container-source.zip"}), "{project}");
+    }
+    let grants = statements(&t["Resources"]["BuildRole"]);
+    let on = |action: &str, resource: &str| {
+        grants.iter().any(|s| s["Action"].to_string().contains(action) && s["Resource"].to_string().contains(resource))
+    };
+    for action in ["s3:GetObject", "s3:GetObjectVersion"] {
+        assert!(on(action, "${ArtifactBucket}/container-source.zip"), "BuildRole lacks {action} on the source zip");
+    }
+    for action in ["s3:GetBucketAcl", "s3:GetBucketLocation"] {
+        assert!(on(action, "s3:::${ArtifactBucket}\""), "BuildRole lacks {action} on the artifact bucket");
+    }
+}
+
+/// AWS General Reference, "AWS Management Console endpoints": the console is console.aws.amazon.com (regional
+/// endpoints <region>.console.aws.amazon.com), not console.<URL suffix> (console.amazonaws.com does not serve it);
+/// the China Regions' console is console.amazonaws.cn and GovCloud's console.amazonaws-us-gov.com.
+#[test]
+fn the_dashboard_url_names_the_consoles_real_host_in_each_partition() {
+    let t = template();
+    let url = &t["Outputs"]["DashboardUrl"]["Value"]["Fn::Sub"];
+    assert!(url[0].as_str().unwrap().starts_with("https://${Console}/cloudwatch/"), "{url}");
+    assert_eq!(url[1]["Console"], json!({"Fn::FindInMap": ["Console", {"Ref": "AWS::Partition"}, "Host"]}));
+    let hosts = &t["Mappings"]["Console"];
+    assert_eq!(hosts["aws"]["Host"], "console.aws.amazon.com");
+    assert_eq!(hosts["aws-cn"]["Host"], "console.amazonaws.cn");
+    assert_eq!(hosts["aws-us-gov"]["Host"], "console.amazonaws-us-gov.com");
+}
+
+/// CloudFormation User Guide, AWS::Lambda::Function Code: "S3Key: The Amazon S3 key of the deployment package",
+/// which must exist when the function is created. A stack created before its zip is built (RouterCodeBuilt false)
+/// creates no function, nothing that points at one (API integrations, routes, the stage, permissions, the
+/// schedule), and no output that names the API as if it served.
+#[test]
+fn nothing_that_runs_the_lambda_zip_is_created_before_the_zip_is_built() {
+    let t = template();
+    assert_eq!(t["Parameters"]["RouterCodeBuilt"]["Default"], "false");
+    assert_eq!(t["Conditions"]["RouterCodeIsBuilt"], json!({"Fn::Equals": [{"Ref": "RouterCodeBuilt"}, "true"]}));
+    let needs_code = |resource: &Value| {
+        let text = resource.to_string();
+        ["RouterFunction", "ScalerFunction", "RouterIntegration", "OpenAiIntegration", "ScalerSchedule"]
+            .iter()
+            .any(|id| text.contains(&format!("\"{id}\"")))
+    };
+    for (name, resource) in t["Resources"].as_object().unwrap() {
+        let is_function = resource["Type"] == "AWS::Lambda::Function";
+        let is_stage = resource["Type"] == "AWS::ApiGatewayV2::Stage";
+        if is_function || is_stage || needs_code(&resource["Properties"]) {
+            assert_eq!(resource["Condition"], "RouterCodeIsBuilt", "{name} needs the Lambda zip");
+        }
+    }
+    for output in ["InferenceApiUrl", "ResultsApiUrl"] {
+        assert_eq!(t["Outputs"][output]["Condition"], "RouterCodeIsBuilt", "{output}");
+    }
+}
+
 /// CodeBuild runs a build on a host of its environment type: the Lambda zip for arm64 needs an ARM_CONTAINER with an
 /// aarch64 image (no emulation), the inference image (x86_64 GPU instances) a LINUX_CONTAINER.
 #[test]
@@ -425,4 +512,120 @@ async fn a_received_message_stays_hidden_for_the_workers_visibility_timeout_what
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let again: Vec<String> = ours.receive(10, Duration::ZERO).await.unwrap().into_iter().map(|m| m.body).collect();
     assert_eq!(again, [received[1].body.clone()], "back after the queue's 1 s: only the one received without asking");
+}
+
+/// ECS task definition parameters, container definition `user`: "The user to use inside the container. This parameter
+/// maps to User in the docker container create command and the --user option to docker run", and "When running
+/// tasks using the host network mode, don't run containers using the root user (UID 0)". A `User` would replace the
+/// image's start user, root, and with it the step where entrypoint.sh opens the large tier's /dev/shm before it
+/// drops to uid 1000 (tests/it/entrypoint.rs runs that step as root): the tiers name none, and as their containers
+/// start as root, neither shares the host's network. `user` is not among the parameters ECS Managed Instances
+/// refuse (their "task definition differences" page; the test above), so naming it or not is the template's choice.
+#[test]
+fn containers_that_start_as_root_to_open_shared_memory_name_no_user_and_keep_their_own_network() {
+    let t = template();
+    let mut checked = 0;
+    for (name, task) in of_type(&t, "AWS::ECS::TaskDefinition") {
+        let p = &task["Properties"];
+        assert_eq!(p["NetworkMode"], "awsvpc", "{name}: a container that starts as root must not use host networking");
+        for container in p["ContainerDefinitions"].as_array().unwrap() {
+            assert!(
+                container.get("User").is_none(),
+                "{name}: a User replaces the image's root start, so /dev/shm stays root-owned 0755 and tensor \
+                 parallelism fails; drop it (entrypoint.sh drops to uid 1000 itself)"
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 2, "the small and the large tier");
+    let dockerfile = read("Dockerfile");
+    let runtime = dockerfile.split(" AS runtime").nth(1).expect("the Dockerfile's runtime stage");
+    let last_user = runtime.lines().rfind(|line| line.starts_with("USER ")).expect("the runtime stage names its user");
+    assert_eq!(last_user, "USER 0", "the image starts as root, whatever user its base image ends on");
+}
+
+/// ECS Developer Guide, "Use bind mounts with Amazon ECS": a task volume with no host path is an empty data volume
+/// made for the task, and "By default, the volume permissions are set to 0755 and the owner as root". The page
+/// changes them through a Dockerfile VOLUME over a directory the image prepares, which does not reach /dev (Docker
+/// sets up the container's /dev itself when it starts); `dockerVolumeConfiguration` is refused on Managed Instances
+/// (the test above). So entrypoint.sh, started as root, makes the shared-memory directory (/dev/shm unless told
+/// otherwise) 1777 before it drops to uid 1000, and the large tier mounts its volume exactly there.
+#[test]
+fn the_large_tiers_shared_memory_volume_comes_root_owned_so_the_entrypoint_opens_it_before_dropping_root() {
+    let t = template();
+    let large = &t["Resources"]["LargeTaskDefinition"]["Properties"];
+    let volume = large["Volumes"].as_array().unwrap().iter().find(|v| v["Name"] == "shm").expect("the shm volume");
+    assert!(volume.get("Host").is_none(), "no host path: ECS makes the volume on the instance's disk");
+    assert!(volume.get("DockerVolumeConfiguration").is_none(), "refused on Managed Instances");
+    let mounts = large["ContainerDefinitions"][0]["MountPoints"].as_array().unwrap();
+    let mount = mounts.iter().find(|m| m["SourceVolume"] == "shm").expect("the shm volume is mounted");
+    assert_eq!((&mount["ContainerPath"], &mount["ReadOnly"]), (&json!("/dev/shm"), &json!(false)));
+
+    let entrypoint = read("entrypoint.sh");
+    assert!(entrypoint.contains(r#"SHARED_MEMORY_DIR="${SHARED_MEMORY_DIR:-/dev/shm}""#), "/dev/shm by default");
+    let open = entrypoint.find(r#"chmod 1777 "$SHARED_MEMORY_DIR""#).expect("the entrypoint opens the directory");
+    let drop = entrypoint.find("exec setpriv --reuid=").expect("the entrypoint drops root");
+    assert!(open < drop, "the directory is opened while the entrypoint is still root");
+}
+
+/// AWS::ECS::TaskDefinition KernelCapabilities: "When the add request parameter and the drop request parameter are
+/// both empty, the container capabilities are all of the default Docker capabilities." The entrypoint's root step
+/// needs CHOWN (MODEL_DIR, HOME) and SETUID and SETGID (setpriv) and nothing else, all in Docker's default set
+/// (tests/it/entrypoint.rs starts it with exactly that set): the tiers add no capability and are not privileged.
+#[test]
+fn the_entrypoints_root_step_needs_no_capability_beyond_dockers_default_set() {
+    let t = template();
+    for (name, task) in of_type(&t, "AWS::ECS::TaskDefinition") {
+        for container in task["Properties"]["ContainerDefinitions"].as_array().unwrap() {
+            assert!(container["Privileged"] != true, "{name}: privileged");
+            assert!(container["LinuxParameters"].get("Capabilities").is_none(), "{name}: adds or drops capabilities");
+        }
+    }
+}
+
+/// Bedrock User Guide, "Prerequisites for inference profiles": a role restricted to an inference profile needs
+/// bedrock:InvokeModel on the profile and, "if you specify an inference profile in the Resource field …, you must
+/// also specify the foundation model in each Region associated with it"; Bedrock API Reference, Converse: "This
+/// operation requires permission for the bedrock:InvokeModel action". The RouterRole grants exactly what its
+/// function's BEDROCK_MODEL_ID needs: for the default (Nova Micro's profile of the stack's Region, whichever geography's,
+/// or the model where no profile serves it) and any other profile id, the profile in the stack's Region and the model
+/// in every Region; for a model id, that model in the stack's Region only.
+#[test]
+fn the_router_may_invoke_its_classifier_profile_and_the_model_in_each_region_the_profile_routes_to() {
+    use crate::support::cfn::{ACCOUNT, REGION, Stack};
+    let granted = |overrides: &[(&str, &str)]| {
+        let mut parameters = vec![("ModelName", "small-model"), ("LargeModelName", "large-model")];
+        parameters.extend_from_slice(overrides);
+        let stack = Stack::new("classify", &parameters);
+        let model_id = stack.environment("RouterFunction").into_iter().find(|(name, _)| name == "BEDROCK_MODEL_ID");
+        let statements: Vec<Value> = stack
+            .role_policies("RouterRole")
+            .into_iter()
+            .flat_map(|(_, document)| document["Statement"].as_array().unwrap().clone())
+            .filter(|statement| statement["Action"].to_string().contains("bedrock:"))
+            .collect();
+        assert_eq!(statements.len(), 1, "one statement grants Bedrock: {statements:#?}");
+        assert_eq!(
+            (&statements[0]["Effect"], &statements[0]["Action"]),
+            (&json!("Allow"), &json!("bedrock:InvokeModel"))
+        );
+        (model_id.unwrap().1, statements[0]["Resource"].clone())
+    };
+    let profile = |id: &str| format!("arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/{id}");
+    let everywhere = |model: &str| format!("arn:aws:bedrock:*::foundation-model/{model}");
+
+    let (model_id, resources) = granted(&[]);
+    assert_eq!(model_id, "", "the default: the router picks Nova Micro's profile of its Region");
+    assert_eq!(
+        resources,
+        json!([profile("*.amazon.nova-micro-v1:0"), everywhere("amazon.nova-micro-v1:0")]),
+        "the default"
+    );
+
+    let (model_id, resources) = granted(&[("BedrockModelId", "us.amazon.nova-lite-v1:0")]);
+    assert_eq!(resources, json!([profile(&model_id), everywhere("amazon.nova-lite-v1:0")]), "another profile");
+
+    let (model_id, resources) = granted(&[("BedrockModelId", "amazon.nova-micro-v1:0")]);
+    let here = format!("arn:aws:bedrock:{REGION}::foundation-model/{model_id}");
+    assert_eq!(resources, json!(here), "a model id: that model, in the stack's Region alone");
 }

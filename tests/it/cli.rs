@@ -255,3 +255,38 @@ async fn a_second_dev_on_the_same_data_directory_is_refused() {
     assert!(stderr.contains("another gpuinfer dev is running on the data directory"), "{stderr}");
     assert!(stderr.contains("--data-dir"), "{stderr}");
 }
+
+/// A router or scaler started with no queue URL (a typo in a variable's name, say) would serve embedded queues
+/// nobody sends to: each refuses to start, naming the variables it looked for, unless --embedded-queues asks.
+#[test]
+fn a_router_or_scaler_without_a_queue_refuses_to_start_unless_the_embedded_queues_are_asked_for() {
+    let data = tempfile::tempdir().unwrap();
+    let listen = format!("127.0.0.1:{}", free_port());
+    for args in [vec!["router", "--listen", listen.as_str()], vec!["scaler"]] {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_gpuinfer"));
+        command.args(&args).arg("--data-dir").arg(data.path());
+        for lane in ["", "_HIGH", "_BATCH"] {
+            command.env_remove(format!("SMALL{lane}_QUEUE_URL")).env_remove(format!("LARGE{lane}_QUEUE_URL"));
+        }
+        let refused = command.env_remove("GPUINFER_EMBEDDED_QUEUES").output().unwrap();
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert_eq!(refused.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains("SMALL_QUEUE_URL") && stderr.contains("--embedded-queues"), "{args:?}: {stderr}");
+    }
+    // Asked for, the router serves the embedded queues.
+    let mut router = std::process::Command::new(env!("CARGO_BIN_EXE_gpuinfer"))
+        .args(["router", "--listen", &listen, "--classifier", "none", "--embedded-queues", "--data-dir"])
+        .arg(data.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while std::net::TcpStream::connect(&listen).is_err() {
+        assert!(router.try_wait().unwrap().is_none(), "the router with --embedded-queues exited");
+        assert!(started.elapsed() < Duration::from_secs(20), "the router with --embedded-queues never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    router.kill().unwrap();
+    router.wait().unwrap();
+}

@@ -1,5 +1,8 @@
 //! The documentation against the binary: the configuration table in docs/configuration.md names every
-//! environment variable the subcommands read, and each default it states is the one clap applies.
+//! environment variable the subcommands read, and each default it states is the one clap applies. And the deploy
+//! commands the docs give (docs/deploy.md's walkthrough of the AWS sample's steps above all) against what they
+//! name: the repository's files, template.yaml's outputs and parameters, the flags of scripts/deploy.sh and
+//! scripts/destroy.sh.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -67,4 +70,343 @@ fn each_default_the_configuration_table_states_is_the_one_clap_applies() {
         compared += 1;
     }
     assert!(compared >= 25, "only {compared} defaults compared: is the table parsed right?");
+}
+
+// ---- the deploy commands the docs give, against the repository, template.yaml and the scripts
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(format!("{ROOT}/{path}")).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The part of `markdown` under the heading `heading` (its whole line), up to the next heading of its level or
+/// above (outside code blocks, where `#` starts a comment).
+fn section<'a>(markdown: &'a str, heading: &str) -> &'a str {
+    let level = heading.chars().take_while(|c| *c == '#').count();
+    let start = markdown.find(&format!("\n{heading}\n")).unwrap_or_else(|| panic!("no heading {heading:?}")) + 1;
+    let (mut offset, mut in_block) = (start, false);
+    for (index, line) in markdown[start..].split_inclusive('\n').enumerate() {
+        let hashes = line.chars().take_while(|c| *c == '#').count();
+        if index > 0 && !in_block && (1..=level).contains(&hashes) && line[hashes..].starts_with(' ') {
+            return &markdown[start..offset];
+        }
+        if line.trim_start().starts_with("```") {
+            in_block = !in_block;
+        }
+        offset += line.len();
+    }
+    &markdown[start..]
+}
+
+/// What `markdown` gives as commands: each line of its `sh` code blocks (a line ending in `\\` joined to the next,
+/// comments dropped) as a block command, and each inline code span of the text around them.
+fn commands(markdown: &str) -> (Vec<String>, Vec<String>) {
+    let (mut blocks, mut text) = (Vec::new(), String::new());
+    let (mut fence, mut pending) = (None::<bool>, String::new());
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            // Opening: whether it is a shell block; closing: back to text.
+            fence = match fence {
+                None => Some(["```sh", "```bash"].contains(&line.trim())),
+                Some(_) => None,
+            };
+            continue;
+        }
+        match fence {
+            Some(true) => {
+                let line = if line.trim_start().starts_with('#') { "" } else { line };
+                let line = line.find(" #").map_or(line, |at| &line[..at]);
+                match line.trim_end().strip_suffix('\\') {
+                    Some(head) => pending.push_str(head),
+                    None => blocks.push(std::mem::take(&mut pending) + line),
+                }
+            }
+            Some(false) => {}
+            None => {
+                // A span may run over a line break: the text is scanned whole.
+                text.push_str(line);
+                text.push(' ');
+            }
+        }
+    }
+    (blocks, code_spans(&text))
+}
+
+/// The inline code spans of Markdown text (a span opened by n backticks ends at the next run of exactly n).
+fn code_spans(text: &str) -> Vec<String> {
+    let mut spans = Vec::new();
+    let mut rest = text;
+    while let Some(open) = rest.find('`') {
+        let ticks = rest[open..].chars().take_while(|c| *c == '`').count();
+        let after = &rest[open + ticks..];
+        let fence = "`".repeat(ticks);
+        let Some(close) =
+            after.match_indices(&fence).map(|(at, _)| at).find(|at| !after[at + ticks..].starts_with('`'))
+        else {
+            break;
+        };
+        spans.push(after[..close].trim().to_owned());
+        rest = &after[close + ticks..];
+    }
+    spans
+}
+
+/// The words of a command, without the quotes, parentheses and `$(` around them.
+fn words(command: &str) -> Vec<&str> {
+    command.split_whitespace().map(|word| word.trim_matches(|c: char| "\"'()[]$;{}".contains(c))).collect()
+}
+
+/// The name that follows `prefix` in `text` wherever it occurs, quotes and backticks skipped: `OutputKey==`X``.
+fn names_after<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
+    text.match_indices(prefix)
+        .filter_map(|(at, _)| {
+            let rest = text[at + prefix.len()..].trim_start_matches(|c: char| "=`'\"\\".contains(c));
+            let name = &rest[..rest.find(|c: char| !c.is_ascii_alphanumeric()).unwrap_or(rest.len())];
+            name.starts_with(|c: char| c.is_ascii_uppercase()).then_some(name)
+        })
+        .collect()
+}
+
+/// The key of a `Key=Value` word, when the key is a CloudFormation-style name.
+fn parameter_key(word: &str) -> Option<&str> {
+    let (key, value) = word.split_once('=')?;
+    let named = key.starts_with(|c: char| c.is_ascii_uppercase()) && key.chars().all(|c| c.is_ascii_alphanumeric());
+    (named && !value.starts_with('=')).then_some(key)
+}
+
+/// A word that names a file of this repository: a path under one of its folders, or a file at its root.
+fn repository_path(word: &str) -> Option<&str> {
+    let folders = ["scripts/", "demos/", "docs/", "tests/", "src/", "benches/", "fuzz/"];
+    let at_root = ["template.yaml", "Dockerfile", "entrypoint.sh", "buildspec.yml", "Cargo.toml", "README.md"];
+    let word = word.trim_start_matches("./");
+    (!word.contains(['$', '<', '*', ':']) && (folders.iter().any(|f| word.starts_with(f)) || at_root.contains(&word)))
+        .then_some(word)
+}
+
+/// The flags of `scripts/deploy.sh` and `scripts/destroy.sh` that README.md and docs/deploy.md promise (each must
+/// be one its `--help` lists).
+const PROMISED_FLAGS: [(&str, &[&str]); 2] = [
+    (
+        "scripts/deploy.sh",
+        &[
+            "--stack",
+            "--region",
+            "--profile",
+            "--model",
+            "--large-model",
+            "--alarm-email",
+            "--lambda-architecture",
+            "--artifact-bucket",
+            "--parameter",
+        ],
+    ),
+    ("scripts/destroy.sh", &["--stack", "--region", "--profile", "--delete-data", "--yes"]),
+];
+
+/// What the commands may name.
+struct Known {
+    outputs: BTreeSet<String>,
+    parameters: BTreeSet<String>,
+    /// Each script's flags, as its `--help` prints them.
+    flags: BTreeMap<&'static str, BTreeSet<String>>,
+}
+
+impl Known {
+    fn of_this_repository() -> Known {
+        let template = crate::support::cfn::template();
+        let keys = |part: &str| template[part].as_object().unwrap().keys().cloned().collect::<BTreeSet<_>>();
+        let mut flags = BTreeMap::new();
+        for (script, promised) in PROMISED_FLAGS {
+            let help = std::process::Command::new("bash").arg(format!("{ROOT}/{script}")).arg("--help").output();
+            let help = help.unwrap();
+            let text = String::from_utf8_lossy(&help.stdout).into_owned() + &String::from_utf8_lossy(&help.stderr);
+            assert_eq!(help.status.code(), Some(0), "{script} --help:\n{text}");
+            let listed: BTreeSet<String> = text
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .filter(|word| word.starts_with("--") && word.len() > 2)
+                .map(str::to_owned)
+                .collect();
+            for flag in promised {
+                assert!(
+                    listed.contains(*flag),
+                    "{script} --help does not list {flag}, which the docs promise:\n{text}"
+                );
+            }
+            flags.insert(script, listed);
+        }
+        Known { outputs: keys("Outputs"), parameters: keys("Parameters"), flags }
+    }
+}
+
+/// What was looked up, and what of it does not exist.
+#[derive(Default, Debug)]
+struct Checked {
+    files: usize,
+    outputs: usize,
+    parameters: usize,
+    flags: usize,
+    unknown: Vec<String>,
+}
+
+impl Checked {
+    fn output(&mut self, known: &Known, name: &str, command: &str) {
+        self.outputs += 1;
+        if !known.outputs.contains(name) {
+            self.unknown.push(format!("output {name} (not in template.yaml's Outputs) in: {command}"));
+        }
+    }
+
+    fn parameter(&mut self, known: &Known, name: &str, command: &str) {
+        self.parameters += 1;
+        if !known.parameters.contains(name) {
+            self.unknown.push(format!("parameter {name} (not in template.yaml's Parameters) in: {command}"));
+        }
+    }
+}
+
+/// Checks each command of `markdown`: the files a block command runs or reads exist, and in any command, each
+/// stack output it reads (`OutputKey==X`, `out X`) is one of template.yaml, each parameter it passes
+/// (`ParameterKey=X`, `--parameter X=…`, the `X=…` after `--parameter-overrides`, a span of only `X=…` words) is
+/// one of template.yaml, and each flag it gives scripts/deploy.sh or scripts/destroy.sh is one the script has.
+fn check(markdown: &str, known: &Known) -> Checked {
+    let mut checked = Checked::default();
+    let (blocks, spans) = commands(markdown);
+    for command in &blocks {
+        for word in words(command) {
+            let Some(path) = repository_path(word) else { continue };
+            checked.files += 1;
+            if !std::path::Path::new(&format!("{ROOT}/{path}")).exists() {
+                checked.unknown.push(format!("file {path} (not in the repository) in: {command}"));
+            }
+        }
+    }
+    for command in blocks.iter().chain(&spans) {
+        let mut outputs: BTreeSet<&str> = names_after(command, "OutputKey==").into_iter().collect();
+        outputs.extend(names_after(command, "$(out "));
+        let words = words(command);
+        for pair in words.windows(2) {
+            let name = &pair[1][..pair[1].find(|c: char| !c.is_ascii_alphanumeric()).unwrap_or(pair[1].len())];
+            if pair[0] == "out" && name.starts_with(|c: char| c.is_ascii_uppercase()) {
+                outputs.insert(name);
+            }
+            if pair[0] == "--parameter"
+                && let Some(key) = parameter_key(pair[1])
+            {
+                checked.parameter(known, key, command);
+            }
+        }
+        for name in outputs {
+            checked.output(known, name, command);
+        }
+        for name in names_after(command, "ParameterKey=") {
+            checked.parameter(known, name, command);
+        }
+        if let Some(at) = words.iter().position(|word| *word == "--parameter-overrides") {
+            for word in words[at + 1..].iter().take_while(|word| !word.starts_with("--") && !["&&", "|"].contains(word))
+            {
+                if let Some(key) = parameter_key(word) {
+                    checked.parameter(known, key, command);
+                }
+            }
+        }
+        if !words.is_empty() && words.iter().all(|word| parameter_key(word).is_some()) {
+            for word in &words {
+                checked.parameter(known, parameter_key(word).unwrap(), command);
+            }
+        }
+        for (script, flags) in &known.flags {
+            let Some(at) = words.iter().position(|word| word.trim_start_matches("./") == *script) else { continue };
+            for word in words[at + 1..].iter().take_while(|word| !["&&", "||", "|", ";"].contains(word)) {
+                let Some(flag) = word.starts_with("--").then(|| word.split('=').next().unwrap()) else { continue };
+                checked.flags += 1;
+                if !flags.contains(flag) {
+                    checked.unknown.push(format!("flag {flag} ({script} has none) in: {command}"));
+                }
+            }
+        }
+    }
+    checked
+}
+
+const WALKTHROUGH: &str = "## Following the AWS sample's walkthrough";
+
+/// docs/deploy.md takes the AWS sample's README step by step (its Steps 1–7 and Cleanup): each step is there, gives
+/// at least one command, and every command names only what exists.
+#[test]
+fn the_walkthrough_of_the_samples_steps_names_only_what_exists() {
+    let deploy = read("docs/deploy.md");
+    let walkthrough = section(&deploy, WALKTHROUGH);
+    let known = Known::of_this_repository();
+    let steps = (1..=7).map(|n| format!("### Step {n}: ")).chain(["### Cleanup".to_owned()]);
+    for step in steps {
+        let heading = walkthrough
+            .lines()
+            .find(|line| line.starts_with(&step))
+            .unwrap_or_else(|| panic!("the walkthrough has no {step:?}"));
+        let (blocks, _) = commands(section(walkthrough, heading));
+        assert!(blocks.iter().any(|c| !c.trim().is_empty()), "{heading}: no command");
+    }
+    let checked = check(walkthrough, &known);
+    assert!(checked.unknown.is_empty(), "docs/deploy.md, {WALKTHROUGH}:\n{}", checked.unknown.join("\n"));
+    assert!(
+        checked.files >= 4 && checked.outputs >= 10 && checked.parameters >= 4 && checked.flags >= 8,
+        "too little found to check, is the walkthrough parsed right? {checked:?}"
+    );
+}
+
+/// The other deploy commands of the docs, checked the same way: docs/deploy.md's "Deploy to AWS", the README's
+/// "Deploy to AWS" and "Coming from the AWS sample".
+#[test]
+fn the_deploy_commands_of_the_docs_name_only_what_exists() {
+    let known = Known::of_this_repository();
+    let (deploy, readme) = (read("docs/deploy.md"), read("README.md"));
+    let parts = [
+        ("docs/deploy.md", section(&deploy, "## Deploy to AWS")),
+        ("README.md", section(&readme, "## Deploy to AWS")),
+        ("README.md", section(&readme, "## Coming from the AWS sample")),
+    ];
+    let mut found = Checked::default();
+    for (file, part) in parts {
+        let checked = check(part, &known);
+        assert!(checked.unknown.is_empty(), "{file}:\n{}", checked.unknown.join("\n"));
+        found.outputs += checked.outputs;
+        found.parameters += checked.parameters;
+        found.flags += checked.flags;
+    }
+    assert!(found.outputs >= 15 && found.parameters >= 10 && found.flags >= 4, "too little found: {found:?}");
+}
+
+/// The check itself finds each kind of wrong name (a typo in any of them fails the tests above).
+#[test]
+fn the_check_reports_a_missing_file_output_parameter_and_flag() {
+    let known = Known::of_this_repository();
+    let wrong = "\
+```sh
+demos/gpu-auto-repair/inject.sh 79 0
+aws cloudformation describe-stacks --query 'Stacks[0].Outputs[?OutputKey==`InferenceUrl`].OutputValue'
+curl \"$(out ResultApiUrl)/id\"
+aws cloudformation deploy --template-file template.yaml --parameter-overrides ImagesPushed=true ImageTag=v1
+scripts/deploy.sh --stack gpuinfer --alarm-mail me@example.com --parameter RouterCodeBuild=true
+scripts/destroy.sh --delete-all
+```
+and `ApiAuth=NONE`, `--parameters ParameterKey=ModelPath,ParameterValue=s3://none/none/`.
+";
+    let checked = check(wrong, &known);
+    let unknown: Vec<&str> = checked.unknown.iter().map(|line| line.split(" (").next().unwrap()).collect();
+    assert_eq!(
+        unknown,
+        [
+            "file demos/gpu-auto-repair/inject.sh",
+            "output InferenceUrl",
+            "output ResultApiUrl",
+            "parameter ImagesPushed",
+            "parameter RouterCodeBuild",
+            "flag --alarm-mail",
+            "flag --delete-all",
+            "parameter ApiAuth",
+            "parameter ModelPath",
+        ],
+        "{checked:?}"
+    );
 }

@@ -37,6 +37,7 @@ fn start_worker(data_dir: &Path, engine_url: &str) -> ChildProcess {
         &loss_window,
         "--wait-time-seconds",
         "1",
+        "--embedded-queues",
         "--data-dir",
         data_dir.to_str().unwrap(),
     ];

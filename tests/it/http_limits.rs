@@ -23,6 +23,9 @@ async fn start(command: &str, data: &Path, extra: &[&str], flags: &[&str]) -> (C
     let address = format!("127.0.0.1:{}", free_port());
     let data_dir = data.display().to_string();
     let mut args = vec![command, "--listen", &address, "--data-dir", &data_dir, "--classifier", "none"];
+    if command == "router" {
+        args.push("--embedded-queues");
+    }
     args.extend(extra.iter().chain(flags));
     let process = ChildProcess::gpuinfer(&args, &[], &data.join("log"));
     eventually(Duration::from_secs(20), "the server to answer", || answers_healthz(&address)).await;

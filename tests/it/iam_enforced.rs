@@ -228,6 +228,113 @@ async fn router_flow(overrides: &[(&str, &str)]) {
     assert_no_refusal(&router);
 }
 
+/// A multipart/form-data body of one `file` field holding `content` (and `purpose=batch`), as the OpenAI client
+/// sends POST /v1/files; with its content type.
+fn file_form(content: &[u8]) -> (String, Vec<u8>) {
+    let boundary = "gpuinfer-iam-boundary";
+    let mut body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n--{boundary}\r\n\
+         Content-Disposition: form-data; name=\"file\"; filename=\"requests.jsonl\"\r\n\
+         Content-Type: application/jsonl\r\n\r\n"
+    )
+    .into_bytes();
+    body.extend_from_slice(content);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+/// The router's clean-up calls, as RouterRole: DELETE /v1/files/{id} (s3:DeleteObject), an upload cancelled with
+/// its parts removed (DeleteObject), a refused file larger than one multipart part (the upload aborted:
+/// s3:AbortMultipartUpload, then its object deleted), and an accepted request whose enqueue failed (its
+/// acceptance record deleted, so the client's retry with the same id is enqueued rather than answered as done).
+async fn router_cleanup_flow(overrides: &[(&str, &str)]) {
+    let world = World::start(stack(overrides), "RouterRole", &[]).await;
+    let env = world.stack.environment("RouterFunction");
+    let results = Results::of(&var(&env, "OUTPUT_DESTINATION"));
+    results.create(&world).await;
+    let Results::S3 { bucket, .. } = &results else { panic!("the router keeps files in a bucket") };
+    let listen = format!("127.0.0.1:{}", free_port());
+    let base = format!("http://{listen}");
+    let router = world.gpuinfer(&["router", "--listen", &listen, "--classifier", "none"], &env);
+    let http = reqwest::Client::new();
+    router_listening(&http, &base).await;
+
+    let line = |i: usize| format!("{{\"custom_id\": \"c{i}\", \"body\": {{\"pad\": \"{}\"}}}}\n", "x".repeat(1000));
+    let (content_type, body) = file_form(line(0).as_bytes());
+    let file: Value = http
+        .post(format!("{base}/v1/files"))
+        .header("content-type", &content_type)
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = file["id"].as_str().unwrap_or_else(|| panic!("POST /v1/files: {file}\n{}", refusals(&router)));
+    let deleted = http.delete(format!("{base}/v1/files/{id}")).send().await.unwrap();
+    assert_eq!(deleted.status(), 200, "DELETE /v1/files/{id}\n{}", refusals(&router));
+    assert_eq!(http.get(format!("{base}/v1/files/{id}")).send().await.unwrap().status(), 404, "the file is gone");
+
+    let opening = json!({"purpose": "batch", "filename": "parts.jsonl", "bytes": 10, "mime_type": "text/jsonl"});
+    let upload: Value =
+        http.post(format!("{base}/v1/uploads")).json(&opening).send().await.unwrap().json().await.unwrap();
+    let upload_id = upload["id"].as_str().unwrap_or_else(|| panic!("POST /v1/uploads: {upload}"));
+    let boundary = "gpuinfer-part";
+    let part = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"data\"; filename=\"p\"\r\n\r\n{{\"a\": 1}}\r\n--{boundary}--\r\n"
+    );
+    let added = http
+        .post(format!("{base}/v1/uploads/{upload_id}/parts"))
+        .header("content-type", format!("multipart/form-data; boundary={boundary}"))
+        .body(part)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(added.status(), 200, "a part\n{}", refusals(&router));
+    let cancelled = http.post(format!("{base}/v1/uploads/{upload_id}/cancel")).send().await.unwrap();
+    assert_eq!(cancelled.status(), 200, "cancel\n{}", refusals(&router));
+
+    // 9 MiB of valid lines (more than one 8 MiB part), then one that is not JSON: the multipart upload is aborted.
+    let mut content: Vec<u8> = (0..9 * 1024).flat_map(|i| line(i).into_bytes()).collect();
+    content.extend_from_slice(b"not json\n");
+    let (content_type, body) = file_form(&content);
+    let refused = http.post(format!("{base}/v1/files")).header("content-type", content_type).body(body).send();
+    assert_eq!(refused.await.unwrap().status(), 400, "a file with a line that is not JSON\n{}", refusals(&router));
+    let s3 = world.moto.s3(ADMIN).await;
+    let open = s3.list_multipart_uploads().bucket(bucket).send().await.unwrap();
+    assert!(open.uploads().is_empty(), "a multipart upload was left open: {:?}", open.uploads());
+
+    // The small queue gone: the request is refused (503) and its acceptance undone; back again, the retry enqueues.
+    let sqs = world.sqs().await;
+    let small = var(&env, "SMALL_QUEUE_URL");
+    sqs.delete_queue().queue_url(&small).send().await.unwrap();
+    let request = json!({"requestId": uuid::Uuid::new_v4().to_string(), "prompt": "retried", "route": "small"});
+    let failed = http.post(format!("{base}/infer")).json(&request).send().await.unwrap();
+    assert_eq!(failed.status(), 503, "POST /infer with the queue gone\n{}", refusals(&router));
+    sqs.create_queue().queue_name(world.stack.physical_name("SmallQueue")).send().await.unwrap();
+    let retried = http.post(format!("{base}/infer")).json(&request).send().await.unwrap();
+    assert_eq!(retried.status(), 202, "the retry\n{}", refusals(&router));
+    let received = sqs.receive_message().queue_url(&small).max_number_of_messages(10).send().await.unwrap();
+    let queued: Vec<Value> =
+        received.messages().iter().map(|m| serde_json::from_str(m.body().unwrap()).unwrap()).collect();
+    assert_eq!(queued.len(), 1, "the retry was enqueued: {queued:?}");
+    assert_eq!(queued[0]["requestId"], request["requestId"]);
+    assert_no_refusal(&router);
+}
+
+#[tokio::test]
+#[ignore = "needs the moto server binary: scripts/test.sh"]
+async fn the_router_role_lets_the_router_clean_up_files_uploads_and_failed_enqueues() {
+    router_cleanup_flow(&[]).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the moto server binary: scripts/test.sh"]
+async fn the_router_role_lets_the_router_clean_up_in_a_custom_bucket() {
+    router_cleanup_flow(&[("OutputDestination", &format!("s3://{}/out/", moto::unique("custom")))]).await;
+}
+
 /// As the tier's task role, with its task definition's environment: `fetch-model` of MODEL_S3_PATH (as the
 /// container's entrypoint runs it), then the worker: a request on each lane ends as a success document at
 /// OUTPUT_DESTINATION (the first engine call fails, so one message is retried through its visibility), a
@@ -341,6 +448,19 @@ async fn the_task_role_lets_the_worker_write_results_to_a_custom_bucket() {
 async fn the_task_role_lets_the_worker_send_results_to_a_custom_queue() {
     let queue = format!("https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{}", moto::unique("results"));
     worker_flow("Small", &[("OutputDestination", &queue)]).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the moto server binary: scripts/test.sh"]
+async fn the_large_task_role_lets_the_worker_write_results_to_a_custom_bucket() {
+    worker_flow("Large", &[("OutputDestination", &format!("s3://{}/out/", moto::unique("custom")))]).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the moto server binary: scripts/test.sh"]
+async fn the_large_task_role_lets_the_worker_send_results_to_a_custom_queue() {
+    let queue = format!("https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{}", moto::unique("results"));
+    worker_flow("Large", &[("OutputDestination", &queue)]).await;
 }
 
 /// CloudWatch for the scaler. The Rust SDK speaks only the Smithy RPC v2 CBOR protocol to CloudWatch, which

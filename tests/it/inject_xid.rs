@@ -483,7 +483,8 @@ async fn the_injector_runs_the_gpuinfer_binary_privileged_as_root_in_the_hosts_p
     let dockerfile = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Dockerfile")).unwrap();
     assert!(dockerfile.contains("COPY --from=build /gpuinfer-container /usr/local/bin/gpuinfer"));
     assert!(dockerfile.contains(r#"ENTRYPOINT ["/usr/local/bin/entrypoint.sh"]"#));
-    assert!(dockerfile.contains("USER 1000"), "so the injector sets its user to root");
+    // The image starts as root only for its entrypoint, which drops to uid 1000; the injector skips that entrypoint
+    // and needs root itself, so it says so (below) rather than lean on the image's start user.
 
     let definition = injector_definition();
     let container = &definition["containerDefinitions"][0];
@@ -667,4 +668,181 @@ fn the_readme_lists_the_xids_the_binary_injects_without_force() {
         .collect();
     let binary: Vec<(u32, String)> = CRITICAL_XIDS.iter().map(|(xid, meaning)| (*xid, (*meaning).to_owned())).collect();
     assert_eq!(listed, binary);
+}
+
+// ---- run.sh and observe.sh for real, against a stand-in aws CLI: the AWS sample's positional arguments.
+
+/// A stand-in for the AWS CLI: logs each call (its arguments, space-separated, one line) to `$FAKE_AWS_LOG` and
+/// answers the calls run.sh and observe.sh make as a stack `demo` with one running small-tier task would.
+const FAKE_AWS: &str = r#"#!/usr/bin/env bash
+printf '%s\n' "$*" >>"$FAKE_AWS_LOG"
+query="" previous=""
+for arg in "$@"; do
+  if [[ $previous == --query ]]; then query=$arg; fi
+  previous=$arg
+done
+case "$1 $2" in
+  "cloudformation describe-stacks")
+    printf 'ClusterName\tdemo-cluster\nSmallModelServiceName\tdemo-small\nLargeModelServiceName\tdemo-large\n' ;;
+  "ecs list-tasks") echo arn:aws:ecs:us-east-1:111122223333:task/demo-cluster/tier0task ;;
+  "ecs describe-tasks")
+    case "$query" in
+      *taskDefinitionArn*) printf 'arn:aws:ecs:us-east-1:111122223333:container-instance/ci0\tarn:aws:ecs:us-east-1:111122223333:task-definition/demo-small:1\tsubnet-a\n' ;;
+      *exitCode*) echo 0 ;;
+      *containerInstanceArn*) echo arn:aws:ecs:us-east-1:111122223333:container-instance/ci0 ;;
+      *) echo None ;;
+    esac ;;
+  "ecs describe-container-instances")
+    case "$query" in
+      *instance-type*) printf 'i-0123456789abcdef0\tg6e.xlarge\n' ;;
+      *) echo i-0123456789abcdef0 ;;
+    esac ;;
+  "ecs list-container-instances") ;;
+  "ecs describe-task-definition")
+    printf 'arn:aws:iam::111122223333:role/exec\t111122223333.dkr.ecr.us-east-1.amazonaws.com/demo:v0.1.0\t/ecs/demo/small\n' ;;
+  "ecs describe-services")
+    case "$query" in
+      *capacityProviderStrategy*) echo '[{"capacityProvider":"demo-small-cp","weight":1}]' ;;
+      *) printf 'subnet-a,subnet-b\tsg-0\n' ;;
+    esac ;;
+  "ecs register-task-definition") echo arn:aws:ecs:us-east-1:111122223333:task-definition/gpuinfer-xid-inject:1 ;;
+  "ecs run-task") printf 'arn:aws:ecs:us-east-1:111122223333:task/demo-cluster/injector1\tNone\n' ;;
+  "ecs wait" | "logs tail") ;;
+  *) echo "stand-in aws: unexpected call: $*" >&2; exit 1 ;;
+esac
+"#;
+
+/// A stand-in for sleep(1) that logs its argument and fails, which ends observe.sh's loop (set -e) after one round.
+const FAKE_SLEEP: &str = r#"#!/bin/sh
+echo "$*" >>"$FAKE_SLEEP_LOG"
+exit 1
+"#;
+
+/// A folder with the stand-ins, put first on PATH for a demo script.
+struct FakeAws {
+    dir: tempfile::TempDir,
+}
+
+impl FakeAws {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        write_executable(&dir.path().join("bin/aws"), FAKE_AWS);
+        write_executable(&dir.path().join("bin/sleep"), FAKE_SLEEP);
+        FakeAws { dir }
+    }
+
+    /// Runs demos/gpu-auto-repair/`script` with `args` as for the stack `demo`; `env` adds to (or replaces) the
+    /// environment, whose demo settings are otherwise cleared.
+    fn run(&self, script: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let path = format!("{}/bin:{}", self.dir.path().display(), std::env::var("PATH").unwrap_or_default());
+        let mut command =
+            std::process::Command::new(format!("{}/demos/gpu-auto-repair/{script}", env!("CARGO_MANIFEST_DIR")));
+        command.args(args).env("PATH", path).env("STACK_NAME", "demo").env("AWS_REGION", "us-east-1");
+        for name in ["XID", "GPU", "TIER", "CLUSTER", "SERVICE", "HEALTH_LOG_GROUP", "EXEC", "FORCE", "INTERVAL"] {
+            command.env_remove(name);
+        }
+        command.env("FAKE_AWS_LOG", self.log("aws")).env("FAKE_SLEEP_LOG", self.log("sleep"));
+        command.envs(env.iter().copied());
+        command.output().unwrap()
+    }
+
+    fn log(&self, name: &str) -> PathBuf {
+        self.dir.path().join(format!("{name}.log"))
+    }
+
+    /// The lines the stand-in `name` logged, and forgets them.
+    fn take_calls(&self, name: &str) -> Vec<String> {
+        let calls = std::fs::read_to_string(self.log(name)).unwrap_or_default();
+        let _ = std::fs::remove_file(self.log(name));
+        calls.lines().map(str::to_owned).collect()
+    }
+
+    /// The command run.sh gave the injector: the run-task call's container override.
+    fn injector_command(&self) -> Value {
+        let calls = self.take_calls("aws");
+        let run_task = calls.iter().find(|call| call.starts_with("ecs run-task ")).expect("run.sh ran the injector");
+        let overrides = run_task.split("--overrides ").nth(1).unwrap().split(" --").next().unwrap();
+        let overrides: Value = serde_json::from_str(overrides).unwrap();
+        overrides["containerOverrides"][0]["command"].clone()
+    }
+}
+
+/// The AWS sample's `run-injection.sh [XID_CODE] [GPU_ID]`: `run.sh 74 3` injects XID 74 on GPU 3 (here a dry run,
+/// as DRY_RUN=1 asks), as `XID=74 GPU=3 run.sh` does; an argument takes the place of its variable.
+#[test]
+fn run_sh_takes_the_samples_xid_and_gpu_arguments() {
+    let aws = FakeAws::new();
+    let output = aws.run("run.sh", &["74", "3"], &[("DRY_RUN", "1")]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stdout).contains("target: demo-small task tier0task on i-0123456789abcdef0 (GPU 3, XID 74)"),
+        "{}",
+        text(&output.stdout)
+    );
+    assert_eq!(aws.injector_command(), json!(["inject-xid", "--xid", "74", "--gpu", "3", "--dry-run"]));
+
+    let output = aws.run("run.sh", &[], &[("XID", "74"), ("GPU", "3"), ("DRY_RUN", "1")]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(aws.injector_command(), json!(["inject-xid", "--xid", "74", "--gpu", "3", "--dry-run"]));
+
+    let output = aws.run("run.sh", &["48"], &[("XID", "74"), ("GPU", "3")]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(aws.injector_command(), json!(["inject-xid", "--xid", "48", "--gpu", "3"]), "the argument wins");
+
+    let output = aws.run("run.sh", &[], &[]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(aws.injector_command(), json!(["inject-xid", "--xid", "79", "--gpu", "0"]), "the defaults");
+}
+
+/// What run.sh cannot take is refused with its usage, exit 2, before any AWS call; --help prints the usage.
+#[test]
+fn run_sh_refuses_a_bad_argument_with_its_usage() {
+    let aws = FakeAws::new();
+    let usage = "usage: demos/gpu-auto-repair/run.sh [XID [GPU]]";
+    for (args, says) in [
+        (&["74", "three"][..], "XID and GPU are numbers, got three"),
+        (&["seventy-four"][..], "XID and GPU are numbers, got seventy-four"),
+        (&["74", "3", "1"][..], "at most two arguments, XID and GPU; got 3: 74 3 1"),
+        (&["--xid", "74"][..], "unknown option --xid"),
+    ] {
+        let output = aws.run("run.sh", args, &[]);
+        assert_fails(&output, 2, says);
+        assert_fails(&output, 2, usage);
+        assert!(aws.take_calls("aws").is_empty(), "{args:?}: refused before any AWS call");
+    }
+    let help = aws.run("run.sh", &["--help"], &[]);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(text(&help.stdout).starts_with(usage), "{}", text(&help.stdout));
+    assert!(aws.take_calls("aws").is_empty());
+}
+
+/// The AWS sample's `observe-repair.sh [INTERVAL_SECONDS]`: `observe.sh 7` looks every 7 s (the stand-in sleep
+/// ends it after one round); a bad interval or a second argument is refused with the usage.
+#[test]
+fn observe_sh_takes_the_samples_interval_argument() {
+    let aws = FakeAws::new();
+    let output = aws.run("observe.sh", &["7"], &[("INTERVAL", "30")]);
+    assert!(text(&output.stdout).contains("(no container instances"), "{}", text(&output.stdout));
+    assert_eq!(aws.take_calls("sleep"), ["7"], "one round, then sleep 7: {}", text(&output.stderr));
+    aws.run("observe.sh", &[], &[("INTERVAL", "30")]);
+    assert_eq!(aws.take_calls("sleep"), ["30"], "the variable, without an argument");
+    aws.run("observe.sh", &[], &[]);
+    assert_eq!(aws.take_calls("sleep"), ["15"], "the default");
+    aws.take_calls("aws");
+
+    let usage = "usage: demos/gpu-auto-repair/observe.sh [INTERVAL]";
+    for (args, says) in [
+        (&["5s"][..], "INTERVAL is a whole number of seconds, got 5s"),
+        (&["0"][..], "INTERVAL is a whole number of seconds, got 0"),
+        (&["5", "6"][..], "at most one argument, INTERVAL; got 2: 5 6"),
+        (&["--interval"][..], "unknown option --interval"),
+    ] {
+        let output = aws.run("observe.sh", args, &[]);
+        assert_fails(&output, 2, says);
+        assert_fails(&output, 2, usage);
+        assert!(aws.take_calls("aws").is_empty(), "{args:?}: refused before any AWS call");
+    }
+    let help = aws.run("observe.sh", &["-h"], &[]);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(text(&help.stdout).starts_with(usage), "{}", text(&help.stdout));
 }

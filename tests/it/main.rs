@@ -14,6 +14,7 @@ mod batch_api;
 mod bedrock;
 mod cli;
 mod deletes;
+mod deploy_journey;
 mod docs;
 mod e2e_dev;
 mod engine_client;

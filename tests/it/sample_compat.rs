@@ -477,16 +477,16 @@ async fn the_worker_long_polls_sqs_twenty_seconds_by_default() {
     );
 }
 
-/// tests/test_sqs_worker_processing.py::TestMain::test_exits_if_no_dlq_url: a worker given a queue but no dead-letter
-/// queue refuses to start and says what to set. (test_exits_if_no_queue_url does not carry over: without
-/// REQUEST_QUEUE_URL gpuinfer's worker serves its embedded local queue, as `gpuinfer worker --help` says.)
-#[test]
-fn a_worker_given_a_queue_but_no_dead_letter_queue_refuses_to_start() {
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_gpuinfer"))
-        .args(["worker", "--tier", "small"])
-        .env("REQUEST_QUEUE_URL", format!("https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/sample-request-queue"))
-        .env_remove("DLQ_URL")
-        .env_remove("HIGH_QUEUE_URL")
+/// How `gpuinfer worker --tier small` ends when started with `env` and none of the queue variables otherwise set:
+/// it must refuse to start within 10 s.
+fn refused_worker(env: &[(&str, String)]) -> (std::process::ExitStatus, String) {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_gpuinfer"));
+    command.args(["worker", "--tier", "small"]);
+    for name in ["REQUEST_QUEUE_URL", "HIGH_QUEUE_URL", "BATCH_QUEUE_URL", "DLQ_URL", "GPUINFER_EMBEDDED_QUEUES"] {
+        command.env_remove(name);
+    }
+    let mut child = command
+        .envs(env.iter().map(|(name, value)| (*name, value.as_str())))
         .env_remove("GPUINFER_COMMAND")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -499,13 +499,41 @@ fn a_worker_given_a_queue_but_no_dead_letter_queue_refuses_to_start() {
         }
         if started.elapsed() > Duration::from_secs(10) {
             child.kill().unwrap();
-            panic!("the worker started without a dead-letter queue");
+            panic!("the worker started with {env:?}");
         }
         std::thread::sleep(Duration::from_millis(20));
     };
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    (status, stderr)
+}
+
+/// tests/test_sqs_worker_processing.py::TestMain::test_exits_if_no_dlq_url: a worker given a queue but no dead-letter
+/// queue refuses to start and says what to set.
+#[test]
+fn a_worker_given_a_queue_but_no_dead_letter_queue_refuses_to_start() {
+    let queue = format!("https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/sample-request-queue");
+    let (status, stderr) = refused_worker(&[("REQUEST_QUEUE_URL", queue)]);
     assert!(!status.success() && stderr.contains("DLQ_URL"), "{status}: {stderr}");
+}
+
+/// tests/test_sqs_worker_processing.py::TestMain::test_exits_if_no_queue_url: a worker given no queue (a typo in the
+/// variable's name, say) refuses to start and names the variable it looked for, instead of serving an embedded
+/// queue nobody sends to; the embedded queue is served only when asked for (--embedded-queues).
+#[test]
+fn a_worker_given_no_queue_refuses_to_start_and_names_the_variable() {
+    let misspelled = format!("https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/sample-request-queue");
+    let (status, stderr) = refused_worker(&[("REQUEST_QUEUE_ULR", misspelled), ("DLQ_URL", "https://dlq".into())]);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("REQUEST_QUEUE_URL") && stderr.contains("--embedded-queues"), "{stderr}");
+    // Both at once is as ambiguous as neither.
+    let queue = format!("https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/sample-request-queue");
+    let (status, stderr) = refused_worker(&[
+        ("REQUEST_QUEUE_URL", queue),
+        ("DLQ_URL", "https://dlq".into()),
+        ("GPUINFER_EMBEDDED_QUEUES", "true".into()),
+    ]);
+    assert!(!status.success() && stderr.contains("not both"), "{status}: {stderr}");
 }
 
 // ------------------------------------------------------------------ template.yaml, as the sample's tests read it

@@ -170,7 +170,7 @@ async fn under_the_lambda_runtime_each_scheduled_invocation_answers_for_every_ti
     }
     let runtime = RuntimeApi::start().await;
     let mut function = std::process::Command::new(env!("CARGO_BIN_EXE_gpuinfer"))
-        .args(["scaler", "--local-running-tasks", "0", "--data-dir"])
+        .args(["scaler", "--local-running-tasks", "0", "--embedded-queues", "--data-dir"])
         .arg(dir.path())
         .envs(runtime.function_env("gpuinfer-scaler"))
         .stdout(std::process::Stdio::piped())

@@ -1,0 +1,732 @@
+//! scripts/deploy.sh and scripts/destroy.sh for real, against a recording stand-in for the AWS CLI
+//! (tests/support/aws-cli/aws, first on PATH): the calls of a first deploy in their order, what a failed image
+//! build or stack update leaves switched off, a rerun that creates nothing and builds nothing for the same
+//! source, the bucket rules, and destroy with and without --delete-data. Each test runs the scripts from a git
+//! checkout of their own (a copy of the files they read), so edits elsewhere in the tree do not move the image
+//! tag under a test.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+const ACCOUNT: &str = "123456789012";
+const REGION: &str = "us-west-2";
+/// What deploy.sh creates when no bucket is named: <stack>-artifacts-<account>-<region>, in the account
+/// regional namespace (suffix -an), which only this account can create names in (S3 User Guide, "Namespaces
+/// for general purpose buckets").
+const BUCKET: &str = "gpuinfer-artifacts-123456789012-us-west-2-an";
+const SOURCE_FILES: &[&str] =
+    &["scripts/deploy.sh", "scripts/destroy.sh", "template.yaml", "Cargo.toml", "buildspec.yml", "Dockerfile"];
+
+/// One recorded `aws` call.
+#[derive(Debug, Clone)]
+struct Call {
+    argv: Vec<String>,
+    env: serde_json::Map<String, Value>,
+    exit: i64,
+}
+
+impl Call {
+    fn is(&self, service: &str, operation: &str) -> bool {
+        let words: Vec<&str> = self.positionals();
+        words.first() == Some(&service) && words.get(1) == Some(&operation)
+    }
+
+    /// argv without the global options and their values.
+    fn positionals(&self) -> Vec<&str> {
+        let mut words = Vec::new();
+        let mut args = self.argv.iter();
+        while let Some(arg) = args.next() {
+            if matches!(arg.as_str(), "--region" | "--profile" | "--output" | "--query") {
+                args.next();
+            } else if !arg.starts_with("--") {
+                words.push(arg.as_str());
+            } else {
+                break;
+            }
+        }
+        words
+    }
+
+    /// The values after `--name` (up to the next option).
+    fn values(&self, name: &str) -> Vec<&str> {
+        let flag = format!("--{name}");
+        match self.argv.iter().position(|a| *a == flag) {
+            Some(at) => self.argv[at + 1..].iter().take_while(|a| !a.starts_with("--")).map(String::as_str).collect(),
+            None => Vec::new(),
+        }
+    }
+
+    fn has(&self, flag: &str) -> bool {
+        self.argv.iter().any(|a| a == flag)
+    }
+
+    fn opt(&self, name: &str) -> Option<&str> {
+        self.values(name).first().copied()
+    }
+
+    fn overrides(&self) -> HashMap<&str, &str> {
+        self.values("parameter-overrides").into_iter().filter_map(|kv| kv.split_once('=')).collect()
+    }
+
+    fn line(&self) -> String {
+        format!("{} (exit {})", self.argv.join(" "), self.exit)
+    }
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+    calls: Vec<Call>,
+}
+
+impl Run {
+    fn index(&self, what: &str, test: impl Fn(&Call) -> bool) -> usize {
+        self.calls.iter().position(test).unwrap_or_else(|| panic!("no call {what} in:\n{}", self.transcript()))
+    }
+
+    fn all(&self, service: &str, operation: &str) -> Vec<&Call> {
+        self.calls.iter().filter(|c| c.is(service, operation)).collect()
+    }
+
+    fn none(&self, service: &str, operation: &str) {
+        assert!(self.all(service, operation).is_empty(), "unexpected {service} {operation}:\n{}", self.transcript());
+    }
+
+    fn transcript(&self) -> String {
+        let calls: Vec<String> = self.calls.iter().map(Call::line).collect();
+        format!("calls:\n{}\nstdout:\n{}\nstderr:\n{}", calls.join("\n"), self.stdout, self.stderr)
+    }
+}
+
+/// A checkout of the files the scripts read, the stand-in's state and call log, and a bin folder that puts the
+/// real python3 first on PATH (a version manager's shim would cost a third of a second per call).
+struct Journey {
+    dir: tempfile::TempDir,
+}
+
+impl Journey {
+    fn new(seed: Value) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        for file in SOURCE_FILES {
+            let target = repo.join(file);
+            std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+            std::fs::copy(Path::new(ROOT).join(file), target).unwrap();
+        }
+        let journey = Journey { dir };
+        journey.git(&["init", "-q"]);
+        journey.git(&["add", "-A"]);
+        journey.git(&["commit", "-q", "-m", "the source"]);
+        std::fs::write(journey.state_path(), serde_json::to_vec_pretty(&seed).unwrap()).unwrap();
+        let bin = journey.dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let python = Command::new("python3").args(["-c", "import sys; print(sys.executable)"]).output();
+        let python = python.expect("python3 runs the AWS CLI stand-in");
+        std::os::unix::fs::symlink(String::from_utf8(python.stdout).unwrap().trim(), bin.join("python3")).unwrap();
+        journey
+    }
+
+    fn repo(&self) -> PathBuf {
+        self.dir.path().join("repo")
+    }
+
+    fn state_path(&self) -> PathBuf {
+        self.dir.path().join("state.json")
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("calls.jsonl")
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(["-c", "user.name=test", "-c", "user.email=test@example.com", "-c", "init.defaultBranch=main"])
+            .args(args)
+            .current_dir(self.repo())
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .env_remove("GIT_INDEX_FILE")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
+    fn calls(&self) -> Vec<Call> {
+        let text = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+        text.lines()
+            .map(|line| {
+                let v: Value = serde_json::from_str(line).unwrap();
+                Call {
+                    argv: v["argv"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect(),
+                    env: v["env"].as_object().unwrap().clone(),
+                    exit: v["exit"].as_i64().unwrap(),
+                }
+            })
+            .collect()
+    }
+
+    /// Runs scripts/<script> with AWS_* cleared (the test command sets AWS_REGION), no terminal on stdin,
+    /// polls that do not wait, and the stand-in first on PATH; the calls it made.
+    fn run(&self, script: &str, args: &[&str]) -> Run {
+        self.run_with(script, args, &[])
+    }
+
+    fn run_with(&self, script: &str, args: &[&str], envs: &[(&str, &str)]) -> Run {
+        let before = self.calls().len();
+        let path = format!(
+            "{}:{ROOT}/tests/support/aws-cli:{}",
+            self.dir.path().join("bin").display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut command = Command::new(self.repo().join("scripts").join(script));
+        for (name, _) in std::env::vars().filter(|(k, _)| k.starts_with("AWS_") || k.starts_with("GIT_")) {
+            command.env_remove(name);
+        }
+        let out = command
+            .args(args)
+            .current_dir(self.dir.path())
+            .env("PATH", path)
+            .env("GPUINFER_AWS_STANDIN_STATE", self.state_path())
+            .env("GPUINFER_AWS_STANDIN_LOG", self.log_path())
+            .env("GPUINFER_DEPLOY_POLL_SECONDS", "0")
+            .envs(envs.iter().copied())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let run = Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            calls: self.calls().split_off(before),
+        };
+        // 252 is the CLI refusing its command line (an unknown operation or option): a typo in a script. The one
+        // refusal a script expects is an older CLI's to --bucket-namespace, which it then does without.
+        let refused: Vec<String> = run
+            .calls
+            .iter()
+            .filter(|c| c.exit == 252 && !(c.is("s3api", "create-bucket") && c.opt("bucket-namespace").is_some()))
+            .map(Call::line)
+            .collect();
+        assert!(refused.is_empty(), "the AWS CLI refused {refused:?}\n{}", run.transcript());
+        run
+    }
+
+    fn deploy(&self, args: &[&str]) -> Run {
+        let mut all = vec!["--stack", "gpuinfer", "--region", REGION];
+        all.extend_from_slice(args);
+        self.run("deploy.sh", &all)
+    }
+
+    fn state(&self) -> Value {
+        serde_json::from_slice(&std::fs::read(self.state_path()).unwrap()).unwrap()
+    }
+
+    fn edit_state(&self, edit: impl FnOnce(&mut Value)) {
+        let mut state = self.state();
+        edit(&mut state);
+        std::fs::write(self.state_path(), serde_json::to_vec(&state).unwrap()).unwrap();
+    }
+
+    fn stack(&self) -> Value {
+        let stacks = self.state()["stacks"].as_array().unwrap().clone();
+        assert_eq!(stacks.len(), 1, "one stack: {stacks:?}");
+        stacks[0].clone()
+    }
+
+    /// The tag deploy.sh gives the image: v<Cargo.toml version>-<12 hex of the source tree>.
+    fn image_tag(&self, tree: &str) -> String {
+        let cargo = std::fs::read_to_string(self.repo().join("Cargo.toml")).unwrap();
+        let version = cargo.lines().find_map(|l| l.strip_prefix("version = \"")).unwrap().trim_end_matches('"');
+        format!("v{version}-{}", &tree[..12])
+    }
+
+    fn latest_version(&self, bucket: &str, key: &str) -> String {
+        let state = self.state();
+        let versions = state["buckets"][bucket]["versions"].as_array().unwrap();
+        let latest = versions.iter().rev().find(|v| v["Key"] == key).unwrap_or_else(|| panic!("no {key} in {bucket}"));
+        latest["VersionId"].as_str().unwrap().to_owned()
+    }
+}
+
+fn succeeded(run: &Run) {
+    assert_eq!(run.code, 0, "the script failed\n{}", run.transcript());
+}
+
+#[test]
+fn a_first_deploy_makes_the_bucket_then_the_stack_with_code_off_then_both_builds_then_switches_them_on() {
+    let journey = Journey::new(json!({}));
+    let run = journey.deploy(&[]);
+    succeeded(&run);
+    for call in &run.calls[1..] {
+        assert_eq!(call.opt("region"), Some(REGION), "every call names the Region: {}", call.line());
+        assert_eq!(call.opt("profile"), None, "no profile was asked for: {}", call.line());
+        // The CLI v2 pipes output through a pager on a terminal; the scripts turn it off.
+        assert_eq!(call.env.get("AWS_PAGER"), Some(&json!("")), "no pager: {}", call.line());
+    }
+    let tag = journey.image_tag(&journey.git(&["rev-parse", "HEAD^{tree}"]));
+    let zip_version = journey.latest_version(BUCKET, "gpuinfer/bootstrap.zip");
+
+    let version = run.index("aws --version", |c| c.argv == ["--version"]);
+    let identity = run.index("sts get-caller-identity", |c| c.is("sts", "get-caller-identity"));
+    let head = run.index("head-bucket", |c| c.is("s3api", "head-bucket") && c.opt("bucket") == Some(BUCKET));
+    let create = run.index("create-bucket", |c| c.is("s3api", "create-bucket"));
+    let created = &run.calls[create];
+    assert_eq!(created.opt("bucket"), Some(BUCKET));
+    assert_eq!(created.opt("bucket-namespace"), Some("account-regional"));
+    // Outside us-east-1, CreateBucket needs the Region as LocationConstraint.
+    assert_eq!(created.opt("create-bucket-configuration"), Some("LocationConstraint=us-west-2"));
+    let private = run.index("put-public-access-block", |c| c.is("s3api", "put-public-access-block"));
+    let versioned = run.index("put-bucket-versioning", |c| {
+        c.is("s3api", "put-bucket-versioning") && c.opt("versioning-configuration") == Some("Status=Enabled")
+    });
+    for call in [&run.calls[head], &run.calls[private], &run.calls[versioned]] {
+        assert_eq!(call.opt("expected-bucket-owner"), Some(ACCOUNT), "{}", call.line());
+    }
+    let source = run.index("the source upload", |c| {
+        c.is("s3api", "put-object") && c.opt("key") == Some("container-source.zip") && c.opt("bucket") == Some(BUCKET)
+    });
+    let deploys = run.all("cloudformation", "deploy");
+    assert_eq!(deploys.len(), 2, "{}", run.transcript());
+    let stack_create = run.index("the stack create", |c| c.is("cloudformation", "deploy"));
+    let first = deploys[0].overrides();
+    assert_eq!(first.get("RouterCodeBuilt"), Some(&"false"));
+    assert_eq!(first.get("ImagePushed"), Some(&"false"));
+    assert_eq!(first.get("ArtifactBucket"), Some(&BUCKET));
+    assert_eq!(first.get("ModelName"), Some(&"TheBloke/Mistral-7B-Instruct-v0.2-AWQ"));
+    assert_eq!(first.get("LargeModelName"), Some(&"TheBloke/Llama-2-70B-Chat-AWQ"));
+    assert_eq!(first.get("LambdaArchitecture"), Some(&"x86_64"));
+    // The template is over the 51,200 bytes CloudFormation takes inline: it goes through the bucket.
+    assert_eq!(deploys[0].opt("s3-bucket"), Some(BUCKET));
+    assert!(deploys[0].has("--no-fail-on-empty-changeset"));
+    assert_eq!(deploys[0].values("capabilities"), ["CAPABILITY_NAMED_IAM"]);
+    let router = run.index("the router build", |c| {
+        c.is("codebuild", "start-build") && c.opt("project-name") == Some("gpuinfer-router-build")
+    });
+    let zip = run
+        .index("the zip's version", |c| c.is("s3api", "head-object") && c.opt("key") == Some("gpuinfer/bootstrap.zip"));
+    let lookup = run.index("the image lookup", |c| c.is("ecr", "describe-images"));
+    assert_eq!(run.calls[lookup].opt("image-ids"), Some(format!("imageTag={tag}").as_str()));
+    assert_eq!(run.calls[lookup].exit, 254, "ImageNotFoundException on a first deploy");
+    let image = run.index("the image build", |c| {
+        c.is("codebuild", "start-build") && c.opt("project-name") == Some("gpuinfer-build")
+    });
+    assert_eq!(
+        run.calls[image].opt("environment-variables-override"),
+        Some(format!("name=IMAGE_TAG,value={tag},type=PLAINTEXT").as_str())
+    );
+    let switch_on =
+        stack_create + 1 + run.calls[stack_create + 1..].iter().position(|c| c.is("cloudformation", "deploy")).unwrap();
+    let last = run.calls[switch_on].overrides();
+    assert_eq!(last.get("RouterCodeBuilt"), Some(&"true"));
+    assert_eq!(last.get("ImagePushed"), Some(&"true"));
+    assert_eq!(last.get("ImageTag"), Some(&tag.as_str()));
+    assert_eq!(last.get("RouterCodeVersion"), Some(&zip_version.as_str()));
+    let order = [
+        version,
+        identity,
+        head,
+        create,
+        private,
+        versioned,
+        source,
+        stack_create,
+        router,
+        zip,
+        lookup,
+        image,
+        switch_on,
+    ];
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "calls out of order {order:?}\n{}", run.transcript());
+
+    let stack = journey.stack();
+    assert_eq!(stack["StackStatus"], "UPDATE_COMPLETE");
+    let bucket = &journey.state()["buckets"][BUCKET];
+    assert_eq!(bucket["versioning"], "Enabled");
+    for setting in ["BlockPublicAcls", "IgnorePublicAcls", "BlockPublicPolicy", "RestrictPublicBuckets"] {
+        assert_eq!(bucket["public_access_block"][setting], "true", "{setting}");
+    }
+    let outputs = &stack["Outputs"];
+    let api = outputs["InferenceApiUrl"].as_str().unwrap();
+    let results = outputs["ResultsApiUrl"].as_str().unwrap();
+    for printed in [
+        api.to_owned(),
+        outputs["DashboardUrl"].as_str().unwrap().to_owned(),
+        "eval \"$(aws configure export-credentials --format env)\"".to_owned(),
+        format!("curl -s \"{api}\" --aws-sigv4 \"aws:amz:{REGION}:execute-api\""),
+        "--user \"$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY\"".to_owned(),
+        "${AWS_SESSION_TOKEN:+-H \"x-amz-security-token: $AWS_SESSION_TOKEN\"}".to_owned(),
+        format!("curl -s \"{results}/<requestId>\""),
+        format!("aws s3 cp \"s3://{}/results/<requestId>.json\" -", outputs["ResultsBucketName"].as_str().unwrap()),
+        format!("GPUINFER_URL={} gpuinfer submit --sigv4 --wait", api.trim_end_matches("/infer")),
+    ] {
+        assert!(run.stdout.contains(&printed), "deploy prints {printed:?}\n{}", run.stdout);
+    }
+    for n in 1..=7 {
+        assert!(run.stdout.contains(&format!("] {n}/7 ")), "a line for step {n}\n{}", run.stdout);
+    }
+}
+
+#[test]
+fn a_failed_image_build_stops_before_the_tiers_are_switched_on_and_prints_the_log_link() {
+    // CodeBuild's build statuses: IN_PROGRESS, then one of SUCCEEDED, FAILED, FAULT, STOPPED, TIMED_OUT.
+    let journey = Journey::new(json!({ "scenario": { "build_outcome": { "image": "FAILED" } } }));
+    let run = journey.deploy(&[]);
+    assert_eq!(run.code, 1, "{}", run.transcript());
+    let image = run.index("the image build", |c| {
+        c.is("codebuild", "start-build") && c.opt("project-name") == Some("gpuinfer-build")
+    });
+    assert!(
+        run.calls[image..].iter().all(|c| !c.is("cloudformation", "deploy")),
+        "no stack update after a failed image build\n{}",
+        run.transcript()
+    );
+    assert!(run.all("cloudformation", "deploy").iter().all(|c| c.overrides().get("ImagePushed") != Some(&"true")));
+    for printed in [
+        "the image build ended FAILED",
+        "phase BUILD · FAILED · COMMAND_EXECUTION_ERROR",
+        "Build log: https://console.aws.amazon.com/cloudwatch/home?region=us-west-2#logsV2:log-groups/log-group//aws/codebuild/gpuinfer-build",
+    ] {
+        assert!(run.stderr.contains(printed), "prints {printed:?}\n{}", run.stderr);
+    }
+    let stack = journey.stack();
+    assert_eq!(stack["Parameters"]["ImagePushed"], "false");
+    assert_eq!(stack["Parameters"]["RouterCodeBuilt"], "false");
+}
+
+#[test]
+fn a_failed_stack_update_prints_the_failing_resource_and_its_reason_and_rolls_back() {
+    let reason = "Resource handler returned message: \"Invalid request provided: capacity provider is not ready\"";
+    let journey = Journey::new(json!({ "scenario": { "stack_failure": {
+        "when": { "ImagePushed": "true" }, "logical_id": "LargeService", "reason": reason } } }));
+    let run = journey.deploy(&[]);
+    assert_eq!(run.code, 1, "{}", run.transcript());
+    let events = run.index("describe-stack-events", |c| c.is("cloudformation", "describe-stack-events"));
+    assert!(run.calls[events].opt("query").unwrap().contains("ends_with(ResourceStatus, '_FAILED')"));
+    assert!(run.stderr.contains(&format!("LargeService UPDATE_FAILED: {reason}")), "{}", run.stderr);
+    assert!(run.stderr.contains("the stack update failed"), "{}", run.stderr);
+    let stack = journey.stack();
+    assert_eq!(stack["StackStatus"], "UPDATE_ROLLBACK_COMPLETE");
+    assert_eq!(stack["Parameters"]["ImagePushed"], "false", "the rollback keeps the tiers off");
+}
+
+#[test]
+fn a_rerun_creates_nothing_and_builds_nothing_for_the_same_source_and_a_change_ships_new_code_and_image() {
+    let journey = Journey::new(json!({}));
+    succeeded(&journey.deploy(&[]));
+    let first = journey.stack();
+    let tag = journey.image_tag(&journey.git(&["rev-parse", "HEAD^{tree}"]));
+
+    let again = journey.deploy(&[]);
+    succeeded(&again);
+    again.none("s3api", "create-bucket");
+    again.none("s3api", "put-bucket-versioning");
+    // ECR's versioned tags are immutable: a second push of the tag would fail the build, so none is started.
+    again.none("codebuild", "start-build");
+    let lookup = again.index("the image lookup", |c| c.is("ecr", "describe-images"));
+    assert_eq!(again.calls[lookup].exit, 0);
+    let deploys = again.all("cloudformation", "deploy");
+    let keep = deploys[0].overrides();
+    assert_eq!(keep.get("RouterCodeBuilt"), Some(&"true"), "the update before the builds keeps the code on");
+    assert_eq!(keep.get("ImagePushed"), Some(&"true"));
+    assert_eq!(keep.get("ImageTag"), Some(&tag.as_str()));
+    assert!(again.stdout.contains("No changes to deploy"), "{}", again.stdout);
+    let second = journey.stack();
+    assert_eq!(second["StackId"], first["StackId"], "the same stack, updated");
+    assert_eq!(second["Parameters"], first["Parameters"]);
+
+    // An uncommitted change to a tracked file ships: a new zip version and a new image tag.
+    let buildspec = journey.repo().join("buildspec.yml");
+    let mut text = std::fs::read_to_string(&buildspec).unwrap();
+    text.push_str("# a change\n");
+    std::fs::write(&buildspec, text).unwrap();
+    let changed = journey.deploy(&[]);
+    succeeded(&changed);
+    changed.none("s3api", "create-bucket");
+    assert!(changed.stdout.contains("with your uncommitted changes"), "{}", changed.stdout);
+    let stash = journey.git(&["stash", "create"]);
+    let new_tag = journey.image_tag(&journey.git(&["rev-parse", &format!("{stash}^{{tree}}")]));
+    assert_ne!(new_tag, tag);
+    let image = changed.index("the image build", |c| c.opt("project-name") == Some("gpuinfer-build"));
+    assert_eq!(
+        changed.calls[image].opt("environment-variables-override"),
+        Some(format!("name=IMAGE_TAG,value={new_tag},type=PLAINTEXT").as_str())
+    );
+    changed.index("the router build", |c| c.opt("project-name") == Some("gpuinfer-router-build"));
+    let third = journey.stack();
+    assert_eq!(third["StackId"], first["StackId"]);
+    assert_eq!(third["Parameters"]["ImageTag"], new_tag.as_str());
+    assert_ne!(third["Parameters"]["RouterCodeVersion"], first["Parameters"]["RouterCodeVersion"]);
+    assert_eq!(
+        third["Parameters"]["RouterCodeVersion"],
+        journey.latest_version(BUCKET, "gpuinfer/bootstrap.zip").as_str()
+    );
+}
+
+#[test]
+fn a_bucket_name_another_account_owns_stops_the_deploy_before_anything_is_made() {
+    let journey =
+        Journey::new(json!({ "buckets": { "taken-artifacts": { "owner": "999999999999", "versions": [] } } }));
+    let run = journey.deploy(&["--artifact-bucket", "taken-artifacts"]);
+    assert_eq!(run.code, 1, "{}", run.transcript());
+    // HeadBucket with --expected-bucket-owner answers 403 for a bucket of another account.
+    let head = run.index("head-bucket", |c| c.is("s3api", "head-bucket"));
+    assert_eq!(run.calls[head].opt("expected-bucket-owner"), Some(ACCOUNT));
+    assert!(run.stderr.contains("taken by another account"), "{}", run.stderr);
+    assert!(run.stderr.contains("Pass --artifact-bucket NAME"), "{}", run.stderr);
+    run.none("s3api", "create-bucket");
+    run.none("s3api", "put-object");
+    run.none("cloudformation", "deploy");
+}
+
+#[test]
+fn an_older_cli_gets_a_global_bucket_name_and_us_east_1_gets_no_location_constraint_and_a_profile_reaches_every_call() {
+    let journey = Journey::new(json!({ "supports_bucket_namespace": false, "profiles": ["default", "dev"] }));
+    let run = journey.run("deploy.sh", &["--region", "us-east-1", "--profile", "dev"]);
+    succeeded(&run);
+    let global = "gpuinfer-artifacts-123456789012-us-east-1";
+    let creates = run.all("s3api", "create-bucket");
+    assert_eq!(creates.len(), 2, "the account regional name first, then the global one\n{}", run.transcript());
+    assert_eq!(creates[1].opt("bucket"), Some(global));
+    // CreateBucket in us-east-1 takes no LocationConstraint (S3 refuses one).
+    assert_eq!(creates[1].opt("create-bucket-configuration"), None);
+    assert_eq!(creates[1].opt("bucket-namespace"), None);
+    assert_eq!(journey.stack()["Parameters"]["ArtifactBucket"], global);
+    for call in &run.calls[1..] {
+        assert_eq!(call.opt("profile"), Some("dev"), "{}", call.line());
+    }
+    assert!(run.stdout.contains("aws configure export-credentials --profile dev --format env"), "{}", run.stdout);
+    assert!(run.stdout.contains("AWS_PROFILE=dev AWS_REGION=us-east-1 GPUINFER_URL="), "{}", run.stdout);
+}
+
+#[test]
+fn a_stack_left_in_rollback_complete_is_reported_and_not_touched() {
+    // A stack whose first create rolled back (ROLLBACK_COMPLETE) cannot be updated, only deleted: deploy.sh
+    // leaves that to destroy.sh, which asks first.
+    let stack_id = "arn:aws:cloudformation:us-west-2:123456789012:stack/gpuinfer/1";
+    let reason = "Resource handler returned message: \"The maximum number of VPCs has been reached.\"";
+    let journey = Journey::new(json!({ "stacks": [{
+        "StackName": "gpuinfer", "StackId": stack_id, "StackStatus": "ROLLBACK_COMPLETE",
+        "CreationTime": "2026-01-01T00:00:00Z", "Parameters": {}, "Resources": {}, "Outputs": {},
+        "Events": [{ "StackId": stack_id, "EventId": "1", "StackName": "gpuinfer", "LogicalResourceId": "Vpc",
+                     "ResourceType": "AWS::EC2::VPC", "Timestamp": "2026-01-01T00:01:00Z",
+                     "ResourceStatus": "CREATE_FAILED", "ResourceStatusReason": reason }] }] }));
+    let run = journey.deploy(&[]);
+    assert_eq!(run.code, 1, "{}", run.transcript());
+    assert!(run.stderr.contains(&format!("Vpc CREATE_FAILED: {reason}")), "{}", run.stderr);
+    assert!(run.stderr.contains("scripts/destroy.sh --stack gpuinfer --region us-west-2"), "{}", run.stderr);
+    run.none("s3api", "create-bucket");
+    run.none("cloudformation", "deploy");
+    run.none("cloudformation", "delete-stack");
+    assert_eq!(journey.stack()["StackStatus"], "ROLLBACK_COMPLETE");
+}
+
+#[test]
+fn bad_command_lines_are_refused_with_usage_before_any_aws_call() {
+    let journey = Journey::new(json!({}));
+    for args in [
+        &["--bogus"][..],
+        &["--lambda-architecture", "sparc"],
+        &["--parameter", "ImagePushed=true"],
+        &["--parameter", "not-a-pair"],
+        // S3 bucket names: 3-63 lower-case letters, digits, dots and hyphens.
+        &["--artifact-bucket", "Not_A_Bucket"],
+        &["--stack", "9lives"],
+        &["--region"],
+    ] {
+        let run = journey.run("deploy.sh", args);
+        assert_eq!(run.code, 2, "deploy.sh {args:?}\n{}", run.transcript());
+        assert!(run.stderr.contains("Usage: scripts/deploy.sh"), "{args:?}: {}", run.stderr);
+        assert!(run.calls.is_empty(), "{args:?}\n{}", run.transcript());
+    }
+    let run = journey.run("destroy.sh", &["--bogus"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("Usage: scripts/destroy.sh"), "{}", run.stderr);
+
+    let help = journey.run("deploy.sh", &["--help"]);
+    assert_eq!(help.code, 0);
+    for flag in [
+        "--stack",
+        "--region",
+        "--profile",
+        "--model",
+        "--large-model",
+        "--alarm-email",
+        "--lambda-architecture",
+        "--artifact-bucket",
+        "--parameter",
+        "GPUINFER_DEPLOY_POLL_SECONDS",
+    ] {
+        assert!(help.stdout.contains(flag), "--help explains {flag}");
+    }
+
+    // No Region anywhere: not from a flag, the environment or the profile.
+    let run = journey.run("deploy.sh", &[]);
+    assert_eq!(run.code, 2, "{}", run.transcript());
+    assert!(run.stderr.contains("pass --region"), "{}", run.stderr);
+    run.none("sts", "get-caller-identity");
+}
+
+#[test]
+fn destroy_without_delete_data_deletes_the_stack_only_and_lists_what_is_kept() {
+    let journey = Journey::new(json!({}));
+    succeeded(&journey.deploy(&[]));
+    let kept = journey.stack()["Resources"].clone();
+    let results = kept["ResultsBucket"]["id"].as_str().unwrap().to_owned();
+    journey.edit_state(|state| add_versions(state, &results, 3, 1));
+
+    // Not on a terminal and no --yes: nothing is deleted.
+    let refused = journey.run("destroy.sh", &["--region", REGION]);
+    assert_eq!(refused.code, 2, "{}", refused.transcript());
+    assert!(refused.stderr.contains("pass --yes"), "{}", refused.stderr);
+    refused.none("cloudformation", "delete-stack");
+
+    let run = journey.run("destroy.sh", &["--region", REGION, "--yes"]);
+    succeeded(&run);
+    let delete = run.index("delete-stack", |c| c.is("cloudformation", "delete-stack"));
+    let reads = run.all("cloudformation", "describe-stack-resources");
+    assert_eq!(reads.len(), 4, "one read per retained resource\n{}", run.transcript());
+    let last_read = run.calls.iter().rposition(|c| c.is("cloudformation", "describe-stack-resources")).unwrap();
+    assert!(last_read < delete, "the retained resources' ids are read before the delete");
+    for (service, operation) in [
+        ("s3api", "delete-objects"),
+        ("s3api", "delete-bucket"),
+        ("ecr", "delete-repository"),
+        ("kms", "schedule-key-deletion"),
+    ] {
+        run.none(service, operation);
+    }
+    let state = journey.state();
+    assert_eq!(state["stacks"][0]["StackStatus"], "DELETE_COMPLETE");
+    assert_eq!(state["buckets"][&results]["versions"].as_array().unwrap().len(), 4, "the results are kept");
+    let report = run.stdout.split("kept, and still billed").nth(1).expect("a list of what is kept");
+    for id in ["ResultsBucket", "AccessLogsBucket", "Repository", "LogsKey"] {
+        assert!(report.contains(kept[id]["id"].as_str().unwrap()), "lists {id}\n{report}");
+    }
+    for printed in [
+        format!("s3://{results}: 3 object versions, 300 bytes, 1 delete markers"),
+        format!("s3://{BUCKET} (made by deploy.sh)"),
+        "1 images, up to 9.2 GiB".to_owned(),
+        "$1/month".to_owned(),
+        "https://aws.amazon.com/kms/pricing/, read 2026-12-02".to_owned(),
+        "https://aws.amazon.com/s3/pricing/".to_owned(),
+        "https://aws.amazon.com/ecr/pricing/".to_owned(),
+        "--delete-data".to_owned(),
+    ] {
+        assert!(report.contains(&printed), "prints {printed:?}\n{report}");
+    }
+}
+
+#[test]
+fn destroy_with_delete_data_deletes_every_version_a_thousand_at_a_time_and_schedules_the_key() {
+    let journey = Journey::new(json!({}));
+    succeeded(&journey.deploy(&[]));
+    let kept = journey.stack()["Resources"].clone();
+    let results = kept["ResultsBucket"]["id"].as_str().unwrap().to_owned();
+    let logs = kept["AccessLogsBucket"]["id"].as_str().unwrap().to_owned();
+    journey.edit_state(|state| {
+        add_versions(state, &results, 2300, 5);
+        add_versions(state, &logs, 10, 0);
+    });
+    let run = journey.run("destroy.sh", &["--stack", "gpuinfer", "--region", REGION, "--yes", "--delete-data"]);
+    succeeded(&run);
+    let delete_stack = run.index("delete-stack", |c| c.is("cloudformation", "delete-stack"));
+    let batches: Vec<&Call> =
+        run.all("s3api", "delete-objects").into_iter().filter(|c| c.opt("bucket") == Some(&results)).collect();
+    // 2,305 versions and delete markers; DeleteObjects takes up to 1,000 keys a request (the stand-in refuses
+    // more with MalformedXML, as S3 does).
+    assert_eq!(batches.len(), 3, "{}", run.transcript());
+    let first_batch = run.index("a delete-objects", |c| c.is("s3api", "delete-objects"));
+    assert!(delete_stack < first_batch, "the stack goes first");
+    for listing in
+        run.all("s3api", "list-object-versions").iter().filter(|c| c.opt("query").unwrap().contains("Objects"))
+    {
+        assert!(listing.has("--no-paginate") && listing.opt("max-keys") == Some("1000"));
+    }
+    // ScheduleKeyDeletion takes a waiting period of 7 to 30 days (the stand-in refuses others, as KMS does).
+    let key = run.index("schedule-key-deletion", |c| c.is("kms", "schedule-key-deletion"));
+    assert_eq!(run.calls[key].opt("pending-window-in-days"), Some("7"));
+    assert_eq!(run.calls[key].opt("key-id"), kept["LogsKey"]["id"].as_str());
+    let repository = run.index("delete-repository", |c| c.is("ecr", "delete-repository"));
+    assert!(run.calls[repository].has("--force"));
+
+    let state = journey.state();
+    assert_eq!(state["buckets"], json!({}), "results, access-log and artifact buckets are gone");
+    assert_eq!(state["repositories"], json!({}));
+    let key_state = &state["keys"][kept["LogsKey"]["id"].as_str().unwrap()];
+    assert_eq!(key_state["KeyState"], "PendingDeletion");
+    let date = key_state["DeletionDate"].as_str().unwrap();
+    assert!(run.stdout.contains(&format!("KMS deletes it on {date}")), "{}", run.stdout);
+    assert!(run.stdout.contains("nothing of stack gpuinfer is left"), "{}", run.stdout);
+
+    // Again, later: the stack and its data are gone, so there is nothing to do.
+    let again = journey.run("destroy.sh", &["--region", REGION, "--yes", "--delete-data"]);
+    succeeded(&again);
+    again.none("s3api", "delete-objects");
+    again.none("kms", "schedule-key-deletion");
+}
+
+#[test]
+fn destroy_handles_every_resource_the_template_retains() {
+    let template = crate::support::cfn::template();
+    let mut retained: Vec<String> = crate::support::cfn::resources(&template)
+        .filter(|(_, r)| r["DeletionPolicy"] == "Retain")
+        .map(|(id, _)| id.clone())
+        .collect();
+    retained.sort();
+    let script = std::fs::read_to_string(Path::new(ROOT).join("scripts/destroy.sh")).unwrap();
+    let line = script.lines().find_map(|l| l.strip_prefix("RETAINED=(")).expect("RETAINED=(…) in destroy.sh");
+    let mut handled: Vec<String> = line.trim_end_matches(')').split_whitespace().map(str::to_owned).collect();
+    handled.sort();
+    assert_eq!(handled, retained, "destroy.sh must read, report and delete every DeletionPolicy: Retain resource");
+}
+
+#[test]
+fn the_stand_in_refuses_what_the_cli_refuses() {
+    let journey = Journey::new(json!({}));
+    let aws = format!("{ROOT}/tests/support/aws-cli/aws");
+    let run = |args: &[&str]| {
+        let mut command = Command::new(&aws);
+        for (name, _) in std::env::vars().filter(|(k, _)| k.starts_with("AWS_")) {
+            command.env_remove(name);
+        }
+        command
+            .args(args)
+            .env("GPUINFER_AWS_STANDIN_STATE", journey.state_path())
+            .env("GPUINFER_AWS_STANDIN_LOG", journey.log_path())
+            .output()
+            .unwrap()
+    };
+    let typo = run(&["--region", REGION, "s3api", "head-buckets", "--bucket", "b"]);
+    assert_eq!(typo.status.code(), Some(252));
+    assert!(String::from_utf8_lossy(&typo.stderr).contains("argument operation: Invalid choice"));
+    let option = run(&["--region", REGION, "s3api", "head-bucket", "--bukcet", "b"]);
+    assert_eq!(option.status.code(), Some(252));
+    assert!(String::from_utf8_lossy(&option.stderr).contains("Unknown options: --bukcet"));
+    let service = run(&["--region", REGION, "ec2", "describe-vpcs"]);
+    assert_eq!(service.status.code(), Some(252));
+    let missing = run(&["--region", REGION, "s3api", "head-bucket", "--bucket", "nobody-has-this"]);
+    assert_eq!(missing.status.code(), Some(254));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("(404) when calling the HeadBucket operation"));
+    let no_region = run(&["sts", "get-caller-identity"]);
+    assert_eq!(no_region.status.code(), Some(253));
+    assert_eq!(journey.calls().len(), 5, "every call is recorded, refused ones too");
+}
+
+/// Adds `versions` object versions of 100 bytes and `markers` delete markers to a bucket of the stand-in.
+fn add_versions(state: &mut Value, bucket: &str, versions: usize, markers: usize) {
+    let list = state["buckets"][bucket]["versions"].as_array_mut().unwrap();
+    for i in 0..versions {
+        list.push(json!({ "Key": format!("results/{i}.json"), "VersionId": format!("v{i}"), "IsLatest": true,
+                          "Size": 100, "ETag": "\"0\"", "LastModified": "2026-01-01T00:00:00Z" }));
+    }
+    for i in 0..markers {
+        list.push(json!({ "Key": format!("results/{i}.json"), "VersionId": format!("m{i}"), "IsLatest": true,
+                          "LastModified": "2026-01-02T00:00:00Z", "DeleteMarker": true }));
+    }
+}
