@@ -11,10 +11,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use gpuinfer::aws::sqs::SqsQueue;
-use gpuinfer::engine_load::EngineLoad;
+use gpuinfer::contract::engine_load::EngineLoad;
+use gpuinfer::contract::tier::Tier;
 use gpuinfer::local::LocalBackends;
 use gpuinfer::ports::{Queue, QueueCounts};
-use gpuinfer::vocabulary::Tier;
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 

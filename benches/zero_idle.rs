@@ -12,12 +12,12 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
+use gpuinfer::contract::tier::Tier;
+use gpuinfer::scaler::simulate::event_loop::{self, Timing};
+use gpuinfer::scaler::simulate::policy::{Policy, PolicyKind};
+use gpuinfer::scaler::simulate::trace::{self, Traffic};
+use gpuinfer::scaler::simulate::{Millis, SECOND, TierModel};
 use gpuinfer::scaler::{DEFAULT_BACKLOG_PER_TASK, DEFAULT_UTILIZATION_TARGET, ScalingPolicy};
-use gpuinfer::simulate::event_loop::{self, Timing};
-use gpuinfer::simulate::policy::{Policy, PolicyKind};
-use gpuinfer::simulate::trace::{self, Traffic};
-use gpuinfer::simulate::{Millis, SECOND, TierModel};
-use gpuinfer::vocabulary::Tier;
 use serde_json::json;
 
 mod support;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the cargo-fuzz targets in fuzz/ for a fixed budget each and reports their executions:
-#   request            request parsing and validation (src/request.rs)
+#   request            request parsing and validation (src/contract/request.rs)
 #   api_gateway_event  the router's Lambda path: API Gateway event → lambda_event → router app
 #
 #   scripts/fuzz.sh [--seconds 60] [target...]      (default: every target, 60 s each)

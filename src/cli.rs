@@ -4,7 +4,7 @@
 use clap::{Parser, Subcommand};
 
 use crate::cmd;
-use crate::telemetry::TelemetryArgs;
+use crate::infra::telemetry::TelemetryArgs;
 
 /// Names the subcommand when the binary runs with no arguments, as a Lambda `bootstrap` does.
 pub const COMMAND_ENV: &str = "GPUINFER_COMMAND";

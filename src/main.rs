@@ -5,9 +5,10 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use gpuinfer::cli::{self, Cli, Command};
+use gpuinfer::cmd;
 use gpuinfer::cmd::client::ClientError;
-use gpuinfer::xid::XidError;
-use gpuinfer::{cmd, shutdown, telemetry};
+use gpuinfer::cmd::inject_xid::xid::XidError;
+use gpuinfer::infra::{shutdown, telemetry};
 
 /// Runtime threads of `gpuinfer worker`, at most: it waits on the queue and the engine, and two threads carry
 /// thousands of requests per second (BENCHMARKS.md, P3), where one per core would be 192 on a g6e.48xlarge.

@@ -6,15 +6,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use axum::body::Bytes;
+use bytes::Bytes;
 use futures_util::Stream;
 use serde::Serialize;
 
-use crate::engine_load::EngineLoad;
-use crate::outcome::Generation;
-use crate::request::InferenceRequest;
-use crate::request_id::RequestId;
-use crate::vocabulary::Tier;
+use crate::contract::engine_load::EngineLoad;
+use crate::contract::outcome::Generation;
+use crate::contract::request::InferenceRequest;
+use crate::contract::request_id::RequestId;
+use crate::contract::tier::Tier;
 
 /// One received message, as the worker sees it.
 #[derive(Debug, Clone)]
@@ -53,7 +53,7 @@ impl std::ops::Add for QueueCounts {
 /// A port error's two fields for a call that failed with `source`: `context` followed by `source`'s whole chain
 /// (so a log line tells everything), and `source` itself (so nothing is lost to callers that look into it).
 fn with_cause(context: &str, source: impl std::error::Error + Send + Sync + 'static) -> (String, Option<Cause>) {
-    (format!("{context}: {}", crate::error_chain::describe(&source)), Some(Arc::new(source)))
+    (format!("{context}: {}", crate::infra::error_chain::describe(&source)), Some(Arc::new(source)))
 }
 
 /// The error an adapter's call failed with (the SDK's, SQLite's, the file system's), kept as the port error's

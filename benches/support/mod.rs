@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use gpuinfer::engine_load::{self, EngineLoad};
+use gpuinfer::contract::engine_load::EngineLoad;
+use gpuinfer::engine::load;
 
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
@@ -141,7 +142,7 @@ pub fn simulator(slots: usize, extra: &[&str]) -> (Process, String) {
 /// The engine's load, from its /metrics.
 pub async fn engine_load(http: &reqwest::Client, engine: &str) -> EngineLoad {
     let text = http.get(format!("{engine}/metrics")).send().await.unwrap().text().await.unwrap();
-    engine_load::parse(&text).expect("the engine's /metrics names its running and waiting")
+    load::parse(&text).expect("the engine's /metrics names its running and waiting")
 }
 
 /// How often `loads_during` reads the engine's load.

@@ -10,12 +10,13 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use axum::http::Request;
-use gpuinfer::vocabulary::{PerTier, Tier};
+use gpuinfer::contract::tier::{PerTier, Tier};
 use gpuinfer::local::LocalBackends;
-use gpuinfer::metrics::Emf;
+use gpuinfer::infra::metrics::Emf;
 use gpuinfer::ports::Queue;
-use gpuinfer::router::{AppState, app, lambda_event};
-use gpuinfer::routing::RoutingConfig;
+use gpuinfer::router::state::AppState;
+use gpuinfer::router::{app, lambda_event};
+use gpuinfer::router::routing::RoutingConfig;
 use http_body_util::BodyExt;
 use lambda_http::request::LambdaRequest;
 use libfuzzer_sys::fuzz_target;
@@ -37,7 +38,7 @@ static ROUTER: LazyLock<Router> = LazyLock::new(|| {
         store: backends.store.clone(),
         routing: RoutingConfig::default(),
         classifier: None,
-        callbacks: gpuinfer::outbound::OutboundPolicy::default(),
+        callbacks: gpuinfer::worker::callbacks::outbound::OutboundPolicy::default(),
         metrics: Emf::discard(),
     });
     let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");

@@ -11,9 +11,9 @@ use aws_sdk_bedrockruntime::types::{
 };
 
 use crate::classifier::{FailureReports, INSTRUCTION, parse_answer};
-use crate::error_chain::describe;
+use crate::contract::tier::Tier;
+use crate::infra::error_chain::describe;
 use crate::ports::{Classifier, ClassifyError};
-use crate::vocabulary::Tier;
 
 pub(crate) const DEFAULT_MODEL_ID: &str = "amazon.nova-micro-v1:0";
 

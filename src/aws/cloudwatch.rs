@@ -9,7 +9,7 @@ use aws_sdk_cloudwatch::Client;
 use aws_sdk_cloudwatch::primitives::DateTime;
 use aws_sdk_cloudwatch::types::{Dimension, Metric, MetricDataQuery, MetricDataResult, MetricStat};
 
-use crate::metrics;
+use crate::infra::metrics;
 use crate::ports::{FleetError, GpuUtilization, Service};
 
 /// How far back to look: Container Insights publishes each minute, a little late.

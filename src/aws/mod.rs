@@ -4,9 +4,11 @@ pub mod bedrock;
 pub mod cloudwatch;
 pub mod ecs;
 pub mod ecs_metadata;
+pub mod model_download;
 pub mod s3;
 pub mod s3_objects;
 pub mod sqs;
+pub mod sqs_deletes;
 pub mod sqs_results;
 
 use aws_config::retry::RetryConfig;

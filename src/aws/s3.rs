@@ -9,8 +9,8 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_smithy_runtime_api::http::Response as HttpResponse;
 
 use super::endpoint_overridden;
+use crate::contract::request_id::RequestId;
 use crate::ports::{PutOutcome, ResultStore, StoreError};
-use crate::request_id::RequestId;
 
 /// An S3 client; path-style addressing when the endpoint is overridden (emulators).
 pub fn client(sdk: &aws_config::SdkConfig) -> Client {

@@ -11,7 +11,7 @@ use aws_sdk_sqs::types::{
     QueueAttributeName, SendMessageBatchRequestEntry,
 };
 
-use crate::deletes::{BatchDelete, DeleteBatcher, MAX_BATCH};
+use crate::aws::sqs_deletes::{BatchDelete, DeleteBatcher, MAX_BATCH};
 use crate::ports::{Message, Queue, QueueCounts, QueueError};
 
 /// Longest long poll SQS allows.

@@ -3,8 +3,8 @@
 use async_trait::async_trait;
 
 use super::sqs::SqsQueue;
+use crate::contract::request_id::RequestId;
 use crate::ports::{PutOutcome, Queue, ResultStore, StoreError};
-use crate::request_id::RequestId;
 
 /// Sends result documents as messages. A queue cannot be asked whether a result exists or what it
 /// says, so the worker always runs the request and GET /results cannot read it back.

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
-use gpuinfer::engine_simulator::{Behavior, EngineDouble};
+use gpuinfer::engine::simulator::{Behavior, EngineDouble};
 
 /// OpenAI-compatible engine double: /health, /v1/models, /v1/completions, /v1/chat/completions, /double/stats.
 #[derive(Debug, Parser)]

@@ -11,24 +11,24 @@ use anyhow::{Context, bail};
 use clap::ValueEnum;
 
 use crate::aws::bedrock::BedrockClassifier;
-use crate::body_budget::{BodyBudget, DEFAULT_BODY_MEMORY_MIB};
-use crate::classifier::OpenAiClassifier;
+use crate::classifier::openai::OpenAiClassifier;
 use crate::cmd::backends::{QueueSource, Wiring};
 use crate::cmd::running_on_lambda;
-use crate::engine::{DEFAULT_REQUEST_TIMEOUT_SECONDS, EngineClient, EngineConfig};
-use crate::http_server::HttpLimits;
+use crate::contract::tier::{Lanes, PerTier, Tier};
+use crate::engine::client::{DEFAULT_REQUEST_TIMEOUT_SECONDS, EngineClient, EngineConfig};
+use crate::http::server::HttpLimits;
+use crate::infra::metrics::Emf;
 use crate::local::DEFAULT_DATA_DIR;
-use crate::metrics::Emf;
-use crate::openai::ModelTiers;
-use crate::outbound::OutboundPolicy;
 use crate::ports::{Classifier, DEFAULT_MAX_RECEIVE_COUNT, GpuUtilization, Queue, Service, ServiceTasks};
-use crate::routing::RoutingConfig;
+use crate::router::body_budget::{BodyBudget, DEFAULT_BODY_MEMORY_MIB};
+use crate::router::openai::settings::{ModelTiers, Settings};
+use crate::router::routing::RoutingConfig;
 use crate::scaler::{
     DEFAULT_BACKLOG_PER_TASK, DEFAULT_INTERVAL_SECONDS, DEFAULT_MAX_TASKS, DEFAULT_MIN_TASKS,
     DEFAULT_UTILIZATION_TARGET, ScaledTier, Scaler, ScalingPolicy,
 };
-use crate::vocabulary::{Lanes, PerTier, Tier};
-use crate::webhook::{self, WebhookConfig, WebhookSecret, Webhooks};
+use crate::worker::callbacks::outbound::OutboundPolicy;
+use crate::worker::callbacks::webhook::{self, WebhookConfig, WebhookSecret, Webhooks};
 use crate::worker::{HEALTH_INTERVAL, WorkerConfig, defaults};
 
 /// The data directory of the embedded queues and results; shared by `router`, `worker`, `scaler` and `dev`.
@@ -274,10 +274,11 @@ pub struct HttpServerArgs {
 impl HttpServerArgs {
     /// The OpenAI-compatible API's settings: this server's API key, the routing's model map, and (on Lambda) the
     /// redirect of large downloads.
-    pub fn openai(&self, routing: &RoutingArgs) -> crate::openai::Settings {
-        crate::openai::Settings {
+    pub fn openai(&self, routing: &RoutingArgs) -> Settings {
+        Settings {
             models: routing.model_tiers.clone().unwrap_or_default(),
-            redirect_downloads_over: crate::cmd::running_on_lambda().then_some(crate::openai::LAMBDA_DOWNLOAD_LIMIT),
+            redirect_downloads_over: crate::cmd::running_on_lambda()
+                .then_some(crate::router::openai::LAMBDA_DOWNLOAD_LIMIT),
             api_key: self.api_key.clone(),
         }
     }

@@ -12,10 +12,10 @@ use crate::aws::s3::{self, S3Location, S3Store};
 use crate::aws::sdk_config;
 use crate::aws::sqs::SqsQueue;
 use crate::aws::sqs_results::SqsResults;
+use crate::contract::tier::{Lanes, Priority, Tier};
 use crate::local::LocalBackends;
 use crate::ports::{Queue, ResultStore};
-use crate::shared_lane::SharedLane;
-use crate::vocabulary::{Lanes, Priority, Tier};
+use crate::worker::shared_lane::SharedLane;
 
 /// Where result documents are written and read (OUTPUT_DESTINATION).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -194,11 +194,9 @@ impl Client {
         if let Some(signer) = &self.signer {
             signer.sign(&mut request)?;
         }
-        let response = self
-            .http
-            .execute(request)
-            .await
-            .map_err(|e| ClientError::Other(format!("cannot reach {url}: {}", crate::error_chain::describe(&e))))?;
+        let response = self.http.execute(request).await.map_err(|e| {
+            ClientError::Other(format!("cannot reach {url}: {}", crate::infra::error_chain::describe(&e)))
+        })?;
         let status = response.status();
         let bytes = response.bytes().await.map_err(|e| ClientError::Other(format!("{url}: {e}")))?;
         let answer =

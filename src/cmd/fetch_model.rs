@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::aws::model_download::{FetchConfig, fetch};
 use crate::aws::s3::{self, S3Location};
 use crate::aws::sdk_config;
-use crate::fetch::{FetchConfig, fetch};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -81,7 +81,7 @@ impl ClientArgs {
 #[command(after_help = EXIT_STATUS)]
 pub struct Args {
     /// The requestId that `submit` (or POST /infer) answered.
-    pub request_id: crate::request_id::RequestId,
+    pub request_id: crate::contract::request_id::RequestId,
     #[command(flatten)]
     pub client: ClientArgs,
 }

@@ -5,8 +5,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::DEFAULT_ENGINE_URL;
-use crate::engine::{EngineClient, EngineConfig};
+use crate::engine::client::DEFAULT_ENGINE_URL;
+use crate::engine::client::{EngineClient, EngineConfig};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -8,17 +8,18 @@ use lambda_http::LambdaEvent;
 use lambda_http::request::LambdaRequest;
 use tokio_util::sync::CancellationToken;
 
-use crate::body_budget::BodyBudget;
 use crate::cmd::args::{CallbackPolicyArgs, DataDirArgs, HttpServerArgs, RoutingArgs, TierQueueArgs};
 use crate::cmd::backends::{Destination, QueueSource, Wiring};
 use crate::cmd::running_on_lambda;
-use crate::http_server::{self, HttpLimits};
-use crate::metrics::Emf;
-use crate::outbound::OutboundPolicy;
+use crate::contract::tier::{Lanes, PerTier, Tier};
+use crate::http::server::{self, HttpLimits};
+use crate::infra::metrics::Emf;
 use crate::ports::DEFAULT_MAX_RECEIVE_COUNT;
 use crate::router::DEFAULT_LISTEN_ADDR;
-use crate::router::{AppState, app, lambda_event};
-use crate::vocabulary::{Lanes, PerTier, Tier};
+use crate::router::body_budget::BodyBudget;
+use crate::router::state::AppState;
+use crate::router::{app, lambda_event};
+use crate::worker::callbacks::outbound::OutboundPolicy;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -49,7 +50,7 @@ pub struct Config {
     routing: RoutingArgs,
     callbacks: OutboundPolicy,
     wiring: Wiring,
-    openai: crate::openai::Settings,
+    openai: crate::router::openai::settings::Settings,
 }
 
 impl Args {
@@ -109,6 +110,6 @@ pub async fn serve(
         .await
         .with_context(|| format!("cannot listen on {listen} (in use? choose another with --listen)"))?;
     tracing::info!(address = %listen, "router listening");
-    http_server::serve(listener, app(state), limits, shutdown).await;
+    server::serve(listener, app(state), limits, shutdown).await;
     Ok(())
 }

@@ -12,11 +12,11 @@ use crate::aws::ecs::EcsServices;
 use crate::cmd::args::{DataDirArgs, ScalerArgs, TierQueueArgs};
 use crate::cmd::backends::{QueueSource, Wiring};
 use crate::cmd::running_on_lambda;
+use crate::contract::tier::{Lanes, PerTier, Tier};
+use crate::infra::metrics::Emf;
 use crate::local::fleet::FixedFleet;
-use crate::metrics::Emf;
 use crate::ports::{GpuUtilization, Queue, ServiceTasks};
 use crate::scaler::{Scaler, TierReport};
-use crate::vocabulary::{Lanes, PerTier, Tier};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

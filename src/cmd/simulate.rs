@@ -7,14 +7,14 @@ use anyhow::{Context, bail, ensure};
 use clap::ValueEnum;
 
 use crate::cmd::args::{PolicyArgs, TierSetting};
-use crate::simulate::TierModel;
-use crate::simulate::event_loop::{self, Timing};
-use crate::simulate::plot::{self, TierSeries};
-use crate::simulate::policy::PolicyKind;
-use crate::simulate::report::{self, Column, Summary};
-use crate::simulate::trace::{self, RawArrival, Traffic};
-use crate::simulate::{HOUR, SECOND, seconds};
-use crate::vocabulary::{PerTier, Tier};
+use crate::contract::tier::{PerTier, Tier};
+use crate::scaler::simulate::TierModel;
+use crate::scaler::simulate::event_loop::{self, Timing};
+use crate::scaler::simulate::plot::{self, TierSeries};
+use crate::scaler::simulate::policy::PolicyKind;
+use crate::scaler::simulate::report::{self, Column, Summary};
+use crate::scaler::simulate::trace::{self, RawArrival, Traffic};
+use crate::scaler::simulate::{HOUR, SECOND, seconds};
 
 /// Seed README: ~7 min for g6e.xlarge + Mistral-7B, 15–20 min for g6e.48xlarge + Llama-2-70B.
 const COLD_START_MINUTES: PerTier<f64> = PerTier { small: 7.0, large: 17.0 };

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::cmd::get::{ClientArgs, EXIT_STATUS};
-use crate::vocabulary::{Priority, Tier};
+use crate::contract::tier::{Priority, Tier};
 
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXIT_STATUS)]
@@ -21,7 +21,7 @@ pub struct Args {
     pub json_request: Option<PathBuf>,
     /// requestId (UUID v4) [default: the router generates one].
     #[arg(long, env = "GPUINFER_REQUEST_ID")]
-    pub request_id: Option<crate::request_id::RequestId>,
+    pub request_id: Option<crate::contract::request_id::RequestId>,
     /// Most tokens to generate (1–2048) [router default: 256].
     #[arg(long, env = "GPUINFER_MAX_TOKENS")]
     pub max_tokens: Option<u32>,

@@ -8,11 +8,11 @@ use tokio_util::sync::CancellationToken;
 use crate::aws::ecs_metadata;
 use crate::cmd::args::{DataDirArgs, EmbeddedQueueArgs, ServiceArgs, TuningArgs, WebhookArgs};
 use crate::cmd::backends::{Destination, QueueSource, Wiring, require_dead_letter};
-use crate::engine::DEFAULT_ENGINE_URL;
-use crate::engine::{EngineClient, EngineConfig};
-use crate::metrics::Emf;
+use crate::contract::tier::{Lanes, Tier};
+use crate::engine::client::DEFAULT_ENGINE_URL;
+use crate::engine::client::{EngineClient, EngineConfig};
+use crate::infra::metrics::Emf;
 use crate::ports::{Queue, ResultStore};
-use crate::vocabulary::{Lanes, Tier};
 use crate::worker::{Stopped, Worker, WorkerConfig};
 
 #[derive(Debug, clap::Args)]

@@ -1,7 +1,6 @@
 //! Embedded backends for one machine: SQLite queues and a results folder under a data directory, and the
 //! local fleets: fixed worker pools, or engines started on demand.
 
-pub mod engine_fleet;
 pub mod fleet;
 pub mod objects;
 pub mod queue;
@@ -14,8 +13,8 @@ use std::time::Duration;
 use queue::{LocalQueue, QueueDb, QueueSettings};
 use store::FileStore;
 
+use crate::contract::tier::{Lanes, Priority, Tier};
 use crate::ports::{DEFAULT_MAX_RECEIVE_COUNT, QueueError, StoreError};
-use crate::vocabulary::{Lanes, Priority, Tier};
 
 pub(crate) const DEAD_LETTER_QUEUE: &str = "dead-letter";
 

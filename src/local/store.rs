@@ -6,8 +6,8 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 
+use crate::contract::request_id::RequestId;
 use crate::ports::{PutOutcome, ResultStore, StoreError};
-use crate::request_id::RequestId;
 
 #[derive(Debug, Clone)]
 pub struct FileStore {

@@ -2,7 +2,7 @@
 
 use super::{PolicyError, Readings, START_FAILURES_TO_STOP, ScalingPolicy, decide};
 use crate::ports::{QueueCounts, TaskCounts};
-use crate::simulate::policy::seed_metric;
+use crate::scaler::simulate::policy::seed_metric;
 
 fn policy() -> ScalingPolicy {
     ScalingPolicy::new(5, 0, 10, 80.0).unwrap()

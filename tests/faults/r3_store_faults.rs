@@ -6,11 +6,11 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gpuinfer::engine::{EngineClient, EngineConfig};
+use gpuinfer::contract::tier::Tier;
+use gpuinfer::engine::client::{EngineClient, EngineConfig};
+use gpuinfer::infra::metrics::Emf;
 use gpuinfer::local::LocalBackends;
-use gpuinfer::metrics::Emf;
 use gpuinfer::ports::{Queue, QueueCounts};
-use gpuinfer::vocabulary::Tier;
 use gpuinfer::worker::{Stopped, Worker, WorkerConfig};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -21,7 +21,7 @@ use crate::support::faulty_store::FaultyStore;
 use crate::support::free_port;
 use crate::support::process::ChildProcess;
 use crate::support::{eventually, moto, report_figure, request_body};
-use gpuinfer::engine_simulator::{Behavior, EngineDouble};
+use gpuinfer::engine::simulator::{Behavior, EngineDouble};
 
 const OUTAGE: Duration = Duration::from_secs(4);
 
@@ -53,7 +53,7 @@ async fn r3_a_result_store_refusing_for_a_window_delays_requests_on_the_embedded
     };
     let queue = backends.lane_queue(
         Tier::Small,
-        gpuinfer::vocabulary::Priority::Normal,
+        gpuinfer::contract::tier::Priority::Normal,
         config.visibility_timeout,
         config.max_receive_count,
     );

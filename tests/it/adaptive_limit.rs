@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use crate::support::request_body;
 use crate::support::rig::{Rig, config};
-use gpuinfer::engine_load::{self, EngineLoad};
-use gpuinfer::engine_simulator::Behavior;
+use gpuinfer::contract::engine_load::EngineLoad;
+use gpuinfer::contract::tier::Tier;
+use gpuinfer::engine::load;
+use gpuinfer::engine::simulator::Behavior;
 use gpuinfer::ports::Queue;
-use gpuinfer::vocabulary::Tier;
 use gpuinfer::worker::WorkerConfig;
 
 const SLOTS: usize = 16;
@@ -34,7 +35,7 @@ async fn loads_on(behavior: Behavior, config: WorkerConfig) -> (Rig, Vec<EngineL
     let mut loads = Vec::new();
     while rig.engine.calls() < BACKLOG as u64 {
         let text = http.get(format!("{}/metrics", rig.engine.url)).send().await.unwrap().text().await.unwrap();
-        loads.push(engine_load::parse(&text).unwrap());
+        loads.push(load::parse(&text).unwrap());
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     rig.drained().await;

@@ -10,10 +10,10 @@ use crate::support::{eventually, free_port, moto, request_body, result_document}
 use gpuinfer::aws::cloudwatch::SaturationOrGpu;
 use gpuinfer::aws::s3::{S3Location, S3Store};
 use gpuinfer::aws::sqs::SqsQueue;
-use gpuinfer::engine_simulator::{Behavior, EngineDouble};
-use gpuinfer::metrics::Emf;
+use gpuinfer::contract::tier::{Lanes, Tier};
+use gpuinfer::engine::simulator::{Behavior, EngineDouble};
+use gpuinfer::infra::metrics::Emf;
 use gpuinfer::ports::{GpuUtilization, PutOutcome, Queue, QueueCounts, QueueError, ResultStore, Service};
-use gpuinfer::vocabulary::{Lanes, Tier};
 use gpuinfer::worker::WorkerConfig;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -83,7 +83,7 @@ async fn s3_store_writes_once_under_the_prefix_and_reads_back() {
     let bucket = moto::bucket(&moto::unique("results")).await;
     let location = S3Location::parse(&format!("s3://{bucket}/team/a/")).unwrap();
     let store = S3Store::new(moto::s3().await, location);
-    let id = gpuinfer::request_id::RequestId::new_v4();
+    let id = gpuinfer::contract::request_id::RequestId::new_v4();
     assert!(!store.exists(id).await.unwrap());
     assert_eq!(store.get(id).await.unwrap(), None);
     assert_eq!(store.put_if_absent(id, br#"{"n":1}"#).await.unwrap(), PutOutcome::Created);
@@ -106,7 +106,7 @@ async fn s3_store_names_the_missing_permission_when_s3_answers_403() {
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, forbidding).await });
     let store = S3Store::new(moto::s3_at(&endpoint).await, S3Location::parse("s3://results/results/").unwrap());
-    let id = gpuinfer::request_id::RequestId::new_v4();
+    let id = gpuinfer::contract::request_id::RequestId::new_v4();
     let error = store.exists(id).await.unwrap_err();
     assert!(std::error::Error::source(&error).is_some(), "the SDK's error is kept as the source");
     let read = error.to_string();
@@ -125,7 +125,9 @@ fn s3_destinations_parse_into_bucket_and_prefix() {
     assert!(parse("s3:///p").is_err());
     assert!(parse("https://b/p").is_err());
     let sent = "550E8400-E29B-41D4-A716-44665544ABCD";
-    let key = S3Location::parse("s3://b/results/").unwrap().key(gpuinfer::request_id::RequestId::parse(sent).unwrap());
+    let key = S3Location::parse("s3://b/results/")
+        .unwrap()
+        .key(gpuinfer::contract::request_id::RequestId::parse(sent).unwrap());
     assert_eq!(key, format!("results/{sent}.json"), "the sample's key: prefix + the requestId as sent");
 }
 
@@ -300,7 +302,7 @@ async fn in_process_worker(
     let sqs = moto::sqs().await;
     let lanes =
         lanes.clone().map(|url| Arc::new(SqsQueue::new(sqs.clone(), url, Some(dlq.to_owned()))) as Arc<dyn Queue>);
-    let engine_config = gpuinfer::engine::EngineConfig {
+    let engine_config = gpuinfer::engine::client::EngineConfig {
         base_url: engine.url.clone(),
         model: None,
         request_timeout: Duration::from_secs(10),
@@ -407,7 +409,7 @@ async fn on_sqs_one_slot_fills_from_the_high_lane_first_and_normal_gets_every_fi
     for (lane, url, count) in [("high", &lanes.high, 6), ("normal", &lanes.normal, 4)] {
         let bodies: Vec<String> = (0..count)
             .map(|i| {
-                json!({"requestId": gpuinfer::request_id::RequestId::new_v4(), "prompt": format!("{lane} {i}"), "maxTokens": 4}).to_string()
+                json!({"requestId": gpuinfer::contract::request_id::RequestId::new_v4(), "prompt": format!("{lane} {i}"), "maxTokens": 4}).to_string()
             })
             .collect();
         let sent = SqsQueue::new(sqs.clone(), url.clone(), None).send_batch(&bodies).await;
@@ -526,7 +528,7 @@ async fn the_scalers_gpu_term_is_the_workers_saturation_else_container_insights_
     cloudwatch.put("ECS/ContainerInsights", "TaskGPUUtilization", &dimensions, 40.0);
     assert_eq!(term.compute_utilization(&service).await.unwrap(), Some(40.0), "workers without saturation: GPU");
 
-    let (namespace, saturation) = (gpuinfer::metrics::NAMESPACE, gpuinfer::metrics::ENGINE_SATURATION);
+    let (namespace, saturation) = (gpuinfer::infra::metrics::NAMESPACE, gpuinfer::infra::metrics::ENGINE_SATURATION);
     cloudwatch.put(namespace, saturation, &[("ServiceName", "stack-small")], 10.0);
     assert_eq!(term.compute_utilization(&service).await.unwrap(), Some(40.0), "another dimension set, another metric");
     cloudwatch.put(namespace, saturation, &dimensions, 87.5);

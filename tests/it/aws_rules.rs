@@ -470,7 +470,7 @@ fn the_router_may_abort_a_multipart_upload_and_the_bucket_drops_parts_left_behin
 #[test]
 fn a_file_the_router_serves_through_lambda_fits_lambdas_6_mb_response_once_base64_encoded() {
     const LAMBDA_PAYLOAD_BYTES: u64 = 6_000_000;
-    let encoded = gpuinfer::openai::LAMBDA_DOWNLOAD_LIMIT.div_ceil(3) * 4;
+    let encoded = gpuinfer::router::openai::LAMBDA_DOWNLOAD_LIMIT.div_ceil(3) * 4;
     assert!(encoded + 64 * 1024 < LAMBDA_PAYLOAD_BYTES, "{encoded} bytes encoded");
     assert!(
         read("README.md").contains("part_size=4 * 1024 * 1024"),
@@ -480,7 +480,7 @@ fn a_file_the_router_serves_through_lambda_fits_lambdas_6_mb_response_once_base6
 
 /// SQS API Reference, ReceiveMessage: MaxNumberOfMessages "Valid values: 1 to 10", WaitTimeSeconds from 0 to 20;
 /// SQS refuses a call outside them (InvalidParameterValue, as moto does). A worker asks for its free slots plus as
-/// many messages held ahead as its limit (`src/worker.rs`), far over 10 with a limit of 64, and waits as long as it
+/// many messages held ahead as its limit (`src/worker/mod.rs`), far over 10 with a limit of 64, and waits as long as it
 /// has nothing to do: the SQS adapter brings every call into range.
 #[tokio::test]
 #[ignore = "needs moto: scripts/test.sh"]

@@ -309,7 +309,7 @@ async fn an_interactive_request_overtakes_the_lines_of_a_running_batch() {
 /// `lines` completion lines, started at `started` (Unix seconds), expiring `window` seconds later, with the mark
 /// that its lines were enqueued if `enqueued` (none are, in fact). Its id.
 fn stored_batch(results: &std::path::Path, lines: usize, started: i64, window: i64, enqueued: bool) -> String {
-    use gpuinfer::openai::files::{FileObject, content_key, record_key};
+    use gpuinfer::router::openai::files::{FileObject, content_key, record_key};
     let text: String = (0..lines)
         .map(|i| {
             let body = serde_json::json!({"model": "small", "prompt": format!("line {i}"), "max_tokens": 4});
@@ -318,12 +318,13 @@ fn stored_batch(results: &std::path::Path, lines: usize, started: i64, window: i
                 + "\n"
         })
         .collect();
-    let file = FileObject::new(gpuinfer::openai::ids::new("file-"), text.len() as u64, "in.jsonl".into(), "batch");
+    let file =
+        FileObject::new(gpuinfer::router::openai::ids::new("file-"), text.len() as u64, "in.jsonl".into(), "batch");
     std::fs::create_dir_all(results.join("files")).unwrap();
     std::fs::create_dir_all(results.join("batches")).unwrap();
     std::fs::write(results.join(content_key(&file.id)), &text).unwrap();
     std::fs::write(results.join(record_key(&file.id)), serde_json::to_vec(&file).unwrap()).unwrap();
-    let id = gpuinfer::openai::ids::new("batch_");
+    let id = gpuinfer::router::openai::ids::new("batch_");
     let batch = serde_json::json!({
         "id": id, "object": "batch", "endpoint": "/v1/completions", "errors": null, "input_file_id": file.id,
         "completion_window": "24h", "status": "in_progress", "output_file_id": null, "error_file_id": null,
@@ -357,7 +358,7 @@ async fn a_batch_past_its_completion_window_expires_with_each_line_not_run_in_th
     let results = data.path().join("results");
     let finished = stored_batch(&results, 2, chrono::Utc::now().timestamp() - 25 * 3600, 86_400, true);
     for line in 0..2 {
-        let id = gpuinfer::batch_line::BatchLine { id: finished.clone(), line }.request_id();
+        let id = gpuinfer::contract::batch_line::BatchLine { id: finished.clone(), line }.request_id();
         let usage = serde_json::json!({"promptTokens": 1, "completionTokens": 1, "totalTokens": 2});
         let result = serde_json::json!({"text": "ok", "usage": usage, "finishReason": "stop"});
         let document = serde_json::json!({"requestId": id, "status": "success", "result": result});

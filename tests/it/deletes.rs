@@ -5,11 +5,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use gpuinfer::deletes::{BatchDelete, DeleteBatcher, MAX_BATCH};
+use gpuinfer::aws::sqs_deletes::{BatchDelete, DeleteBatcher, MAX_BATCH};
+use gpuinfer::contract::tier::{Priority, Tier};
 use gpuinfer::local::LocalBackends;
 use gpuinfer::local::queue::LocalQueue;
 use gpuinfer::ports::{Queue, QueueCounts, QueueError};
-use gpuinfer::vocabulary::{Priority, Tier};
 
 /// Deletes from the embedded queue, 20 ms per call, recording each call's size.
 struct SlowDeletes {

@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use gpuinfer::engine::{EngineClient, EngineConfig, base_url};
-use gpuinfer::engine_simulator::{Behavior, EngineDouble, Reply};
+use gpuinfer::contract::request::{InferenceRequest, Intake};
+use gpuinfer::engine::client::{EngineClient, EngineConfig, base_url};
+use gpuinfer::engine::simulator::{Behavior, EngineDouble, Reply};
 use gpuinfer::ports::{Engine, EngineError};
-use gpuinfer::request::{InferenceRequest, Intake};
 use serde_json::json;
 
 fn client(url: &str, model: Option<&str>, timeout: Duration) -> EngineClient {

@@ -138,7 +138,7 @@ impl OnDemand {
 
     /// Sends a request for up to `max_tokens` tokens to the small tier; its id.
     async fn send(&self, prompt: &str, max_tokens: u32) -> String {
-        let id = gpuinfer::request_id::RequestId::new_v4();
+        let id = gpuinfer::contract::request_id::RequestId::new_v4();
         let body = serde_json::json!({ "requestId": id, "prompt": prompt, "maxTokens": max_tokens }).to_string();
         let response = self
             .http
@@ -346,7 +346,7 @@ async fn an_engine_killed_mid_request_is_replaced(engine: EngineKind, max_tokens
     assert!(log.contains("engine process exited: its worker pool hands its messages back now"), "{log}");
     dev.assert_each_finished_once(&ids);
     let queues = gpuinfer::local::LocalBackends::open(data.path()).unwrap();
-    let lanes = queues.lane_handles(gpuinfer::vocabulary::Tier::Small);
+    let lanes = queues.lane_handles(gpuinfer::contract::tier::Tier::Small);
     let counts = lanes.high.counts().await.unwrap() + lanes.normal.counts().await.unwrap();
     assert_eq!(counts, QueueCounts::default(), "messages still queued after every request ended");
     crate::support::report_figure(&format!(

@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 use crate::support::engine_process::EngineProcess;
 use crate::support::process::ChildProcess;
 use crate::support::{eventually, request_body};
+use gpuinfer::contract::outcome::{ResultDocument, Status};
+use gpuinfer::contract::tier::{Priority, Tier};
 use gpuinfer::local::LocalBackends;
 use gpuinfer::local::queue::LocalQueue;
-use gpuinfer::outcome::{ResultDocument, Status};
 use gpuinfer::ports::{Queue, QueueCounts, ResultStore};
-use gpuinfer::vocabulary::{Priority, Tier};
 
 const REQUESTS: usize = 8;
 /// Long enough that "visible again" can only mean released, never timed out.

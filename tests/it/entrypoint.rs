@@ -8,9 +8,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use crate::support::{eventually, free_port, request_body};
+use gpuinfer::contract::tier::{Priority, Tier};
 use gpuinfer::local::LocalBackends;
 use gpuinfer::ports::{Queue, ResultStore};
-use gpuinfer::vocabulary::{Priority, Tier};
 
 const ENTRYPOINT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/entrypoint.sh");
 /// The user the image's processes run as (Dockerfile; entrypoint.sh's APP_UID). It need not exist in /etc/passwd:

@@ -4,8 +4,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::support::moto;
+use gpuinfer::aws::model_download::{FetchConfig, FetchError, fetch};
 use gpuinfer::aws::s3::S3Location;
-use gpuinfer::fetch::{FetchConfig, FetchError, fetch};
 
 /// Deterministic bytes, different for every file and offset.
 fn content(seed: u8, len: usize) -> Vec<u8> {

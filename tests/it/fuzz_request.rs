@@ -3,7 +3,7 @@
 //! always names the field at fault, and an accepted request keeps the contract and survives the queue.
 
 use crate::support::strategies::{body_bytes, request_like};
-use gpuinfer::request::{FIELDS, InferenceRequest, Input, Intake, MAX_TOKENS_LIMIT, RequestError};
+use gpuinfer::contract::request::{FIELDS, InferenceRequest, Input, Intake, MAX_TOKENS_LIMIT, RequestError};
 use proptest::prelude::*;
 use serde_json::Value;
 

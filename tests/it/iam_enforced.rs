@@ -9,7 +9,7 @@ use crate::support::iam_moto::{ADMIN, IamMoto, allows, as_moto_decides};
 use crate::support::process::ChildProcess;
 use crate::support::{eventually, free_port, moto, router_listening};
 use aws_sdk_sqs::types::QueueAttributeName;
-use gpuinfer::engine_simulator::{Behavior, EngineDouble, Reply};
+use gpuinfer::engine::simulator::{Behavior, EngineDouble, Reply};
 use serde_json::{Value, json};
 
 /// How long a result, a dead letter or a scaling decision may take.

@@ -8,7 +8,7 @@ use std::process::Output;
 
 use axum::Json;
 use axum::routing::get;
-use gpuinfer::xid::{
+use gpuinfer::cmd::inject_xid::xid::{
     CRITICAL_XIDS, Gpu, Injection, XidError, critical_xid_list, discovery_args, parse_discovery, shell_words,
 };
 use serde_json::{Value, json};

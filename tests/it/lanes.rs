@@ -5,11 +5,11 @@
 use std::time::{Duration, Instant};
 
 use crate::support::rig::{Rig, config, rig};
-use gpuinfer::engine_simulator::Behavior;
-use gpuinfer::outcome::Status;
+use gpuinfer::contract::outcome::Status;
+use gpuinfer::contract::request_id::RequestId;
+use gpuinfer::contract::tier::Priority;
+use gpuinfer::engine::simulator::Behavior;
 use gpuinfer::ports::Queue;
-use gpuinfer::request_id::RequestId;
-use gpuinfer::vocabulary::Priority;
 use gpuinfer::worker::WorkerConfig;
 use serde_json::json;
 

@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
+use gpuinfer::contract::tier::{Priority, Tier};
 use gpuinfer::local::LocalBackends;
 use gpuinfer::ports::{Queue, QueueCounts, QueueError};
-use gpuinfer::vocabulary::{Priority, Tier};
 
 fn open(
     dir: &std::path::Path,

@@ -3,17 +3,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use gpuinfer::contract::request_id::RequestId;
+use gpuinfer::contract::tier::Tier;
 use gpuinfer::local::store::FileStore;
 use gpuinfer::ports::{PutOutcome, ResultStore};
-use gpuinfer::request_id::RequestId;
-use gpuinfer::vocabulary::Tier;
 use gpuinfer::worker::WorkerConfig;
 
 #[tokio::test]
 async fn the_first_writer_wins_and_readers_never_see_a_partial_document() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(FileStore::open(dir.path()).unwrap());
-    let id = gpuinfer::request_id::RequestId::new_v4();
+    let id = gpuinfer::contract::request_id::RequestId::new_v4();
     assert!(!store.exists(id).await.unwrap());
     assert_eq!(store.get(id).await.unwrap(), None);
     let writers: Vec<_> = (0..16)

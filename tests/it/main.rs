@@ -25,6 +25,7 @@ mod fetch_model;
 mod fuzz_request;
 mod fuzz_router;
 mod healthcheck;
+mod house;
 mod http_limits;
 mod iam_enforced;
 mod inject_xid;

@@ -22,17 +22,17 @@ use axum::http::StatusCode;
 use clap::CommandFactory;
 use gpuinfer::aws::s3::{S3Location, S3Store};
 use gpuinfer::aws::sqs::SqsQueue;
-use gpuinfer::engine::EngineConfig;
-use gpuinfer::engine_simulator::{Behavior, EngineDouble};
+use gpuinfer::contract::request::{InferenceRequest, Intake};
+use gpuinfer::contract::request_id::RequestId;
+use gpuinfer::contract::tier::{Lanes, Priority, Tier};
+use gpuinfer::engine::client::EngineConfig;
+use gpuinfer::engine::simulator::{Behavior, EngineDouble};
+use gpuinfer::infra::metrics::Emf;
 use gpuinfer::local::LocalBackends;
 use gpuinfer::local::queue::LocalQueue;
-use gpuinfer::metrics::Emf;
 use gpuinfer::ports::{Classifier, ClassifyError, Message, Queue, QueueCounts, QueueError, ResultStore, TaskCounts};
-use gpuinfer::request::{InferenceRequest, Intake};
-use gpuinfer::request_id::RequestId;
-use gpuinfer::routing::{Reason, RoutingConfig, route};
+use gpuinfer::router::routing::{Reason, RoutingConfig, route};
 use gpuinfer::scaler::{Readings, ScalingPolicy, decide};
-use gpuinfer::vocabulary::{Lanes, Priority, Tier};
 use gpuinfer::worker::{Stopped, WorkerConfig};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -420,7 +420,7 @@ impl Queue for Recording {
 
 /// tests/test_sqs_long_polling.py (Property 4) and test_sqs_worker_processing.py::TestPollQueue: the sample makes
 /// every ReceiveMessage a long poll. gpuinfer long-polls whenever it waits for work, for WAIT_TIME_SECONDS, and
-/// differs on purpose in one place (src/lanes.rs, "How free slots are filled"): right after a long poll answers or a
+/// differs on purpose in one place (src/worker/lanes.rs, "How free slots are filled"): right after a long poll answers or a
 /// request finishes, one quick round of zero-wait receives (high lane, normal, then batch) fills free slots from
 /// messages already waiting. So an idle worker never spins on short polls: at most three zero-wait receives per long
 /// poll.

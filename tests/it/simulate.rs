@@ -1,15 +1,15 @@
 //! The simulator: seeded traces, the alarm and step-scaling rules, and the two policies on the seed's failure
 //! modes (a lone request, a tier that never goes back to zero) and on bursty traffic; `gpuinfer simulate`.
 
+use gpuinfer::contract::tier::Tier;
 use gpuinfer::scaler::ScalingPolicy;
-use gpuinfer::simulate::TierModel;
-use gpuinfer::simulate::autoscaling::ScalableTarget;
-use gpuinfer::simulate::event_loop::{self, Run, Timing};
-use gpuinfer::simulate::policy::{LARGEST_STEP, Policy, PolicyKind};
-use gpuinfer::simulate::report::Summary;
-use gpuinfer::simulate::trace::{self, Traffic};
-use gpuinfer::simulate::{HOUR, MINUTE, Millis, SECOND};
-use gpuinfer::vocabulary::Tier;
+use gpuinfer::scaler::simulate::TierModel;
+use gpuinfer::scaler::simulate::autoscaling::ScalableTarget;
+use gpuinfer::scaler::simulate::event_loop::{self, Run, Timing};
+use gpuinfer::scaler::simulate::policy::{LARGEST_STEP, Policy, PolicyKind};
+use gpuinfer::scaler::simulate::report::Summary;
+use gpuinfer::scaler::simulate::trace::{self, Traffic};
+use gpuinfer::scaler::simulate::{HOUR, MINUTE, Millis, SECOND};
 
 fn small_tier() -> TierModel {
     TierModel {

@@ -382,12 +382,12 @@ fn arns_are_partition_aware() {
 fn custom_metrics_used(t: &Value) -> BTreeSet<String> {
     let mut used = BTreeSet::new();
     for (_, alarm) in of_type(t, "AWS::CloudWatch::Alarm") {
-        if alarm["Properties"]["Namespace"] == gpuinfer::metrics::NAMESPACE {
+        if alarm["Properties"]["Namespace"] == gpuinfer::infra::metrics::NAMESPACE {
             used.insert(alarm["Properties"]["MetricName"].as_str().unwrap().to_owned());
         }
     }
     let body = t["Resources"]["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"][0].as_str().unwrap();
-    let needle = format!("[\"{}\", \"", gpuinfer::metrics::NAMESPACE);
+    let needle = format!("[\"{}\", \"", gpuinfer::infra::metrics::NAMESPACE);
     for rest in body.split(&needle).skip(1) {
         used.insert(rest.split('"').next().unwrap().to_owned());
     }
@@ -400,7 +400,7 @@ fn alarms_and_dashboard_use_only_metrics_the_binary_emits() {
     let used = custom_metrics_used(&t);
     for name in &used {
         assert!(
-            gpuinfer::metrics::ALL.contains(&name.as_str()),
+            gpuinfer::infra::metrics::ALL.contains(&name.as_str()),
             "the template uses {name}, which gpuinfer never emits"
         );
     }

@@ -2,7 +2,7 @@
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_sqs::types::QueueAttributeName;
-use gpuinfer::vocabulary::Lanes;
+use gpuinfer::contract::tier::Lanes;
 
 /// moto's URL; a test that needs it fails (never skips) when it is not running.
 pub fn url() -> String {

@@ -4,22 +4,22 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gpuinfer::engine::{EngineClient, EngineConfig};
+use gpuinfer::contract::outcome::ResultDocument;
+use gpuinfer::contract::request_id::RequestId;
+use gpuinfer::contract::tier::{Lanes, Priority, Tier};
+use gpuinfer::engine::client::{EngineClient, EngineConfig};
+use gpuinfer::infra::metrics::Emf;
 use gpuinfer::local::LocalBackends;
 use gpuinfer::local::queue::LocalQueue;
-use gpuinfer::metrics::Emf;
-use gpuinfer::outcome::ResultDocument;
 use gpuinfer::ports::{Queue, QueueCounts, ResultStore};
-use gpuinfer::request_id::RequestId;
-use gpuinfer::vocabulary::{Lanes, Priority, Tier};
-use gpuinfer::webhook::{WebhookConfig, Webhooks};
+use gpuinfer::worker::callbacks::webhook::{WebhookConfig, Webhooks};
 use gpuinfer::worker::{Stopped, Worker, WorkerConfig};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::faulty_store::FaultyStore;
 use super::{SharedBuf, eventually, request_body};
-use gpuinfer::engine_simulator::{Behavior, EngineDouble};
+use gpuinfer::engine::simulator::{Behavior, EngineDouble};
 
 pub struct Rig {
     pub dir: tempfile::TempDir,
@@ -103,7 +103,7 @@ impl Rig {
 
     /// Cancels `id` the way DELETE /results/{id} does (a canceled document); returns the document.
     pub async fn cancel(&self, id: RequestId) -> Value {
-        let canceled = gpuinfer::outcome::canceled(id);
+        let canceled = gpuinfer::contract::outcome::canceled(id);
         self.backends.store.put_if_absent(id, canceled.to_string().as_bytes()).await.unwrap();
         canceled
     }

@@ -1,0 +1,67 @@
+//! Classifier that asks a model behind any OpenAI-compatible endpoint whether a request needs the small or large tier.
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use super::{FailureReports, INSTRUCTION, parse_answer};
+use crate::contract::request::{ChatMessage, InferenceRequest, Input};
+use crate::contract::request_id::RequestId;
+use crate::contract::tier::{Priority, Tier};
+use crate::engine::client::EngineClient;
+use crate::ports::{Classifier, ClassifyError, Engine};
+
+#[derive(Debug)]
+pub(crate) struct OpenAiClassifier {
+    engine: EngineClient,
+    reports: FailureReports,
+}
+
+impl OpenAiClassifier {
+    pub fn new(engine: EngineClient) -> Self {
+        OpenAiClassifier { engine, reports: FailureReports::default() }
+    }
+}
+
+#[async_trait]
+impl Classifier for OpenAiClassifier {
+    async fn classify(&self, text: &str) -> Result<Tier, ClassifyError> {
+        let question = InferenceRequest {
+            request_id: RequestId::from(Uuid::nil()),
+            input: Input::Messages(vec![
+                ChatMessage { role: "system".into(), content: INSTRUCTION.into() },
+                ChatMessage { role: "user".into(), content: text.into() },
+            ]),
+            max_tokens: 3,
+            temperature: 0.0,
+            top_p: 1.0,
+            route: None,
+            priority: Priority::Normal,
+            deadline: None,
+            callback_url: None,
+            batch: None,
+        };
+        let answer = match self.engine.generate(&question).await {
+            Ok(answer) => answer,
+            Err(error) => {
+                let failure = format!("{error}; check that CLASSIFIER_URL serves CLASSIFIER_MODEL");
+                self.reports.report("openai", self.engine.base(), "engine", &failure);
+                return Err(ClassifyError(failure));
+            }
+        };
+        let text = answer.generation.text;
+        parse_answer(&text).ok_or_else(|| {
+            let failure = format!(
+                "answer of {} characters is neither small nor large; set CLASSIFIER_MODEL to a model that follows the \
+                 instruction",
+                text.chars().count()
+            );
+            self.reports.report(
+                "openai",
+                answer.model.as_deref().unwrap_or(self.engine.base()),
+                "unreadable",
+                &failure,
+            );
+            ClassifyError(failure)
+        })
+    }
+}

@@ -1,0 +1,162 @@
+//! The local HTTP server: serves an axum Router over HTTP/1.1 with header, idle and body timeouts, a cap on open
+//! connections, and a shutdown that drops the connections still open at its deadline.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::Request;
+use hyper::body::{Body as HttpBody, Frame, SizeHint};
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tokio::time::Sleep;
+use tokio_util::sync::CancellationToken;
+
+use crate::http::refusals::JsonRefusals;
+
+/// The server's limits.
+#[derive(Debug, Clone, Copy)]
+pub struct HttpLimits {
+    /// Longest wait for a request's headers, from the connection's opening or its previous response's end.
+    pub header_timeout: Duration,
+    /// Longest wait for a request's whole body, from the end of its headers.
+    pub body_timeout: Duration,
+    /// Connections open at once; more wait in the listen backlog, unaccepted.
+    pub max_connections: u32,
+    /// Longest wait, once shutdown starts, for open requests to finish.
+    pub shutdown_timeout: Duration,
+}
+
+impl HttpLimits {
+    pub(crate) const DEFAULT: HttpLimits = HttpLimits {
+        header_timeout: Duration::from_secs(10),
+        body_timeout: Duration::from_secs(30),
+        max_connections: 512,
+        shutdown_timeout: Duration::from_secs(10),
+    };
+}
+
+/// The least time between two warnings that the connection cap is reached.
+const CAP_WARNING_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Serves `app` on `listener` until `shutdown`; then closes idle connections, lets requests in flight finish
+/// for up to `limits.shutdown_timeout`, and drops the connections still open.
+pub(crate) async fn serve(listener: TcpListener, app: Router, limits: HttpLimits, shutdown: CancellationToken) {
+    let body_timeout = limits.body_timeout;
+    let app = app.layer(axum::middleware::map_request(move |request: Request| async move {
+        request.map(|body| Body::new(DeadlineBody::new(body, body_timeout)))
+    }));
+    let service = TowerToHyperService::new(app);
+    let mut http = http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
+    let slots = Arc::new(Semaphore::new(limits.max_connections as usize));
+    let mut cap_warned = None;
+    let graceful = GracefulShutdown::new();
+    let mut connections = JoinSet::new();
+    loop {
+        let Some(slot) = shutdown.run_until_cancelled(free_slot(&slots, limits.max_connections, &mut cap_warned)).await
+        else {
+            break;
+        };
+        let Some(accepted) = shutdown.run_until_cancelled(listener.accept()).await else { break };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                accept_failed(error).await;
+                continue;
+            }
+        };
+        let stream = TokioIo::new(JsonRefusals::new(stream));
+        let connection = graceful.watch(http.serve_connection(stream, service.clone()));
+        connections.spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "HTTP connection closed on an error");
+            }
+            drop(slot);
+        });
+        while connections.try_join_next().is_some() {}
+    }
+    drop(listener);
+    if tokio::time::timeout(limits.shutdown_timeout, graceful.shutdown()).await.is_err() {
+        while connections.try_join_next().is_some() {}
+        tracing::warn!(
+            connections = connections.len(),
+            deadline_seconds = limits.shutdown_timeout.as_secs(),
+            "HTTP shutdown deadline passed: dropping the connections still open"
+        );
+        connections.shutdown().await;
+    }
+}
+
+/// A connection slot, waiting for one to free when all are taken (with a warning at most once a minute).
+async fn free_slot(slots: &Arc<Semaphore>, max: u32, cap_warned: &mut Option<Instant>) -> OwnedSemaphorePermit {
+    if let Ok(slot) = Arc::clone(slots).try_acquire_owned() {
+        return slot;
+    }
+    if cap_warned.is_none_or(|at: Instant| at.elapsed() >= CAP_WARNING_INTERVAL) {
+        tracing::warn!(max_connections = max, "HTTP connection cap reached: new connections wait until one closes");
+        *cap_warned = Some(Instant::now());
+    }
+    Arc::clone(slots).acquire_owned().await.unwrap_or_else(|_| unreachable!("the semaphore is never closed"))
+}
+
+/// Skips a connection that failed before it was accepted; backs off from any other failure (such as running out
+/// of file descriptors), which would otherwise repeat at once.
+async fn accept_failed(error: std::io::Error) {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    if matches!(error.kind(), ConnectionAborted | ConnectionRefused | ConnectionReset) {
+        return;
+    }
+    tracing::error!(%error, "cannot accept an HTTP connection; retrying in 1 s");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+/// A request body that fails if its last byte has not arrived by a deadline: a client sending half a body, or
+/// trickling it, cannot hold its connection longer.
+struct DeadlineBody {
+    body: Body,
+    deadline: Pin<Box<Sleep>>,
+    timeout: Duration,
+}
+
+impl DeadlineBody {
+    fn new(body: Body, timeout: Duration) -> Self {
+        DeadlineBody { body, deadline: Box::pin(tokio::time::sleep(timeout)), timeout }
+    }
+}
+
+/// The error of a body whose deadline passed.
+#[derive(Debug, thiserror::Error)]
+#[error("not all of it arrived within {} s", .0.as_secs())]
+struct BodyTimedOut(Duration);
+
+impl HttpBody for DeadlineBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let this = self.get_mut();
+        if let Poll::Ready(frame) = Pin::new(&mut this.body).poll_frame(cx) {
+            return Poll::Ready(frame);
+        }
+        ready!(this.deadline.as_mut().poll(cx));
+        Poll::Ready(Some(Err(axum::Error::new(BodyTimedOut(this.timeout)))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}

@@ -1,0 +1,211 @@
+//! A batch's input file, line by line: the checks each line passes (all lines, or the batch fails, as OpenAI
+//! validates) and the pipeline request a line becomes.
+
+use chrono::{DateTime, Utc};
+use futures_util::{Stream, stream};
+use serde_json::{Map, Value, json};
+use tokio::io::AsyncBufReadExt;
+use tokio_util::io::StreamReader;
+
+use super::settings::ModelTiers;
+use crate::contract::batch_line::BatchLine;
+use crate::contract::request::{InferenceRequest, Intake, MAX_REQUEST_BYTES, RequestError};
+use crate::contract::tier::Priority;
+use crate::ports::ByteChunks;
+
+/// The endpoints a batch may run, as OpenAI names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    ChatCompletions,
+    Completions,
+}
+
+impl Endpoint {
+    pub fn parse(text: &str) -> Option<Endpoint> {
+        match text {
+            "/v1/chat/completions" => Some(Endpoint::ChatCompletions),
+            "/v1/completions" => Some(Endpoint::Completions),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Endpoint::ChatCompletions => "/v1/chat/completions",
+            Endpoint::Completions => "/v1/completions",
+        }
+    }
+
+    /// The body field that carries the input on this endpoint.
+    fn input_field(self) -> &'static str {
+        match self {
+            Endpoint::ChatCompletions => "messages",
+            Endpoint::Completions => "prompt",
+        }
+    }
+}
+
+/// The body fields a line may carry besides its input; any other is refused by name.
+const BODY_FIELDS: [&str; 7] = ["model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "stream"];
+
+/// A line that fails its checks: OpenAI's batch error entry.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LineError {
+    pub code: &'static str,
+    pub message: String,
+    pub param: Option<String>,
+    /// The line's number in the file, from 1 (blank lines counted, as an editor counts them).
+    pub line: u64,
+}
+
+/// One non-blank line of the file: its number in the file and its text.
+pub type NumberedLine = (u64, String);
+
+/// The non-blank lines of a stored file, in order.
+pub fn lines(chunks: ByteChunks<'static>) -> impl Stream<Item = Result<NumberedLine, std::io::Error>> + Send + Unpin {
+    let reader = StreamReader::new(chunks);
+    let state = (reader.lines(), 0u64);
+    Box::pin(stream::unfold(state, |(mut lines, mut number)| async move {
+        loop {
+            number += 1;
+            match lines.next_line().await {
+                Ok(Some(text)) if text.trim().is_empty() => continue,
+                Ok(Some(text)) => return Some((Ok((number, text)), (lines, number))),
+                Ok(None) => return None,
+                Err(error) => return Some((Err(error), (lines, number))),
+            }
+        }
+    }))
+}
+
+/// What the output needs of a line again: its `custom_id` and the model it named.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LineLabel {
+    pub custom_id: String,
+    pub model: String,
+}
+
+/// A checked line: its label and the request it runs as.
+#[derive(Debug)]
+pub struct CheckedLine {
+    pub label: LineLabel,
+    pub request: InferenceRequest,
+}
+
+/// The line's label alone, for a file already checked.
+pub fn label(text: &str) -> LineLabel {
+    let value: Value = serde_json::from_str(text).unwrap_or_default();
+    LineLabel {
+        custom_id: value["custom_id"].as_str().unwrap_or_default().to_owned(),
+        model: value["body"]["model"].as_str().unwrap_or_default().to_owned(),
+    }
+}
+
+/// Checks line `number` (`text`), the `index`-th request of batch `batch_id`, and makes its request: deadline the
+/// batch's expiry, id derived from batch and index, routed by `models` where its model is mapped.
+pub fn check(
+    (number, text): &NumberedLine,
+    endpoint: Endpoint,
+    models: &ModelTiers,
+    line: BatchLine,
+    expires_at: DateTime<Utc>,
+) -> Result<CheckedLine, LineError> {
+    let fail = |param: &str, message: String| LineError {
+        code: "invalid_request",
+        message,
+        param: (!param.is_empty()).then(|| param.to_owned()),
+        line: *number,
+    };
+    let Ok(Value::Object(mut object)) = serde_json::from_str::<Value>(text) else {
+        return Err(fail("", "not a JSON object".into()));
+    };
+    let custom_id = match object.remove("custom_id") {
+        Some(Value::String(id)) if !id.is_empty() => id,
+        _ => return Err(fail("custom_id", "custom_id: required, a non-empty string".into())),
+    };
+    match object.remove("method") {
+        Some(Value::String(method)) if method == "POST" => {}
+        _ => return Err(fail("method", "method: must be \"POST\"".into())),
+    }
+    match object.remove("url") {
+        Some(Value::String(url)) if url == endpoint.as_str() => {}
+        _ => return Err(fail("url", format!("url: must be the batch's endpoint, {:?}", endpoint.as_str()))),
+    }
+    let Some(Value::Object(body)) = object.remove("body") else {
+        return Err(fail("body", "body: required, a JSON object (the request to the endpoint)".into()));
+    };
+    if let Some(other) = object.keys().next() {
+        return Err(fail(other, format!("{other}: unknown field (a line has custom_id, method, url, body)")));
+    }
+    let (model, request) = request_of(body, endpoint, models).map_err(|(param, message)| fail(&param, message))?;
+    let mut request = request;
+    request.request_id = line.request_id();
+    request.priority = Priority::Batch;
+    request.deadline = Some(expires_at);
+    request.batch = Some(line);
+    if request.to_queue_body().len() > MAX_REQUEST_BYTES {
+        return Err(fail("body", format!("body: larger than a queue message ({MAX_REQUEST_BYTES} bytes) once queued")));
+    }
+    Ok(CheckedLine { label: LineLabel { custom_id, model }, request })
+}
+
+/// The pipeline request an OpenAI request body asks for, and its model; else the parameter at fault and why.
+fn request_of(
+    mut body: Map<String, Value>,
+    endpoint: Endpoint,
+    models: &ModelTiers,
+) -> Result<(String, InferenceRequest), (String, String)> {
+    let param = |name: &str| format!("body.{name}");
+    let input_field = endpoint.input_field();
+    if let Some(other) = body.keys().find(|k| *k != input_field && !BODY_FIELDS.contains(&k.as_str())) {
+        let supported = format!("{input_field}, {}", BODY_FIELDS.join(", "));
+        return Err((param(other), format!("body.{other}: not supported by gpuinfer (supported: {supported})")));
+    }
+    let model = match body.remove("model") {
+        Some(Value::String(model)) if !model.is_empty() => model,
+        _ => return Err((param("model"), "body.model: required, a model name (GET /v1/models lists them)".into())),
+    };
+    if body.remove("n").is_some_and(|n| n != json!(1)) {
+        return Err((param("n"), "body.n: only 1 completion per request".into()));
+    }
+    if body.remove("stream").is_some_and(|s| s != json!(false)) {
+        return Err((param("stream"), "body.stream: a batch does not stream".into()));
+    }
+    let mut request = Map::new();
+    let Some(input) = body.remove(input_field) else {
+        return Err((param(input_field), format!("body.{input_field}: required on {}", endpoint.as_str())));
+    };
+    request.insert(input_field.into(), input);
+    let max_tokens = match (body.remove("max_tokens"), body.remove("max_completion_tokens")) {
+        (Some(_), Some(_)) => {
+            return Err((param("max_tokens"), "body.max_tokens: give max_tokens or max_completion_tokens".into()));
+        }
+        (one, other) => one.or(other),
+    };
+    for (ours, value) in
+        [("maxTokens", max_tokens), ("temperature", body.remove("temperature")), ("topP", body.remove("top_p"))]
+    {
+        if let Some(value) = value {
+            request.insert(ours.into(), value);
+        }
+    }
+    if let Some(tier) = models.tier_of(&model) {
+        request.insert("route".into(), json!(tier));
+    }
+    let parsed = InferenceRequest::from_value(Value::Object(request), Intake::Api(Utc::now()));
+    parsed.map(|request| (model, request)).map_err(|error| match error {
+        RequestError::Invalid { field, problem } => {
+            let name = match field.as_str() {
+                "maxTokens" => "max_tokens",
+                "topP" => "top_p",
+                other => other,
+            };
+            (param(name), format!("body.{name}: {problem}"))
+        }
+        other => (param(input_field), other.to_string()),
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;

@@ -1,0 +1,215 @@
+//! A finished batch's output and error files: one line per request in input order, in OpenAI's shape
+//! (`id`, `custom_id`, `response{status_code, request_id, body}`, `error`), `body` the completion as the
+//! endpoint answers it. Built from the stored results through temporary files, so memory does not grow with the
+//! batch, and stored under ids derived from the batch's, so two finishers write the same files.
+
+use std::io::Write;
+
+use futures_util::{StreamExt, TryStreamExt};
+use serde_json::{Value, json};
+use tokio_util::io::ReaderStream;
+
+use super::batch_input::{self, Endpoint, LineLabel};
+use super::files::{self, FileObject};
+use super::unix_now;
+use crate::contract::batch_line::BatchLine;
+use crate::contract::request_id::RequestId;
+use crate::ports::{ObjectStore, ResultStore, StoreError};
+
+/// Results read at once while the files are built: on S3 one GET per line, and the poll that builds the files of a
+/// 50,000-line batch must end within API Gateway's 30 s.
+const READS_IN_FLIGHT: usize = 128;
+
+/// Where a line's result goes.
+#[derive(Debug, PartialEq)]
+enum Placed {
+    Output(Value),
+    Errors(Value),
+    /// Canceled with its batch: in neither file.
+    Nowhere,
+}
+
+/// What is being finished: the batch, its endpoint and how canceled lines count.
+#[derive(Debug, Clone, Copy)]
+pub struct Finishing<'a> {
+    pub batch_id: &'a str,
+    pub input_file_id: &'a str,
+    pub endpoint: Endpoint,
+    /// The batch expired: its canceled lines are errors (`batch_expired`) rather than left out.
+    pub expired: bool,
+}
+
+/// The files a finished batch has, each None when it would be empty.
+#[derive(Debug, Default)]
+pub struct Files {
+    pub output: Option<FileObject>,
+    pub errors: Option<FileObject>,
+}
+
+/// Builds and stores the batch's output and error files from its input file and its lines' results; None when the
+/// input file is gone (deleted while the batch ran).
+pub async fn assemble(
+    objects: &dyn ObjectStore,
+    results: &dyn ResultStore,
+    batch: Finishing<'_>,
+) -> Result<Option<Files>, StoreError> {
+    let Some((_, chunks)) = objects.get(&files::content_key(batch.input_file_id)).await? else {
+        return Ok(None);
+    };
+    let io = |e: std::io::Error| StoreError::caused("building the batch's files", e);
+    let (mut output, mut errors) = (tempfile::tempfile().map_err(io)?, tempfile::tempfile().map_err(io)?);
+    let (mut output_lines, mut error_lines) = (0u64, 0u64);
+    let mut placed = batch_input::lines(chunks)
+        .enumerate()
+        .map(|(index, line)| async move {
+            let (_, text) = line.map_err(|e| StoreError::caused("reading the input file", e))?;
+            let id = BatchLine { id: batch.batch_id.to_owned(), line: u32::try_from(index).unwrap_or(u32::MAX) }
+                .request_id();
+            let document = results.get(id).await?;
+            Ok::<_, StoreError>(place(&batch_input::label(&text), id, document.as_deref(), batch))
+        })
+        .buffered(READS_IN_FLIGHT);
+    while let Some(line) = placed.try_next().await? {
+        let (file, count, line) = match line {
+            Placed::Output(line) => (&mut output, &mut output_lines, line),
+            Placed::Errors(line) => (&mut errors, &mut error_lines, line),
+            Placed::Nowhere => continue,
+        };
+        serde_json::to_writer(&mut *file, &line).map_err(|e| io(e.into()))?;
+        file.write_all(b"\n").map_err(io)?;
+        *count += 1;
+    }
+    let stem = batch.batch_id.trim_start_matches("batch_");
+    Ok(Some(Files {
+        output: store(objects, output, output_lines, format!("file-{stem}out"), "batch_output.jsonl").await?,
+        errors: store(objects, errors, error_lines, format!("file-{stem}err"), "batch_errors.jsonl").await?,
+    }))
+}
+
+/// Stores one built file (when it has lines) with its record, purpose `batch_output` as OpenAI's are.
+async fn store(
+    objects: &dyn ObjectStore,
+    mut file: std::fs::File,
+    lines: u64,
+    id: String,
+    filename: &str,
+) -> Result<Option<FileObject>, StoreError> {
+    if lines == 0 {
+        return Ok(None);
+    }
+    use std::io::Seek;
+    file.rewind().map_err(|e| StoreError::caused("building the batch's files", e))?;
+    let chunks = ReaderStream::new(tokio::fs::File::from_std(file)).map_err(std::io::Error::other);
+    let bytes = objects.put(&files::content_key(&id), Box::pin(chunks)).await?;
+    let record = FileObject::new(id, bytes, filename.into(), "batch_output");
+    crate::router::openai::object_io::write_json(objects, &files::record_key(&record.id), &record).await?;
+    Ok(Some(record))
+}
+
+/// The output or error line of one request from its stored document.
+fn place(label: &LineLabel, id: RequestId, document: Option<&[u8]>, batch: Finishing<'_>) -> Placed {
+    let document: Value = document.and_then(|d| serde_json::from_slice(d).ok()).unwrap_or_default();
+    let line = |response: Value, error: Value| {
+        json!({
+            "id": format!("batch_req_{}", id.uuid().simple()),
+            "custom_id": label.custom_id,
+            "response": response,
+            "error": error,
+        })
+    };
+    let code = document["error"]["code"].as_str().unwrap_or("missing_result");
+    let message = document["error"]["message"].as_str().unwrap_or("no result was stored for this request");
+    match (document["status"].as_str(), code) {
+        (Some("success"), _) => {
+            let body = completion_body(&document, label, id, batch.endpoint);
+            Placed::Output(line(json!({ "status_code": 200, "request_id": id, "body": body }), Value::Null))
+        }
+        (_, "canceled") if !batch.expired => Placed::Nowhere,
+        (_, "canceled" | "expired") => Placed::Errors(line(
+            Value::Null,
+            json!({ "code": "batch_expired", "message": "the batch's completion window ended before this request ran" }),
+        )),
+        (_, "engine_rejected") => {
+            let body = json!({ "error": { "message": message, "type": "invalid_request_error", "param": null, "code": code } });
+            Placed::Errors(line(json!({ "status_code": 400, "request_id": id, "body": body }), Value::Null))
+        }
+        (_, code) => Placed::Errors(line(Value::Null, json!({ "code": code, "message": message }))),
+    }
+}
+
+/// The endpoint's own answer, rebuilt from a result document: a chat completion or a text completion.
+fn completion_body(document: &Value, label: &LineLabel, id: RequestId, endpoint: Endpoint) -> Value {
+    let result = &document["result"];
+    let model = document["model"].as_str().unwrap_or(&label.model);
+    let usage = json!({
+        "prompt_tokens": result["usage"]["promptTokens"],
+        "completion_tokens": result["usage"]["completionTokens"],
+        "total_tokens": result["usage"]["totalTokens"],
+    });
+    let (text, finish_reason) = (&result["text"], &result["finishReason"]);
+    let (object, prefix, choice) = match endpoint {
+        Endpoint::ChatCompletions => (
+            "chat.completion",
+            "chatcmpl",
+            json!({ "index": 0, "message": { "role": "assistant", "content": text }, "finish_reason": finish_reason, "logprobs": null }),
+        ),
+        Endpoint::Completions => (
+            "text_completion",
+            "cmpl",
+            json!({ "index": 0, "text": text, "finish_reason": finish_reason, "logprobs": null }),
+        ),
+    };
+    json!({
+        "id": format!("{prefix}-{}", id.uuid().simple()),
+        "object": object,
+        "created": unix_now(),
+        "model": model,
+        "choices": [choice],
+        "usage": usage,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn finishing(expired: bool) -> Finishing<'static> {
+        Finishing { batch_id: "batch_x", input_file_id: "file-x", endpoint: Endpoint::ChatCompletions, expired }
+    }
+
+    fn label() -> LineLabel {
+        LineLabel { custom_id: "req-1".into(), model: "small".into() }
+    }
+
+    #[test]
+    fn a_success_becomes_an_openai_chat_completion() {
+        let id = RequestId::new_v4();
+        let document = json!({"requestId": id, "status": "success", "model": "gemma", "result": {"text": "hi", "finishReason": "stop", "usage": {"promptTokens": 3, "completionTokens": 1, "totalTokens": 4}}});
+        let Placed::Output(line) = place(&label(), id, Some(document.to_string().as_bytes()), finishing(false)) else {
+            panic!("not an output line")
+        };
+        assert_eq!(line["custom_id"], "req-1");
+        assert_eq!(line["response"]["status_code"], 200);
+        let body = &line["response"]["body"];
+        assert_eq!(body["object"], "chat.completion");
+        assert_eq!(body["model"], "gemma");
+        assert_eq!(body["choices"][0]["message"]["content"], "hi");
+        assert_eq!(body["usage"]["total_tokens"], 4);
+        assert_eq!(line["error"], Value::Null);
+    }
+
+    #[test]
+    fn failures_go_to_the_error_file_and_canceled_lines_only_when_expired() {
+        let id = RequestId::new_v4();
+        let rejected =
+            json!({"status": "error", "error": {"code": "engine_rejected", "message": "too long"}}).to_string();
+        let Placed::Errors(line) = place(&label(), id, Some(rejected.as_bytes()), finishing(false)) else { panic!() };
+        assert_eq!(line["response"]["status_code"], 400);
+        assert_eq!(line["response"]["body"]["error"]["message"], "too long");
+        let canceled = json!({"status": "error", "error": {"code": "canceled", "message": "x"}}).to_string();
+        assert_eq!(place(&label(), id, Some(canceled.as_bytes()), finishing(false)), Placed::Nowhere);
+        let Placed::Errors(line) = place(&label(), id, Some(canceled.as_bytes()), finishing(true)) else { panic!() };
+        assert_eq!(line["error"]["code"], "batch_expired");
+    }
+}

@@ -1,0 +1,230 @@
+//! The Files API: POST /v1/files (multipart, `purpose=batch`), GET /v1/files, GET /v1/files/{id},
+//! GET /v1/files/{id}/content, DELETE /v1/files/{id}. A file is `files/{id}.jsonl` with its record beside it,
+//! `files/{id}.json`; uploads and downloads stream.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Multipart, Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::TryStreamExt;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{OpenAiError, ids, jsonl_check, objects, unix_now};
+use crate::ports::{ByteChunks, ObjectStore};
+use crate::router::openai::object_io::{read_json, write_json};
+use crate::router::state::AppState;
+
+/// The only purpose gpuinfer keeps files for, as a client uploads them.
+const BATCH_PURPOSE: &str = "batch";
+/// How long a presigned download URL stays valid.
+const DOWNLOAD_URL_VALIDITY: Duration = Duration::from_secs(15 * 60);
+
+/// OpenAI's File object, as stored and as answered.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FileObject {
+    pub id: String,
+    pub object: String,
+    pub bytes: u64,
+    pub created_at: i64,
+    pub filename: String,
+    pub purpose: String,
+    pub status: String,
+    pub status_details: Option<String>,
+    pub expires_at: Option<i64>,
+}
+
+impl FileObject {
+    pub fn new(id: String, bytes: u64, filename: String, purpose: &str) -> Self {
+        FileObject {
+            id,
+            object: "file".into(),
+            bytes,
+            created_at: unix_now(),
+            filename,
+            purpose: purpose.into(),
+            status: "processed".into(),
+            status_details: None,
+            expires_at: None,
+        }
+    }
+}
+
+pub fn record_key(id: &str) -> String {
+    format!("files/{id}.json")
+}
+
+pub fn content_key(id: &str) -> String {
+    format!("files/{id}.jsonl")
+}
+
+/// Stores a checked batch input file: its content from `chunks`, then its record. A refused file leaves nothing.
+pub(super) async fn store_input(
+    objects: &dyn ObjectStore,
+    id: String,
+    filename: String,
+    chunks: ByteChunks<'_>,
+) -> Result<FileObject, OpenAiError> {
+    let (checked, refusal) = jsonl_check::checked(chunks);
+    let stored = objects.put(&content_key(&id), checked).await;
+    let bytes = match (stored, jsonl_check::reason(&refusal)) {
+        (Ok(bytes), None) => bytes,
+        (_, Some(reason)) => {
+            objects.delete(&content_key(&id)).await.map_err(|e| OpenAiError::store(&e))?;
+            let refused = if reason.contains("larger than") { OpenAiError::too_large } else { OpenAiError::invalid };
+            return Err(refused(format!("file: {reason}")));
+        }
+        (Err(error), None) => return Err(OpenAiError::store(&error)),
+    };
+    let file = FileObject::new(id, bytes, filename, BATCH_PURPOSE);
+    write_json(objects, &record_key(&file.id), &file).await.map_err(|e| OpenAiError::store(&e))?;
+    tracing::info!(file_id = %file.id, bytes, "file stored");
+    Ok(file)
+}
+
+/// Checks the `purpose` a client gave.
+pub(super) fn check_purpose(purpose: Option<&str>) -> Result<(), OpenAiError> {
+    match purpose {
+        Some(BATCH_PURPOSE) => Ok(()),
+        Some(other) => Err(OpenAiError::invalid_param(
+            "purpose",
+            format!("purpose: gpuinfer keeps files for the Batch API only (purpose \"batch\"), got {other:?}"),
+        )),
+        None => Err(OpenAiError::invalid_param("purpose", "purpose: required (\"batch\")")),
+    }
+}
+
+fn bad_multipart(error: axum::extract::multipart::MultipartError) -> OpenAiError {
+    OpenAiError::invalid(format!("body: not a readable multipart/form-data upload ({error})"))
+}
+
+/// POST /v1/files: a multipart form with `purpose` and `file`.
+pub async fn create(State(state): State<Arc<AppState>>, mut form: Multipart) -> Result<Json<FileObject>, OpenAiError> {
+    let objects = objects(&state)?;
+    let mut purpose = None;
+    let mut file = None;
+    while let Some(field) = form.next_field().await.map_err(bad_multipart)? {
+        match field.name() {
+            Some("purpose") => purpose = Some(field.text().await.map_err(bad_multipart)?),
+            Some("file") if file.is_none() => {
+                if purpose.is_some() {
+                    check_purpose(purpose.as_deref())?; // refused before a byte is kept
+                }
+                let filename = field.file_name().unwrap_or("input.jsonl").to_owned();
+                let chunks = Box::pin(field.map_err(std::io::Error::other));
+                file = Some(store_input(objects, ids::new("file-"), filename, chunks).await?);
+            }
+            Some("file") => return Err(OpenAiError::invalid_param("file", "file: give one file per upload")),
+            _ => {}
+        }
+    }
+    let Some(file) = file else {
+        return Err(OpenAiError::invalid_param("file", "file: required (the batch input, JSONL)"));
+    };
+    if let Err(refused) = check_purpose(purpose.as_deref()) {
+        remove(objects, &file.id).await?;
+        return Err(refused);
+    }
+    Ok(Json(file))
+}
+
+/// The query of a list call: OpenAI's cursor (`after`, an id) and page size.
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    pub after: Option<String>,
+    pub limit: Option<usize>,
+    pub purpose: Option<String>,
+}
+
+/// A page of a list, newest first, in OpenAI's list shape: of the records `{prefix}{id}.json`, those whose id comes
+/// after the cursor `after` (ids sort by creation, so a cursor deleted meanwhile still places the page), read in
+/// order until `limit` of them pass `keep`. Only the page's records (and those `keep` refuses) are read.
+pub(super) async fn page<T: Serialize + serde::de::DeserializeOwned>(
+    objects: &dyn ObjectStore,
+    prefix: &str,
+    after: Option<&str>,
+    limit: usize,
+    keep: impl Fn(&T) -> bool,
+) -> Result<Value, OpenAiError> {
+    let keys = objects.list(prefix).await.map_err(|e| OpenAiError::store(&e))?;
+    let mut ids: Vec<&str> = keys
+        .iter()
+        .filter_map(|key| key.strip_prefix(prefix)?.strip_suffix(".json"))
+        .filter(|id| !id.contains('/') && after.is_none_or(|after| *id < after))
+        .collect();
+    ids.sort_unstable_by(|a, b| b.cmp(a));
+    let (mut data, mut has_more) = (Vec::new(), false);
+    for id in ids {
+        let record =
+            read_json::<T>(objects, &format!("{prefix}{id}.json")).await.map_err(|e| OpenAiError::store(&e))?;
+        let Some(record) = record.filter(|record| keep(record)) else { continue };
+        if data.len() == limit {
+            has_more = true;
+            break;
+        }
+        data.push((id.to_owned(), record));
+    }
+    let (first_id, last_id) = (data.first().map(|(id, _)| id.clone()), data.last().map(|(id, _)| id.clone()));
+    let data: Vec<T> = data.into_iter().map(|(_, record)| record).collect();
+    Ok(json!({ "object": "list", "data": data, "first_id": first_id, "last_id": last_id, "has_more": has_more }))
+}
+
+/// GET /v1/files: the files, newest first (`after`, `limit`, `purpose`).
+pub async fn list(
+    State(state): State<Arc<AppState>>,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<Value>, OpenAiError> {
+    let limit = query.limit.unwrap_or(10_000).clamp(1, 10_000);
+    let wanted = |file: &FileObject| query.purpose.as_ref().is_none_or(|p| *p == file.purpose);
+    Ok(Json(page(objects(&state)?, "files/", query.after.as_deref(), limit, wanted).await?))
+}
+
+/// The record of file `id`, or 404.
+pub(super) async fn find(objects: &dyn ObjectStore, id: &str) -> Result<FileObject, OpenAiError> {
+    super::find_record(objects, ("file", "file-"), record_key, id).await
+}
+
+/// GET /v1/files/{id}
+pub async fn retrieve(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Json<FileObject>, OpenAiError> {
+    Ok(Json(find(objects(&state)?, &id).await?))
+}
+
+/// GET /v1/files/{id}/content: streamed, or a redirect to a presigned URL where the response would be too large.
+pub async fn content(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Response, OpenAiError> {
+    let objects = objects(&state)?;
+    let file = find(objects, &id).await?;
+    if state.openai.redirect_downloads_over.is_some_and(|limit| file.bytes > limit) {
+        let url = objects.presigned_get(&content_key(&id), DOWNLOAD_URL_VALIDITY).await;
+        if let Some(url) = url.map_err(|e| OpenAiError::store(&e))? {
+            return Ok((StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, url)]).into_response());
+        }
+    }
+    let stored = objects.get(&content_key(&id)).await.map_err(|e| OpenAiError::store(&e))?;
+    let Some((size, chunks)) = stored else {
+        return Err(OpenAiError::not_found("file content", &id));
+    };
+    let headers =
+        [(header::CONTENT_TYPE, "application/octet-stream".to_owned()), (header::CONTENT_LENGTH, size.to_string())];
+    Ok((headers, Body::from_stream(chunks)).into_response())
+}
+
+/// Removes a file's content and record.
+async fn remove(objects: &dyn ObjectStore, id: &str) -> Result<(), OpenAiError> {
+    objects.delete(&content_key(id)).await.map_err(|e| OpenAiError::store(&e))?;
+    objects.delete(&record_key(id)).await.map_err(|e| OpenAiError::store(&e))
+}
+
+/// DELETE /v1/files/{id}
+pub async fn delete(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<Value>, OpenAiError> {
+    let objects = objects(&state)?;
+    find(objects, &id).await?;
+    remove(objects, &id).await?;
+    Ok(Json(json!({ "id": id, "object": "file", "deleted": true })))
+}

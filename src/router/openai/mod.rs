@@ -1,0 +1,164 @@
+//! The OpenAI-compatible API beside the pipeline's own, under `/v1`: Files, Uploads, Batches and Models, in
+//! OpenAI's shapes and error format, so OpenAI's clients work by changing their base URL.
+//!
+//! - `files`: the Files API; `uploads`: the Uploads API (large files in parts); `jsonl_check`: the checks an
+//!   uploaded batch input passes as it streams in
+//! - `batches`: the Batches API and a batch's lifecycle; `batch_input`: input lines → pipeline requests;
+//!   `batch_output`: the output and error files; `models`: model → tier, GET /v1/models; `ids`: object ids
+
+pub mod batch_input;
+pub mod batch_output;
+pub mod batches;
+pub mod files;
+pub mod ids;
+pub mod jsonl_check;
+pub mod models;
+pub mod object_io;
+pub mod settings;
+pub mod uploads;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::json;
+
+use crate::ports::{ObjectStore, StoreError};
+use crate::router::state::AppState;
+
+/// Lambda answers with at most 6 MB (its invocation payload limit), and a file goes back base64-encoded (4 bytes for
+/// every 3): downloads larger than 4 MiB (5.6 MB encoded) are redirected to S3.
+pub const LAMBDA_DOWNLOAD_LIMIT: u64 = 4 * 1024 * 1024;
+
+/// The `/v1` routes, with the body limits of file uploads.
+pub fn routes() -> Router<Arc<AppState>> {
+    let upload_limit = usize::try_from(jsonl_check::MAX_FILE_BYTES).unwrap_or(usize::MAX) + 1024 * 1024;
+    Router::new()
+        .route("/v1/files", post(files::create).get(files::list).layer(DefaultBodyLimit::max(upload_limit)))
+        .route("/v1/files/{file_id}", get(files::retrieve).delete(files::delete))
+        .route("/v1/files/{file_id}/content", get(files::content))
+        .route("/v1/uploads", post(uploads::create))
+        .route("/v1/uploads/{upload_id}/parts", post(uploads::add_part).layer(DefaultBodyLimit::max(upload_limit)))
+        .route("/v1/uploads/{upload_id}/complete", post(uploads::complete))
+        .route("/v1/uploads/{upload_id}/cancel", post(uploads::cancel))
+        .route("/v1/batches", post(batches::create).get(batches::list))
+        .route("/v1/batches/{batch_id}", get(batches::retrieve))
+        .route("/v1/batches/{batch_id}/cancel", post(batches::cancel))
+        .route("/v1/models", get(models::list))
+}
+
+/// An error in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`.
+#[derive(Debug)]
+pub struct OpenAiError {
+    status: StatusCode,
+    message: String,
+    param: Option<String>,
+    code: Option<&'static str>,
+}
+
+impl OpenAiError {
+    pub fn invalid(message: impl Into<String>) -> Self {
+        OpenAiError { status: StatusCode::BAD_REQUEST, message: message.into(), param: None, code: None }
+    }
+
+    pub fn invalid_param(param: &str, message: impl Into<String>) -> Self {
+        OpenAiError { param: Some(param.to_owned()), ..Self::invalid(message) }
+    }
+
+    pub fn not_found(what: &str, id: &str) -> Self {
+        OpenAiError {
+            status: StatusCode::NOT_FOUND,
+            message: format!("No {what} found with id '{id}'."),
+            param: None,
+            code: Some("not_found"),
+        }
+    }
+
+    pub fn too_large(message: impl Into<String>) -> Self {
+        OpenAiError { status: StatusCode::PAYLOAD_TOO_LARGE, ..Self::invalid(message) }
+    }
+
+    pub fn conflict(message: impl Into<String>) -> Self {
+        OpenAiError { status: StatusCode::CONFLICT, ..Self::invalid(message) }
+    }
+
+    pub fn store(error: &StoreError) -> Self {
+        tracing::error!(%error, "Batch API store call failed");
+        OpenAiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: "the file and batch store is unavailable; retry later".into(),
+            param: None,
+            code: None,
+        }
+    }
+
+    pub fn queue() -> Self {
+        OpenAiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: "the queue is unavailable; retry later".into(),
+            param: None,
+            code: None,
+        }
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        self.status == StatusCode::NOT_FOUND
+    }
+
+    fn kind(&self) -> &'static str {
+        match self.status.as_u16() {
+            401 => "authentication_error",
+            404 => "not_found_error",
+            500..=599 => "server_error",
+            _ => "invalid_request_error",
+        }
+    }
+}
+
+impl IntoResponse for OpenAiError {
+    fn into_response(self) -> Response {
+        let body = json!({ "error": {
+            "message": self.message,
+            "type": self.kind(),
+            "param": self.param,
+            "code": self.code,
+        }});
+        (self.status, axum::Json(body)).into_response()
+    }
+}
+
+/// The object store behind the API, or the error that says why there is none (results go to a queue).
+pub(crate) fn objects(state: &AppState) -> Result<&dyn ObjectStore, OpenAiError> {
+    state.store.objects().ok_or_else(|| OpenAiError {
+        status: StatusCode::NOT_IMPLEMENTED,
+        message:
+            "the Files and Batches API keep files beside the results: set OUTPUT_DESTINATION to an S3 bucket or a \
+                  folder, not a queue"
+                .into(),
+        param: None,
+        code: None,
+    })
+}
+
+/// The stored record of the `what` whose id is `id` (ids of its kind start with `prefix`), or 404.
+pub(crate) async fn find_record<T: serde::de::DeserializeOwned>(
+    objects: &dyn ObjectStore,
+    (what, prefix): (&str, &str),
+    key: fn(&str) -> String,
+    id: &str,
+) -> Result<T, OpenAiError> {
+    if !ids::is_valid(prefix, id) {
+        return Err(OpenAiError::not_found(what, id));
+    }
+    let record =
+        crate::router::openai::object_io::read_json(objects, &key(id)).await.map_err(|e| OpenAiError::store(&e))?;
+    record.ok_or_else(|| OpenAiError::not_found(what, id))
+}
+
+/// Seconds since the Unix epoch, as OpenAI's objects count time.
+pub(crate) fn unix_now() -> i64 {
+    chrono::Utc::now().timestamp()
+}

@@ -1,0 +1,64 @@
+//! How the OpenAI-compatible API is set up: which tier a Batch API line's `model` runs on (`MODEL_TIERS`, e.g.
+//! `mistral-7b=small,llama-2-70b=large`), large downloads, the local bearer token.
+
+use crate::contract::tier::Tier;
+
+/// How the OpenAI-compatible API is set up.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// Which tier a line's `model` runs on.
+    pub models: ModelTiers,
+    /// File downloads larger than this are answered with a redirect to a presigned URL (Lambda's response limit);
+    /// None streams every download.
+    pub redirect_downloads_over: Option<u64>,
+    /// The bearer token every request must carry, when one is set (the local API).
+    pub api_key: Option<String>,
+}
+
+/// Model names and the tier each runs on, as configured.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelTiers(Vec<(String, Tier)>);
+
+impl ModelTiers {
+    /// Parses `name=tier[,name=tier…]`; empty means only the tier names.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut pairs = Vec::new();
+        for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            let (name, tier) =
+                entry.rsplit_once('=').ok_or_else(|| format!("{entry:?}: write model=tier, e.g. mistral-7b=small"))?;
+            let tier = Tier::parse(tier.trim())
+                .ok_or_else(|| format!("{entry:?}: the tier is \"small\" or \"large\", got {:?}", tier.trim()))?;
+            pairs.push((name.trim().to_owned(), tier));
+        }
+        Ok(ModelTiers(pairs))
+    }
+
+    /// The tier `model` runs on, when the map (or a tier's own name) says.
+    pub fn tier_of(&self, model: &str) -> Option<Tier> {
+        let named = self.0.iter().find(|(name, _)| name == model).map(|(_, tier)| *tier);
+        named.or_else(|| Tier::parse(model))
+    }
+
+    /// Every model a client may name: the configured ones, then the tier names.
+    pub(super) fn names(&self) -> Vec<(String, Tier)> {
+        let mut names = self.0.clone();
+        names.extend([Tier::Small, Tier::Large].map(|tier| (tier.as_str().to_owned(), tier)));
+        names
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn models_map_to_tiers_and_tier_names_are_models() {
+        let tiers = ModelTiers::parse("mistral-7b=small, llama-2-70b=large").unwrap_or_default();
+        assert_eq!(tiers.tier_of("llama-2-70b"), Some(Tier::Large));
+        assert_eq!(tiers.tier_of("small"), Some(Tier::Small));
+        assert_eq!(tiers.tier_of("gpt-4o"), None);
+        assert!(ModelTiers::parse("mistral").is_err());
+        assert!(ModelTiers::parse("mistral=medium").is_err());
+    }
+}

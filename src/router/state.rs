@@ -1,0 +1,28 @@
+//! What the HTTP API's handlers share (its own file, so that the app and the `/v1` handlers both import it and
+//! neither imports the other back).
+
+use std::sync::Arc;
+
+use crate::contract::tier::{Lanes, PerTier};
+use crate::infra::metrics::Emf;
+use crate::ports::{Classifier, Queue, ResultStore};
+use crate::router::body_budget::BodyBudget;
+use crate::router::openai::settings::Settings;
+use crate::router::routing::RoutingConfig;
+use crate::worker::callbacks::outbound::OutboundPolicy;
+
+/// Everything the handlers share.
+pub struct AppState {
+    /// Each tier's lanes: requests go to the lane of their `priority`.
+    pub queues: PerTier<Lanes<Arc<dyn Queue>>>,
+    pub store: Arc<dyn ResultStore>,
+    pub routing: RoutingConfig,
+    pub classifier: Option<Arc<dyn Classifier>>,
+    /// What callback URLs are accepted (checked again, with DNS, when the callback is sent).
+    pub callbacks: OutboundPolicy,
+    pub metrics: Emf,
+    /// The memory request bodies being read may hold at once, across every request.
+    pub bodies: BodyBudget,
+    /// The OpenAI-compatible Files, Uploads, Batches and Models API.
+    pub openai: Settings,
+}

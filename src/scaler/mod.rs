@@ -1,0 +1,342 @@
+//! The scaling metric: a pure decision per tier (`decide`) from queue, task and GPU readings, and the
+//! `Scaler` that reads them through the ports every tick and publishes the decision as EMF lines and a
+//! one-line JSON summary.
+//!
+//! # What the alarms read
+//!
+//! Per tier, in namespace `Custom/ECSInference` with dimensions `ClusterName` and `ServiceName`:
+//!
+//! - `TasksNeeded` = max(⌈M / T⌉, min(R, F), U), kept within [MinTasks, MaxTasks], where M is every message
+//!   of the tier's two lanes (visible + in flight + delayed), T the per-task backlog target (`QUEUE_DEPTH_THRESHOLD`),
+//!   R the running tasks, F the in-flight messages, and U = ⌈R × u / target⌉ when tasks run and their GPU
+//!   compute utilization u, averaged over the last minute, is above 1 % (else 0; the target is 80 %).
+//! - `InferenceScalingMetric` = 1 + TasksNeeded − DesiredTasks. As in the seed, 1.0 means balanced; unlike
+//!   the seed, the distance from 1 is exactly how many tasks to add (above 1) or remove (below 1).
+//! - `HasBacklogWithoutCapacity` = 1 while any message waits and no task runs, else 0 (for dashboards and a
+//!   "no capacity arrives" alarm; scaling itself needs only the first two).
+//! - `TaskStartsFailing` = 1 while no task runs and the service's current deployment has failed to start
+//!   [`START_FAILURES_TO_STOP`] tasks in a row (an image that is not in ECR, a container that exits on start).
+//!   TasksNeeded is then MinTasks whatever the backlog: each failed start costs a GPU instance's launch, so the
+//!   scaler stops asking until a new deployment (or one task that starts) resets ECS's count. Its alarm says so.
+//!
+//! # Why a difference from the desired count
+//!
+//! Application Auto Scaling step policies choose a step by how far the alarm's metric is past its threshold,
+//! and `ChangeInCapacity` adds that step's tasks. A ratio of needed to running tasks cannot drive that from
+//! zero (the ratio is infinite, and a percent change of zero is zero); `ExactCapacity` on the needed count
+//! would scale in the moment the queue drains, skipping the idle window. A difference can: the scale-out
+//! alarm (> 1 for one period) picks the step holding metric − 1 and adds that many tasks at once; the
+//! scale-in alarm (< 1 for the whole idle window) removes 1 − metric. Because the difference is taken from
+//! the *desired* count, tasks still cold-starting already count, so an alarm that fires again next minute
+//! asks only for what is still missing and never piles tasks up. The alarms and steps template.yaml must
+//! implement are in docs/scaling.md ("Alarms and step scaling").
+//!
+//! # What each term guarantees (the promises in docs/scaling.md)
+//!
+//! - (a) one message on a tier at zero tasks: TasksNeeded 1, metric 2.0: one task within one period.
+//! - (b) nothing queued or in flight and idle GPUs: TasksNeeded = MinTasks, so the metric stays below 1
+//!   while more tasks are desired: back to MinTasks after the idle window.
+//! - (c) a backlog B on R tasks: TasksNeeded ⌈B / T⌉, reached in one step.
+//! - (d) in-flight messages are part of M, and min(R, F) keeps every task that may be working.
+//! - (e) GPU compute utilization, averaged over the last minute, is the lagging signal: it sees the work done
+//!   *between* two readings of the queue, so tasks that worked during the minute are kept (and more are asked
+//!   for above the target). A GPU counts as idle at or below 1 %, so sampling noise cannot hold a task. It is
+//!   read only while tasks run; GPU memory is never read (vLLM reserves ~90 % of it whatever the load).
+
+pub mod simulate;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::contract::tier::{Lanes, PerTier, Tier};
+use crate::infra::metrics::{self, Emf, Metric};
+use crate::ports::{FleetError, GpuUtilization, Queue, QueueCounts, QueueError, Service, ServiceTasks, TaskCounts};
+
+/// What one tier is scaled toward; checked once by `ScalingPolicy::new`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScalingPolicy {
+    backlog_per_task: u32,
+    min_tasks: u32,
+    max_tasks: u32,
+    utilization_target: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PolicyError {
+    #[error("the per-task backlog target (QUEUE_DEPTH_THRESHOLD) must be at least 1 message")]
+    BacklogTarget,
+    #[error("the minimum task count {min} is above the maximum {max}")]
+    TaskRange { min: u32, max: u32 },
+    #[error("the GPU utilization target must be above 0 and at most 100 percent, got {0}")]
+    UtilizationTarget(f64),
+}
+
+impl ScalingPolicy {
+    pub fn new(
+        backlog_per_task: u32,
+        min_tasks: u32,
+        max_tasks: u32,
+        utilization_target: f64,
+    ) -> Result<Self, PolicyError> {
+        if backlog_per_task == 0 {
+            return Err(PolicyError::BacklogTarget);
+        }
+        if min_tasks > max_tasks {
+            return Err(PolicyError::TaskRange { min: min_tasks, max: max_tasks });
+        }
+        if !(utilization_target > 0.0 && utilization_target <= 100.0) {
+            return Err(PolicyError::UtilizationTarget(utilization_target));
+        }
+        Ok(ScalingPolicy { backlog_per_task, min_tasks, max_tasks, utilization_target })
+    }
+
+    /// Messages one task should carry (`QUEUE_DEPTH_THRESHOLD`).
+    pub fn backlog_per_task(&self) -> u32 {
+        self.backlog_per_task
+    }
+
+    pub fn min_tasks(&self) -> u32 {
+        self.min_tasks
+    }
+
+    pub fn max_tasks(&self) -> u32 {
+        self.max_tasks
+    }
+}
+
+/// One tier's readings at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Readings {
+    #[serde(flatten)]
+    pub queue: QueueCounts,
+    #[serde(flatten)]
+    pub tasks: TaskCounts,
+    /// GPU compute utilization in percent, averaged over the last minute and the service's tasks; None when
+    /// there is no data (no task yet, or no datapoint).
+    pub gpu_utilization: Option<f64>,
+}
+
+/// The values published for one tier.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Decision {
+    pub tasks_needed: u32,
+    /// Tasks to add (positive) or remove (negative) to go from the desired count to `tasks_needed`.
+    pub change: i64,
+    /// 1 + `change`: the alarms' metric.
+    #[serde(rename = "inferenceScalingMetric")]
+    pub scaling_metric: f64,
+    #[serde(rename = "hasBacklogWithoutCapacity")]
+    pub backlog_without_capacity: bool,
+    #[serde(rename = "taskStartsFailing")]
+    pub starts_failing: bool,
+}
+
+/// Messages one task should carry unless configured (the seed's QueueDepthScaleThreshold).
+pub const DEFAULT_BACKLOG_PER_TASK: u32 = 5;
+/// Fewest and most tasks per tier unless configured (the seed's MinTaskCount, MaxTaskCount and
+/// LargeModelMaxTaskCount).
+pub(crate) const DEFAULT_MIN_TASKS: u32 = 0;
+pub(crate) const DEFAULT_MAX_TASKS: PerTier<u32> = PerTier { small: 10, large: 4 };
+/// GPU compute utilization (percent) above which running tasks ask for more, unless configured.
+pub const DEFAULT_UTILIZATION_TARGET: f64 = 80.0;
+/// Seconds between two decisions of the local loop unless configured (the template's schedule: every minute).
+pub(crate) const DEFAULT_INTERVAL_SECONDS: u64 = 60;
+
+/// GPU compute utilization (percent) at or below which a GPU counts as idle.
+pub(crate) const IDLE_UTILIZATION: f64 = 1.0;
+
+/// Failed task starts in a row, with no task running, after which the scaler stops asking for capacity (as
+/// ECS's deployment circuit breaker, whose smallest threshold is 3).
+pub(crate) const START_FAILURES_TO_STOP: u32 = 3;
+
+/// The decision for one tier; see the module documentation for the formula and why.
+pub fn decide(readings: &Readings, policy: &ScalingPolicy) -> Decision {
+    let QueueCounts { visible, in_flight, delayed } = readings.queue;
+    let TaskCounts { running, desired, failed_starts } = readings.tasks;
+    let starts_failing = running == 0 && failed_starts >= START_FAILURES_TO_STOP;
+    let messages = visible + in_flight + delayed;
+    let for_messages = messages.div_ceil(u64::from(policy.backlog_per_task));
+    let for_busy_tasks = in_flight.min(u64::from(running));
+    let for_utilization = match readings.gpu_utilization {
+        Some(percent) if running > 0 && percent > IDLE_UTILIZATION => {
+            (f64::from(running) * percent / policy.utilization_target).ceil() as u64
+        }
+        _ => 0,
+    };
+    let wanted = if starts_failing { 0 } else { for_messages.max(for_busy_tasks).max(for_utilization) };
+    let tasks_needed = wanted.clamp(u64::from(policy.min_tasks), u64::from(policy.max_tasks)) as u32;
+    let change = i64::from(tasks_needed) - i64::from(desired);
+    Decision {
+        tasks_needed,
+        change,
+        scaling_metric: 1.0 + change as f64,
+        backlog_without_capacity: messages > 0 && running == 0,
+        starts_failing,
+    }
+}
+
+/// One tier the scaler looks after.
+pub struct ScaledTier {
+    pub tier: Tier,
+    pub service: Service,
+    /// The tier's high and normal queues; their counts are added up.
+    pub lanes: Lanes<Arc<dyn Queue>>,
+    pub policy: ScalingPolicy,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ReadingError {
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+    #[error(transparent)]
+    Fleet(#[from] FleetError),
+}
+
+/// What one tick did for one tier.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TierReport {
+    pub tier: Tier,
+    pub cluster_name: String,
+    pub service_name: String,
+    #[serde(flatten)]
+    pub outcome: TierOutcome,
+}
+
+impl TierReport {
+    /// Why nothing was published for this tier, if it was not.
+    pub(crate) fn unread_error(&self) -> Option<&str> {
+        match &self.outcome {
+            TierOutcome::Unread { error } => Some(error),
+            TierOutcome::Decided { .. } => None,
+        }
+    }
+}
+
+/// A tier's readings and decision, or why nothing was published (the alarms then see missing data,
+/// which they treat as not breaching: no scaling either way).
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum TierOutcome {
+    Decided {
+        #[serde(flatten)]
+        readings: Readings,
+        #[serde(flatten)]
+        decision: Decision,
+    },
+    Unread {
+        error: String,
+    },
+}
+
+/// Reads every tier through the ports, decides, and publishes.
+pub struct Scaler {
+    tiers: Vec<ScaledTier>,
+    tasks: Arc<dyn ServiceTasks>,
+    gpu: Arc<dyn GpuUtilization>,
+    metrics: Emf,
+    /// Notified to tick at once instead of at the next interval.
+    tick_now: Arc<Notify>,
+}
+
+impl Scaler {
+    pub fn new(
+        tiers: Vec<ScaledTier>,
+        tasks: Arc<dyn ServiceTasks>,
+        gpu: Arc<dyn GpuUtilization>,
+        metrics: Emf,
+    ) -> Self {
+        Scaler { tiers, tasks, gpu, metrics, tick_now: Arc::new(Notify::new()) }
+    }
+
+    /// What makes [`Scaler::run`] tick at once when notified, instead of at its next interval.
+    pub fn tick_now(&self) -> Arc<Notify> {
+        Arc::clone(&self.tick_now)
+    }
+
+    /// One decision per tier: EMF lines for the tiers that could be read, a logged summary for every tier.
+    pub async fn tick(&self) -> Vec<TierReport> {
+        let mut reports = Vec::with_capacity(self.tiers.len());
+        for tier in &self.tiers {
+            let outcome = match self.read(tier).await {
+                Ok(readings) => {
+                    let decision = decide(&readings, &tier.policy);
+                    self.publish(&tier.service, &decision);
+                    TierOutcome::Decided { readings, decision }
+                }
+                Err(error) => TierOutcome::Unread { error: error.to_string() },
+            };
+            let report = TierReport {
+                tier: tier.tier,
+                cluster_name: tier.service.cluster.clone(),
+                service_name: tier.service.name.clone(),
+                outcome,
+            };
+            log(&report);
+            reports.push(report);
+        }
+        reports
+    }
+
+    /// Ticks every `interval` (and at once when [`Scaler::tick_now`] is notified) until `shutdown`, handing each
+    /// tick's reports to `on_tick` (e.g. the local engine fleet).
+    pub async fn run(self, interval: Duration, shutdown: CancellationToken, mut on_tick: impl FnMut(&[TierReport])) {
+        let mut ticks = tokio::time::interval(interval);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = ticks.tick() => {}
+                () = self.tick_now.notified() => ticks.reset(),
+                () = shutdown.cancelled() => break,
+            }
+            on_tick(&self.tick().await);
+        }
+    }
+
+    async fn read(&self, tier: &ScaledTier) -> Result<Readings, ReadingError> {
+        Ok(Readings {
+            queue: tier.lanes.high.counts().await?
+                + tier.lanes.normal.counts().await?
+                + tier.lanes.batch.counts().await?,
+            tasks: self.tasks.task_counts(&tier.service).await?,
+            gpu_utilization: self.gpu.compute_utilization(&tier.service).await?,
+        })
+    }
+
+    fn publish(&self, service: &Service, decision: &Decision) {
+        self.metrics.emit(
+            &[("ClusterName", &service.cluster), ("ServiceName", &service.name)],
+            &[
+                Metric::number(metrics::INFERENCE_SCALING_METRIC, decision.scaling_metric),
+                Metric::count(metrics::TASKS_NEEDED, u64::from(decision.tasks_needed)),
+                Metric::count(metrics::HAS_BACKLOG_WITHOUT_CAPACITY, u64::from(decision.backlog_without_capacity)),
+                Metric::count(metrics::TASK_STARTS_FAILING, u64::from(decision.starts_failing)),
+            ],
+        );
+    }
+}
+
+fn log(report: &TierReport) {
+    let summary = serde_json::to_string(report).unwrap_or_default();
+    match &report.outcome {
+        TierOutcome::Decided { decision, .. } if decision.starts_failing => tracing::warn!(
+            tier = %report.tier,
+            %summary,
+            "tasks keep failing to start (see the service's stopped tasks): asking for no capacity until a new deployment"
+        ),
+        TierOutcome::Decided { .. } => tracing::info!(tier = %report.tier, %summary, "scaling decision"),
+        TierOutcome::Unread { .. } => {
+            tracing::warn!(tier = %report.tier, %summary, "no scaling metric published: readings failed")
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;

@@ -1,0 +1,181 @@
+//! The worker's adaptive in-flight limit: it grows while the engine has free generation slots and shrinks as soon as
+//! requests queue inside the engine beyond a small allowance, read from the engine's own /metrics; for an engine
+//! without them, from the time per generated token (additive increase, multiplicative decrease when it rises well
+//! above its best).
+
+use crate::contract::engine_load::EngineLoad;
+
+/// The limit a worker starts at (then raised by half, or doubled, while the engine takes everything, up to the
+/// ceiling).
+pub const INITIAL_LIMIT: usize = 8;
+/// Readings of the engine's load after a decrease before the limit grows again: at one reading every 250 ms,
+/// 30 s with nothing queued inside the engine, then one more request to see if it still has room.
+const HOLD_READINGS: u32 = 120;
+/// Time per token above this multiple of its best means requests are queueing inside the engine. Above
+/// the slowdown a full batch costs per token (a GPU decodes a full batch somewhat slower than one request).
+const LATENCY_TOLERANCE: f64 = 2.0;
+/// Requests finished between two decisions of the latency fallback.
+const LATENCY_WINDOW: usize = 8;
+/// On queueing seen through latency, the limit is multiplied by this.
+const BACKOFF: f64 = 0.8;
+/// Readings of the engine's load its capacity is taken from: the most it ran in any of them. One reading can
+/// catch the engine between a request that finished and the next it starts (llama.cpp has shown 3 of 8 slots
+/// running with 17 requests waiting), and taking that for its capacity would hold the limit far below it.
+const CAPACITY_READINGS: usize = 8;
+
+/// The limit keeps a queue inside the engine, so a slot that frees refills from it at the engine's next scheduling
+/// step, not after the worker's round trip to store a result and start the next request (llama.cpp starts its next
+/// decode step as soon as a request ends: a request sent on that release waits a whole step). On an engine that drops
+/// abandoned requests: one request per this many it runs (none below 16 slots). Those have generated nothing, so a
+/// high-priority request moves ahead of them at once (see `Worker::wait_for_slot`), and any beyond the limit are pulled
+/// back; below 16 slots, a high-priority request that finds none free takes a young request's slot instead, and one
+/// queued there would leave it waiting inside the engine for up to a whole generation. On an engine that keeps
+/// abandoned requests (llama.cpp), where no slot can be taken back: one request while it runs two or more. A
+/// high-priority request then takes the second slot that frees instead of the first, and both free within one
+/// generation.
+const QUEUE_ALLOWANCE_DIVISOR: u64 = 16;
+
+#[derive(Debug, Clone)]
+pub struct AdaptiveLimit {
+    limit: usize,
+    ceiling: usize,
+    /// Raised by half while true (doubled on an engine that drops abandoned requests: there the requests it queues
+    /// beyond the limit are pulled back for free); cleared the first time the engine queues, then the limit grows
+    /// one at a time.
+    slow_start: bool,
+    /// Requests queued inside the engine at the previous reading: after the slow start, a decrease needs two
+    /// readings that agree, so a request caught between its arrival and the engine's next scheduling step is not
+    /// taken for queueing.
+    previous_waiting: u64,
+    /// Readings left before the limit may grow again after a decrease: it stays where the engine had no queue.
+    hold: u32,
+    /// Requests the engine ran at each of the last `CAPACITY_READINGS` readings (a ring, oldest overwritten).
+    recent_running: [u64; CAPACITY_READINGS],
+    /// How many readings so far: where the next one goes in `recent_running`.
+    readings: usize,
+    /// The least mean time per token (seconds) of a latency window. Against a best that moved with the limit,
+    /// a queue that never drains would look normal; it is learned again only when the limit is down to 1 and
+    /// still above it (the workload changed).
+    best_per_token: Option<f64>,
+    /// Time per token of the requests finished since the last latency decision.
+    window: Vec<f64>,
+}
+
+impl AdaptiveLimit {
+    /// A limit starting at `INITIAL_LIMIT` (at most `ceiling`), never above `ceiling`, never below 1.
+    pub fn new(ceiling: usize) -> Self {
+        let ceiling = ceiling.max(1);
+        AdaptiveLimit {
+            limit: INITIAL_LIMIT.min(ceiling),
+            ceiling,
+            slow_start: true,
+            previous_waiting: 0,
+            hold: 0,
+            recent_running: [0; CAPACITY_READINGS],
+            readings: 0,
+            best_per_token: None,
+            window: Vec::with_capacity(LATENCY_WINDOW),
+        }
+    }
+
+    /// A limit that stays at `limit` (at least 1).
+    pub fn fixed(limit: usize) -> Self {
+        AdaptiveLimit { limit: limit.max(1), ..Self::new(limit) }
+    }
+
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Whether the limit is still in its first climb (raised by half each reading, until the engine queues).
+    pub fn climbing(&self) -> bool {
+        self.slow_start
+    }
+
+    /// One reading of the engine's load, `in_flight` the most of our requests that ran at once since the previous
+    /// reading (so a limit filled between two readings counts as used, whatever requests were being replaced at
+    /// either); returns the new limit. With more requests waiting inside the engine than its queue allowance (in
+    /// the slow start at once, then in two readings in a row) while the limit is in use, the limit becomes our
+    /// share of the engine's capacity plus the allowance, and holds for `HOLD_READINGS`. With fewer waiting and
+    /// every slot of the limit used, the limit grows; on an engine that keeps abandoned requests, only once the
+    /// engine counts every one of ours: a reading taken before it counted the requests just sent says nothing of
+    /// its free slots, and what it queues beyond them could not be taken back (an engine that drops them gives them
+    /// back for free, and one that answers within microseconds would never be seen holding them). Waiting seen
+    /// while the limit is not in use is another client's (a second worker pool on the same engine), and changes
+    /// nothing.
+    pub fn on_engine_load(&mut self, load: EngineLoad, in_flight: usize) -> usize {
+        let waiting = if self.slow_start { load.waiting } else { load.waiting.min(self.previous_waiting) };
+        self.previous_waiting = load.waiting;
+        self.recent_running[self.readings % CAPACITY_READINGS] = load.running;
+        self.readings += 1;
+        self.hold = self.hold.saturating_sub(1);
+        let allowance = queue_allowance(load);
+        let limit_used = in_flight >= self.limit;
+        if waiting > allowance && limit_used {
+            self.slow_start = false;
+            self.hold = HOLD_READINGS;
+            let capacity = self.recent_running.iter().copied().max().unwrap_or_default();
+            let allowance = usize::try_from(allowance).unwrap_or(0);
+            self.limit = share_of_capacity(capacity, load, in_flight).saturating_add(allowance).clamp(1, self.limit);
+        } else if load.waiting < allowance.max(1) && limit_used && self.hold == 0 && free_slots_seen(load, in_flight) {
+            self.grow(load.drops_abandoned);
+        }
+        self.limit
+    }
+
+    /// One finished request, for an engine without load gauges: its engine time and the tokens it generated.
+    /// Every `LATENCY_WINDOW` requests, decides on their mean time per token; returns the limit.
+    pub fn on_latency(&mut self, seconds: f64, completion_tokens: u64, in_flight: usize) -> usize {
+        self.window.push(seconds / completion_tokens.max(1) as f64);
+        if self.window.len() < LATENCY_WINDOW {
+            return self.limit;
+        }
+        let mean = self.window.iter().sum::<f64>() / self.window.len() as f64;
+        self.window.clear();
+        let best = match self.best_per_token {
+            Some(best) if self.limit > 1 || mean <= best * LATENCY_TOLERANCE => best.min(mean),
+            _ => mean,
+        };
+        self.best_per_token = Some(best);
+        if mean > best * LATENCY_TOLERANCE {
+            self.slow_start = false;
+            self.limit = ((self.limit as f64 * BACKOFF).floor() as usize).max(1);
+        } else if in_flight + 1 >= self.limit {
+            self.grow(false);
+        }
+        self.limit
+    }
+
+    fn grow(&mut self, doubling: bool) {
+        let grown = match (self.slow_start, doubling) {
+            (true, true) => self.limit * 2,
+            (true, false) => self.limit + self.limit.div_ceil(2),
+            (false, _) => self.limit + 1,
+        };
+        self.limit = grown.min(self.ceiling);
+    }
+}
+
+/// The requests the limit may keep waiting inside the engine (see `QUEUE_ALLOWANCE_DIVISOR`).
+fn queue_allowance(load: EngineLoad) -> u64 {
+    if load.drops_abandoned { load.running / QUEUE_ALLOWANCE_DIVISOR } else { u64::from(load.running >= 2) }
+}
+
+/// Whether a reading without a queue shows free slots: on an engine that keeps abandoned requests, only if it
+/// counts at least as many requests as we have in flight (it has seen every one we sent).
+fn free_slots_seen(load: EngineLoad, in_flight: usize) -> bool {
+    load.drops_abandoned || load.running + load.waiting >= in_flight as u64
+}
+
+/// With requests waiting the engine is full: its `capacity` is what it runs (the most of its recent readings;
+/// requests still waiting at a later reading are not taken off again). Ours is the share of it our requests make
+/// of everything sent to the engine; all of it when we are its only client.
+fn share_of_capacity(capacity: u64, load: EngineLoad, in_flight: usize) -> usize {
+    let sent = load.running + load.waiting;
+    let share = capacity.saturating_mul(in_flight as u64) / sent.max(1);
+    usize::try_from(share.min(capacity)).unwrap_or(usize::MAX)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;

@@ -1,0 +1,250 @@
+//! Priority lanes: each tier's high, normal and batch queue, the share that fills free slots from the high lane
+//! first without starving the normal one, and the receiver that polls the lanes for the worker.
+//!
+//! # How free slots are filled
+//!
+//! - **Quick round.** For `n` free slots the receiver asks the high lane for all of them but the normal lane's due
+//!   share, then the normal lane for whatever is left, then the high lane again for what the normal lane could not
+//!   fill. No call waits, so no slot stays free while either lane holds a visible message.
+//! - **The share.** While both lanes have work, at least one slot in [`NORMAL_SHARE`] goes to the normal lane: the
+//!   receiver counts the high starts since the last normal one, and the normal lane is due one slot for every
+//!   `NORMAL_SHARE` slots counted (with one slot free at a time: high, high, high, high, normal, …). A normal lane
+//!   without work owes nothing: the high lane then takes every slot.
+//! - **The batch lane** gets what both other lanes leave: interactive requests overtake batch work.
+//! - **Long polls.** Only when both lanes looked empty does the receiver long-poll, and then every lane at once,
+//!   each in its own task: a lane that answers is served at once and polled again while the other lane's poll
+//!   is still waiting, so neither lane waits behind the other's long poll.
+//! - **Slots.** A long poll asks for the lane's part of the free slots, at least one. When both lanes answer
+//!   together while only one slot was free, the worker holds the extra message (its visibility renewed) until
+//!   the next slot frees: at most one message per lane beyond the free slots, and never more requests in the
+//!   engine than slots.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::{JoinError, JoinHandle};
+
+use crate::contract::tier::{Lanes, Priority};
+use crate::ports::{Message, Queue, QueueError};
+
+/// Of every this many slots filled while both lanes have work, at least one goes to the normal lane.
+pub(crate) const NORMAL_SHARE: usize = 5;
+/// Most messages one receive asks for (SQS's limit).
+pub const MAX_BATCH: usize = 10;
+
+/// A message received from one lane; its receipt is valid on that lane's queue only.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    pub lane: Priority,
+    pub message: Message,
+    /// Whether a high-priority request may take this one's slot (see `preemption`): a normal or batch message
+    /// received while the high lane had nothing for it. One started by the normal lane's share is not, so the share
+    /// holds under high-priority load.
+    pub preemptible: bool,
+}
+
+/// Counts high-lane starts since the last normal one, to give the normal lane its share.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Share {
+    /// High-lane starts the normal lane has not yet had its slot for: each normal start settles
+    /// `NORMAL_SHARE - 1` of them, so slots freed several at a time keep the same one-in-five share.
+    high_unpaid: usize,
+}
+
+impl Share {
+    /// How many of `free` slots the high lane may take; the rest are the normal lane's due.
+    pub(crate) fn high_allowance(&self, free: usize) -> usize {
+        let normal_due = ((self.high_unpaid + free) / NORMAL_SHARE).min(free);
+        free - normal_due
+    }
+
+    /// Records one round: `high` started first, then `normal`, then `high_after` when the normal lane ran short.
+    pub fn record(&mut self, high: usize, normal: usize, high_after: usize) {
+        let unpaid = (self.high_unpaid + high + high_after).saturating_sub(normal * (NORMAL_SHARE - 1));
+        // A normal lane without work is owed nothing beyond its next slot.
+        self.high_unpaid = if normal > 0 { unpaid } else { unpaid.min(NORMAL_SHARE - 1) };
+    }
+}
+
+/// A lane's pending long poll and how many messages it asked for.
+struct Poll {
+    ask: usize,
+    task: JoinHandle<Result<Vec<Message>, QueueError>>,
+}
+
+/// Receives from both lanes of a tier: quick rounds by the share, long polls when both look empty.
+pub(crate) struct LaneReceiver<Q: ?Sized> {
+    lanes: Lanes<Arc<Q>>,
+    wait: Duration,
+    share: Share,
+    polls: Lanes<Option<Poll>>,
+}
+
+impl<Q: ?Sized> Drop for LaneReceiver<Q> {
+    /// A long poll left running would receive messages nobody starts.
+    fn drop(&mut self) {
+        for poll in self.polls.all().into_iter().flatten() {
+            poll.task.abort();
+        }
+    }
+}
+
+impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
+    pub fn new(lanes: Lanes<Arc<Q>>, wait: Duration) -> Self {
+        LaneReceiver { lanes, wait, share: Share::default(), polls: Lanes::from_fn(|_| None) }
+    }
+
+    /// Free slots not promised to a pending long poll.
+    pub(crate) fn unpromised(&self, available: usize) -> usize {
+        let promised: usize = self.polls.all().into_iter().flatten().map(|p| p.ask).sum();
+        available.saturating_sub(promised)
+    }
+
+    /// The quick round for `free` slots (see the module documentation); waits for nothing. A lane that fails does
+    /// not cost what earlier lanes of the round brought: those are returned (the failure is logged), and the error
+    /// only when nothing was received.
+    pub(crate) async fn take_ready(&mut self, free: usize) -> Result<Vec<Lease>, QueueError> {
+        let mut taken = Vec::new();
+        match self.fill(free, &mut taken).await {
+            Err(error) if taken.is_empty() => Err(error),
+            Err(error) => {
+                tracing::warn!(%error, started = taken.len(), "a lane's receive failed; starting what the others brought");
+                Ok(taken)
+            }
+            Ok(()) => Ok(taken),
+        }
+    }
+
+    /// The quick round's receives, each lane's messages added to `taken` as they come.
+    async fn fill(&mut self, free: usize, taken: &mut Vec<Lease>) -> Result<(), QueueError> {
+        let high_ask = self.share.high_allowance(free);
+        let high = self.take(Priority::High, high_ask, taken).await?;
+        // Normal and batch messages of a round in which the high lane ran short may give their slot up.
+        let mut high_ran_short = high < high_ask;
+        let normal = match self.take(Priority::Normal, free - high, taken).await {
+            Ok(normal) => normal,
+            Err(error) => {
+                self.share.record(high, 0, 0);
+                return Err(error);
+            }
+        };
+        let left = free - high - normal;
+        let high_after = if left > 0 && !high_ran_short {
+            let high_after = self.take(Priority::High, left, taken).await;
+            high_ran_short = high_after.as_ref().is_ok_and(|&after| after < left);
+            high_after
+        } else {
+            Ok(0)
+        };
+        self.share.record(high, normal, *high_after.as_ref().unwrap_or(&0));
+        let high_after = high_after?;
+        self.take(Priority::Batch, left - high_after, taken).await?;
+        for lease in taken.iter_mut().filter(|lease| lease.lane != Priority::High) {
+            lease.preemptible = high_ran_short;
+        }
+        Ok(())
+    }
+
+    /// Receives up to `max` messages of `lane` at once into `taken`; how many came.
+    async fn take(&self, lane: Priority, max: usize, taken: &mut Vec<Lease>) -> Result<usize, QueueError> {
+        let messages = self.receive_now(lane, max).await?;
+        let count = messages.len();
+        taken.extend(leases(lane, messages));
+        Ok(count)
+    }
+
+    /// Starts a long poll on every lane that has none pending; `free` unpromised slots are split between them,
+    /// each asking for at least one message.
+    pub(crate) fn poll_idle_lanes(&mut self, free: usize) {
+        self.poll_idle(&Priority::ALL, free);
+    }
+
+    /// Long-polls the high lane for one message while no slot is free (unless a poll is pending): a high-priority
+    /// request may take a normal or batch request's slot (see `preemption`).
+    pub(crate) fn poll_high_lane(&mut self) {
+        self.poll_idle(&[Priority::High], 1);
+    }
+
+    fn poll_idle(&mut self, lanes: &[Priority], free: usize) {
+        let idle: Vec<Priority> = lanes.iter().copied().filter(|&lane| self.polls.get(lane).is_none()).collect();
+        let mut remaining = free;
+        for (i, &lane) in idle.iter().enumerate() {
+            let part = remaining.div_ceil(idle.len() - i);
+            remaining -= part;
+            let ask = part.clamp(1, MAX_BATCH);
+            let queue = Arc::clone(self.lanes.get(lane));
+            let wait = self.wait;
+            let task = tokio::spawn(async move {
+                let received = queue.receive(ask, wait).await;
+                if received.is_err() {
+                    // A failing queue is asked again after a pause, not in a tight loop.
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                received
+            });
+            *self.polls.get_mut(lane) = Some(Poll { ask, task });
+        }
+    }
+
+    /// The next long poll to answer, with its lane; never resolves while none is pending. Cancel-safe: a poll
+    /// not yet answered keeps running.
+    pub(crate) async fn next_polled(&mut self) -> (Priority, Result<Vec<Lease>, QueueError>) {
+        let (lane, joined) = tokio::select! {
+            joined = join(&mut self.polls.high) => (Priority::High, joined),
+            joined = join(&mut self.polls.normal) => (Priority::Normal, joined),
+            joined = join(&mut self.polls.batch) => (Priority::Batch, joined),
+        };
+        *self.polls.get_mut(lane) = None;
+        let received = joined.unwrap_or_else(|e| Err(QueueError::caused("long-poll task failed", e)));
+        if let Ok(messages) = &received {
+            match lane {
+                Priority::High => self.share.record(messages.len(), 0, 0),
+                Priority::Normal => self.share.record(0, messages.len(), 0),
+                Priority::Batch => {}
+            }
+        }
+        (lane, received.map(|messages| leases(lane, messages).collect()))
+    }
+
+    /// Ends the pending long polls. A poll on a queue whose receive is safe to drop is aborted; any other poll is
+    /// let finish (at most the long-poll wait). What a poll brought before it ended (an aborted one may have
+    /// finished first) is returned for the caller to hand back.
+    pub(crate) async fn close(mut self) -> Vec<Lease> {
+        let mut brought = Vec::new();
+        for lane in Priority::ALL {
+            let Some(poll) = self.polls.get_mut(lane).take() else { continue };
+            if self.lanes.get(lane).receive_is_cancel_safe() {
+                poll.task.abort();
+            }
+            // A poll that finished before the abort took its messages: they are handed back, not dropped.
+            if let Ok(Ok(messages)) = poll.task.await {
+                brought.extend(leases(lane, messages));
+            }
+        }
+        brought
+    }
+
+    async fn receive_now(&self, lane: Priority, max: usize) -> Result<Vec<Message>, QueueError> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        self.lanes.get(lane).receive(max.min(MAX_BATCH), Duration::ZERO).await
+    }
+}
+
+/// Leases of `lane`; a normal or batch one may give its slot up (the high lane was idle when it came by long poll).
+fn leases(lane: Priority, messages: Vec<Message>) -> impl Iterator<Item = Lease> {
+    messages.into_iter().map(move |message| Lease { lane, message, preemptible: lane != Priority::High })
+}
+
+/// Waits for a lane's pending poll; never resolves when there is none.
+async fn join(poll: &mut Option<Poll>) -> Result<Result<Vec<Message>, QueueError>, JoinError> {
+    match poll {
+        Some(poll) => (&mut poll.task).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;
