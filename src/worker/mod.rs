@@ -3,37 +3,36 @@
 
 pub mod adaptive_limit;
 pub mod callbacks;
+mod engine_watch;
+mod finish;
 pub mod lanes;
+mod lease;
+mod limit_loop;
 pub mod preemption;
+mod request_run;
 pub mod saturation_report;
 pub mod shared_lane;
 pub mod slots;
 
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::contract::engine_load::EngineLoad;
-use crate::contract::outcome::{ErrorCode, Processing, ResultDocument};
-use crate::contract::request::{InferenceRequest, Intake};
-use crate::contract::request_id::RequestId;
+use crate::contract::outcome::ErrorCode;
 use crate::contract::tier::{Lanes, Priority, Tier};
-use crate::infra::metrics::{self, Emf, Metric};
-use crate::ports::{
-    Completion, DEFAULT_MAX_RECEIVE_COUNT, Engine, EngineError, Message, PutOutcome, Queue, ResultStore, Service,
-    StoreError,
-};
+use crate::infra::metrics::Emf;
+use crate::ports::{DEFAULT_MAX_RECEIVE_COUNT, Engine, Queue, ResultStore, Service};
 use crate::worker::adaptive_limit::AdaptiveLimit;
-use crate::worker::callbacks::webhook::{Callback, DRAIN_GRACE, Webhooks};
+use crate::worker::callbacks::webhook::{DRAIN_GRACE, Webhooks};
 use crate::worker::lanes::{LaneReceiver, Lease};
 use crate::worker::preemption::{Preemptible, Preemption};
 use crate::worker::slots::{Slot, Slots};
+use engine_watch::wait_until_answering;
+use limit_loop::LimitState;
 
 /// The worker's defaults: `WorkerConfig::new` and the command line (`cmd::args::TuningArgs`) both read them.
 pub mod defaults {
@@ -51,17 +50,8 @@ pub mod defaults {
 
 /// How often the engine's health is probed, before receiving and all along.
 pub(crate) const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
-/// How often the engine's load gauges are read to adapt the in-flight limit.
-const LOAD_INTERVAL: Duration = Duration::from_millis(250);
-/// The same during the limit's first climb (its slow start), so a large engine is filled within half a second.
-const CLIMB_INTERVAL: Duration = Duration::from_millis(50);
-/// After an engine answers without load gauges, readings skipped before asking again (the limit then follows
-/// the latency of finished requests).
-const LOAD_RETRY_READINGS: u32 = 120;
 /// Most messages received ahead of the free slots (see `Worker::receive_ahead`): one SQS receive's worth.
 const RECEIVE_AHEAD_MAX: usize = 10;
-/// Least time between two log lines (and metric lines) about the in-flight limit.
-const LIMIT_REPORT_INTERVAL: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -183,23 +173,6 @@ pub struct Worker<Q: ?Sized, S: ?Sized, E: ?Sized> {
     /// Generations the engine completed: one completed since the last health probe means the engine answers, even
     /// when the probe itself timed out (an engine busy at its full batch, such as llama.cpp on a CPU).
     generations: AtomicU64,
-}
-
-/// The adaptive limit and what was last reported about it.
-struct LimitState {
-    limit: AdaptiveLimit,
-    reported: Option<(usize, Instant)>,
-}
-
-/// How a running request ended.
-enum Inference {
-    Done(Result<Completion, EngineError>),
-    /// A document appeared meanwhile (a cancel, or another worker finished first).
-    Superseded,
-    /// The engine was lost or the drain timed out: hand the message back.
-    HandBack,
-    /// The request gave its slot up (see `preemption`): it runs again in the next free slot.
-    GaveUpSlot,
 }
 
 impl<Q, S, E> Worker<Q, S, E>
@@ -471,51 +444,6 @@ where
         .await
     }
 
-    /// Probes the engine every health interval while the worker runs; publishes whether it answers (its probe, or a
-    /// generation completed since the previous probe), and declares it lost (cancels `engine_lost`, stops
-    /// receiving) once it has failed for the whole loss window.
-    async fn watch_engine(self: Arc<Self>, answering: watch::Sender<bool>, receiving: CancellationToken) {
-        let tier = self.config.tier;
-        let window = self.config.engine_loss_window;
-        let mut failing_since: Option<Instant> = None;
-        let mut generations_seen = 0;
-        loop {
-            tokio::select! {
-                () = tokio::time::sleep(self.config.health_interval) => {}
-                () = self.engine_gone.cancelled() => {
-                    tracing::error!(%tier, "engine process exited: releasing every unfinished message");
-                    answering.send_replace(false);
-                    receiving.cancel();
-                    self.engine_lost.cancel();
-                    return;
-                }
-            }
-            let probe_answered = self.engine.healthy().await;
-            let generations = self.generations.load(Ordering::Relaxed);
-            let answers = probe_answered || generations > generations_seen;
-            generations_seen = generations;
-            if answers {
-                if failing_since.take().is_some() {
-                    tracing::info!(%tier, "engine answers again");
-                }
-                answering.send_replace(true);
-                continue;
-            }
-            let since = *failing_since.get_or_insert_with(|| {
-                tracing::warn!(%tier, loss_window_s = window.as_secs_f64(), "engine not answering its health probe: receiving paused");
-                Instant::now()
-            });
-            answering.send_replace(false);
-            if since.elapsed() >= window {
-                tracing::error!(%tier, loss_window_s = window.as_secs_f64(), "engine lost: stopping and releasing every unfinished message");
-                // In this order: requests hand their messages back only once nothing can receive them again.
-                receiving.cancel();
-                self.engine_lost.cancel();
-                return;
-            }
-        }
-    }
-
     /// Messages to hold beyond the free slots, ready for the next slots that free: where a receive is a network
     /// round trip (SQS), as many as the limit, up to one receive's worth (10). Requests of like length started
     /// together end together, so a whole batch of slots can free at once: each is refilled at once, not after a
@@ -523,421 +451,6 @@ where
     /// the next free slot ahead of these (see `wait_for_slot`).
     fn receive_ahead(&self) -> usize {
         if self.lanes.normal.receive_is_remote() { self.slots.limit().clamp(1, RECEIVE_AHEAD_MAX) } else { 0 }
-    }
-
-    /// Reads the engine's load every `LOAD_INTERVAL` (`CLIMB_INTERVAL` during the limit's first climb) and sets
-    /// the in-flight limit from it. An engine without load gauges leaves the limit to the latency of finished
-    /// requests, and is asked again now and then.
-    async fn adapt_limit(self: Arc<Self>) {
-        let mut skip = 0;
-        loop {
-            if skip > 0 {
-                skip -= 1;
-            } else if let Some(load) = self.engine.load().await {
-                self.engine_gauges.store(true, Ordering::Relaxed);
-                self.engine_drops_abandoned.store(load.drops_abandoned, Ordering::Relaxed);
-                let peak = self.slots.take_peak();
-                self.adjust_limit(Some(load), |limit, _| limit.on_engine_load(load, peak));
-            } else {
-                self.engine_gauges.store(false, Ordering::Relaxed);
-                self.engine_drops_abandoned.store(false, Ordering::Relaxed);
-                skip = LOAD_RETRY_READINGS;
-            }
-            let climbing = self.limit.lock().unwrap_or_else(std::sync::PoisonError::into_inner).limit.climbing();
-            tokio::time::sleep(if climbing { CLIMB_INTERVAL } else { LOAD_INTERVAL }).await;
-        }
-    }
-
-    /// For a high-priority request: pulls back the youngest normal and batch requests, as many as the engine holds
-    /// queued (they have generated nothing). The first slot one frees goes to the high-priority request, and they
-    /// are sent again after it: it waits inside the engine for the next generation slot only. How many were asked.
-    fn move_ahead_of_queued(&self) -> usize {
-        let queued = self.engine_queued_ours.swap(0, Ordering::Relaxed) as usize;
-        let pulled = if queued > 0 { self.preemption.pull_back(queued) } else { 0 };
-        if pulled > 0 {
-            tracing::debug!(tier = %self.config.tier, pulled, "high-priority request moves ahead of the requests queued inside the engine");
-        }
-        pulled
-    }
-
-    /// Whether a request may give its slot up: the engine drops the request it abandons.
-    fn may_preempt(&self) -> bool {
-        self.engine_drops_abandoned.load(Ordering::Relaxed)
-    }
-
-    /// A request's engine time and generated tokens: what the limit follows when the engine has no load gauges.
-    fn observe_latency(&self, engine_time: Duration, completion_tokens: u64) {
-        self.preemption.observe(engine_time);
-        if self.config.adaptive && !self.engine_gauges.load(Ordering::Relaxed) {
-            let seconds = engine_time.as_secs_f64();
-            self.adjust_limit(None, |limit, in_flight| limit.on_latency(seconds, completion_tokens, in_flight));
-        }
-    }
-
-    /// Applies one decision of the adaptive limit to the slots; logs and records the limit when it changed, at
-    /// most every `LIMIT_REPORT_INTERVAL`.
-    fn adjust_limit(&self, load: Option<EngineLoad>, decide: impl FnOnce(&mut AdaptiveLimit, usize) -> usize) {
-        let in_flight = self.slots.in_flight();
-        let mut state = self.limit.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let limit = decide(&mut state.limit, in_flight);
-        if limit != self.slots.limit() {
-            self.slots.resize(limit);
-        }
-        // Our requests the engine holds waiting beyond the limit are pulled back: they lose nothing, and a
-        // high-priority request no longer queues behind them inside the engine.
-        let queued = load.filter(|load| load.drops_abandoned).map_or(0, |load| load.waiting as usize);
-        let beyond = in_flight.saturating_sub(limit).min(queued);
-        let pulled = if beyond > 0 { self.preemption.pull_back(beyond) } else { 0 };
-        if pulled > 0 {
-            tracing::debug!(tier = %self.config.tier, pulled, "requests pulled back from the engine's queue");
-        }
-        if load.is_some() {
-            self.engine_queued_ours.store(queued.min(in_flight).saturating_sub(pulled) as u64, Ordering::Relaxed);
-        }
-        let due = state.reported.is_none_or(|(last, at)| last != limit && at.elapsed() >= LIMIT_REPORT_INTERVAL);
-        if !due {
-            return;
-        }
-        state.reported = Some((limit, Instant::now()));
-        drop(state);
-        let tier = self.config.tier;
-        let (running, waiting) = load.map_or((None, None), |l| (Some(l.running), Some(l.waiting)));
-        let source = if load.is_some() { "engine gauges" } else { "latency" };
-        tracing::info!(%tier, in_flight_limit = limit, in_flight, engine_running = running, engine_waiting = waiting, source, "in-flight limit");
-        let mut values = vec![Metric::count(metrics::IN_FLIGHT_LIMIT, limit as u64)];
-        if let Some(load) = load {
-            values.push(Metric::count(metrics::ENGINE_REQUESTS_RUNNING, load.running));
-            values.push(Metric::count(metrics::ENGINE_REQUESTS_WAITING, load.waiting));
-        }
-        self.metrics.emit(&[("Tier", tier.as_str())], &values);
-    }
-
-    /// Waits until the engine answers /health; false if `stop` is cancelled first.
-    async fn wait_for_engine(&self, stop: &CancellationToken) -> bool {
-        let started = Instant::now();
-        let mut last_log = started;
-        loop {
-            if self.engine.healthy().await {
-                return true;
-            }
-            if last_log.elapsed() >= Duration::from_secs(30) || last_log == started {
-                tracing::info!(tier = %self.config.tier, waited_s = started.elapsed().as_secs(), "waiting for the engine to become healthy");
-                last_log = Instant::now();
-            }
-            tokio::select! {
-                () = tokio::time::sleep(self.config.health_interval) => {}
-                () = stop.cancelled() => return false,
-            }
-        }
-    }
-
-    /// Reads a received message: the request to run, or how the message ended (malformed: dead-lettered; a
-    /// document already stored: deleted). Never panics on bad input.
-    async fn prepare(&self, lease: &Lease) -> Result<InferenceRequest, Disposition> {
-        let tier = self.config.tier;
-        let message = &lease.message;
-        let sent_at = DateTime::from_timestamp_millis(message.sent_at_ms).unwrap_or_else(Utc::now);
-        let request = match InferenceRequest::parse(message.body.as_bytes(), Intake::Queue(sent_at)) {
-            Ok(request) => request,
-            Err(error) => {
-                let reason = error.to_string();
-                tracing::warn!(%tier, lane = %lease.lane, bytes = message.body.len(), %reason, "malformed message; sending to the dead-letter queue");
-                if let Err(e) = self.queue(lease).dead_letter(message, &reason).await {
-                    tracing::warn!(%tier, error = %e, "dead-letter failed; the message will come back");
-                    return Err(Disposition::RetryLater);
-                }
-                return Err(Disposition::DeadLettered);
-            }
-        };
-        let id = request.request_id;
-        match self.store.exists(id).await {
-            Ok(true) => {
-                tracing::info!(request_id = %id, %tier, "a document (result or cancel) is already stored; deleting the message");
-                if !self.mark_batch_line(&request, None).await {
-                    return Err(Disposition::RetryLater);
-                }
-                self.delete(lease).await;
-                return Err(Disposition::AlreadyDone);
-            }
-            Ok(false) => {}
-            // Only a shortcut: the conditional write below still keeps a first result from being replaced.
-            Err(error) => {
-                tracing::warn!(request_id = %id, %tier, %error, "cannot tell whether a result exists; running the request");
-            }
-        }
-        Ok(request)
-    }
-
-    /// Runs a prepared request to the end: deadline, inference in `slot` (given back as the engine answers, so the
-    /// next request starts while this one stores its result), result, delete. None when it gave its slot up before
-    /// the engine answered (only if `preemptible`; then it waits for another).
-    async fn run_request(
-        &self,
-        lease: &Lease,
-        request: &InferenceRequest,
-        slot: Slot,
-        preemptible: Option<Preemptible>,
-    ) -> Option<Disposition> {
-        let started = Instant::now();
-        let (tier, id, message) = (self.config.tier, request.request_id, &lease.message);
-        // Measured now, as processing starts: the time the message waited, not the time it took.
-        let queue_wait_ms = queue_wait_ms(message);
-        let processing = |started: Instant| Processing {
-            request_id: id,
-            tier,
-            task_arn: self.config.task_arn.clone(),
-            processing_time_ms: started.elapsed().as_millis() as u64,
-            queue_wait_ms,
-            attempts: message.receive_count,
-        };
-        if let Some(deadline) = request.deadline.filter(|_| request.expired_at(Utc::now())) {
-            let reason = format!("the deadline {} passed before inference started", deadline.to_rfc3339());
-            let document = ResultDocument::failure(processing(started), ErrorCode::Expired, reason);
-            return Some(self.finish(lease, request, document).await);
-        }
-        let engine_started = Instant::now();
-        let inference = self.infer(lease, request, preemptible).await;
-        let _storing = Gauged::enter(&self.storing);
-        drop(slot);
-        let outcome = match inference {
-            Inference::Done(outcome) => {
-                if let Ok(completion) = &outcome {
-                    self.generations.fetch_add(1, Ordering::Relaxed);
-                    self.observe_latency(engine_started.elapsed(), completion.generation.usage.completion_tokens);
-                }
-                outcome
-            }
-            Inference::Superseded => {
-                tracing::info!(request_id = %id, %tier, "a document was stored while the request ran (canceled): engine call aborted");
-                self.delete(lease).await;
-                return Some(Disposition::Aborted);
-            }
-            Inference::HandBack => return Some(self.release(lease).await),
-            Inference::GaveUpSlot => {
-                tracing::info!(request_id = %id, %tier, "gave its slot up (to a high-priority request, or the engine queued it beyond the worker's share): runs again in the next free slot");
-                return None;
-            }
-        };
-        let processing = processing(started);
-        let document = match outcome {
-            Ok(completion) => ResultDocument::success(processing, completion.generation, completion.model),
-            Err(EngineError::Permanent(detail)) => {
-                ResultDocument::failure(processing, ErrorCode::EngineRejected, detail)
-            }
-            Err(error) if message.receive_count >= self.config.max_receive_count => ResultDocument::failure(
-                processing,
-                ErrorCode::AttemptsExhausted,
-                format!("gave up after {} attempts; last error: {error}", message.receive_count),
-            ),
-            Err(error) => return Some(self.retry_later(lease, &error.to_string()).await),
-        };
-        Some(self.finish(lease, request, document).await)
-    }
-
-    /// Stores the document (first writer wins), deletes the message, records it and sends the callback. A document
-    /// stored first (a cancel, or another worker's result) stands: this one is neither recorded nor called back.
-    async fn finish(&self, lease: &Lease, request: &InferenceRequest, document: ResultDocument) -> Disposition {
-        let (id, tier) = (request.request_id, self.config.tier);
-        let body = document.to_json();
-        match self.with_heartbeat(lease, self.store_result(id, &body)).await {
-            Ok(PutOutcome::Created) => {}
-            Ok(PutOutcome::AlreadyExists) => {
-                tracing::info!(request_id = %id, %tier, "another document (a result or a cancel) was stored first; this one is dropped");
-                if !self.mark_batch_line(request, None).await {
-                    return self.retry_later(lease, "the batch line's mark was not written").await;
-                }
-                self.delete(lease).await;
-                return Disposition::AlreadyDone;
-            }
-            Err(error) => return self.retry_later(lease, &error.to_string()).await,
-        }
-        if !self.mark_batch_line(request, Some(&body)).await {
-            return self.retry_later(lease, "the batch line's mark was not written").await;
-        }
-        // A batch line carries no callback URL, so a request with one has nothing to mark and reaches this at once.
-        if let (Some(url), Some(webhooks)) = (&request.callback_url, &self.webhooks) {
-            webhooks.send(Callback { url: url.clone(), request_id: id, tier, body });
-        }
-        self.delete(lease).await;
-        self.record(&document);
-        match document.error {
-            None => Disposition::Succeeded,
-            Some(error) => Disposition::Failed(error.code),
-        }
-    }
-
-    /// For a Batch API line, leaves the mark that it ended, as the stored document says (`stored`, or read back when
-    /// another writer stored it): before the message is deleted, so a crash between the two only repeats the mark.
-    /// False when the mark could not be written (the message then comes back and the mark is tried again).
-    async fn mark_batch_line(&self, request: &InferenceRequest, stored: Option<&[u8]>) -> bool {
-        let (Some(line), Some(objects)) = (&request.batch, self.store.objects()) else {
-            return true;
-        };
-        let marked = match stored {
-            Some(document) => objects.put_if_absent(&line.end_mark(document), b"").await.map(drop),
-            None => match self.store.get(request.request_id).await {
-                Ok(Some(document)) => objects.put_if_absent(&line.end_mark(&document), b"").await.map(drop),
-                Ok(None) => Err(StoreError::unavailable("the stored document is gone")),
-                Err(error) => Err(error),
-            },
-        };
-        if let Err(error) = &marked {
-            tracing::warn!(request_id = %request.request_id, batch = %line.id, line = line.line, %error, "could not mark the batch line ended");
-        }
-        marked.is_ok()
-    }
-
-    /// Writes the document, first writer wins. A store that refuses is retried with back-off, keeping the
-    /// generation, until the visibility timeout is spent or the worker drains: a store outage then costs no
-    /// receive (and no attempt toward the dead-letter queue) per retry.
-    async fn store_result(&self, id: RequestId, body: &[u8]) -> Result<PutOutcome, StoreError> {
-        let tier = self.config.tier;
-        let give_up = Instant::now() + self.config.visibility_timeout;
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let error = match self.store.put_if_absent(id, body).await {
-                Ok(outcome) => return Ok(outcome),
-                Err(error) => error,
-            };
-            let delay = self.config.retry_delay(attempt);
-            if Instant::now() + delay > give_up || self.draining.is_cancelled() {
-                return Err(error);
-            }
-            tracing::warn!(request_id = %id, %tier, attempt, retry_in_s = delay.as_secs_f64(), %error, "result store refused the write; retrying on the same lease");
-            tokio::select! {
-                () = tokio::time::sleep(delay) => {}
-                () = self.draining.cancelled() => return Err(error),
-            }
-        }
-    }
-
-    /// Makes messages received as the worker stopped receiving visible again at once; how many.
-    async fn hand_back_unstarted(&self, messages: Vec<Lease>) -> usize {
-        if !messages.is_empty() {
-            tracing::info!(tier = %self.config.tier, messages = messages.len(), "received while stopping: handing back unstarted");
-        }
-        for lease in &messages {
-            self.set_visibility(lease, Duration::ZERO).await;
-        }
-        messages.len()
-    }
-
-    /// Hands the message back at once, for another task (or this one's successor) to run.
-    async fn release(&self, lease: &Lease) -> Disposition {
-        let reason = if self.engine_lost.is_cancelled() { "engine lost" } else { "drain timeout" };
-        tracing::warn!(tier = %self.config.tier, reason, "message handed back for another task");
-        self.set_visibility(lease, Duration::ZERO).await;
-        Disposition::Released
-    }
-
-    fn queue(&self, lease: &Lease) -> &Q {
-        self.lanes.get(lease.lane)
-    }
-
-    /// Runs the request under a heartbeat. A failure while the engine does not answer its health probe is
-    /// the engine's, not the request's: the message is held until the engine answers again (then the
-    /// request is retried on the same lease) or is declared lost (then the message is handed back). A
-    /// document stored meanwhile (a cancel), or a `preemptible` request asked for its slot, ends the run: the
-    /// engine call is dropped, which aborts it.
-    async fn infer(
-        &self,
-        lease: &Lease,
-        request: &InferenceRequest,
-        mut preemptible: Option<Preemptible>,
-    ) -> Inference {
-        let attempts = async {
-            loop {
-                match self.engine.generate(request).await {
-                    Err(error) if !matches!(error, EngineError::Permanent(_)) && !self.engine.healthy().await => {
-                        tracing::warn!(request_id = %request.request_id, tier = %self.config.tier, %error, "engine not answering: holding the request until it answers again or is declared lost");
-                        self.wait_for_engine(&self.hand_back).await;
-                    }
-                    outcome => return outcome,
-                }
-            }
-        };
-        tokio::select! {
-            biased;
-            () = self.hand_back.cancelled() => Inference::HandBack,
-            () = self.document_stored(request.request_id) => Inference::Superseded,
-            outcome = self.with_heartbeat(lease, attempts) => Inference::Done(outcome),
-            () = asked_for_slot(preemptible.as_mut()) => Inference::GaveUpSlot,
-        }
-    }
-
-    /// Resolves once a document for `request_id` exists, looking every `cancel_poll`; a failed look is ignored
-    /// (the next one may succeed, and the result write settles who was first anyway).
-    async fn document_stored(&self, request_id: RequestId) {
-        loop {
-            tokio::time::sleep(self.config.cancel_poll).await;
-            if let Ok(true) = self.store.exists(request_id).await {
-                return;
-            }
-        }
-    }
-
-    /// Keeps the message invisible while `work` runs, renewing every third of the visibility timeout.
-    async fn with_heartbeat<T>(&self, lease: &Lease, work: impl Future<Output = T>) -> T {
-        let every = self.config.visibility_timeout / 3;
-        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-        tokio::pin!(work);
-        loop {
-            tokio::select! {
-                out = &mut work => return out,
-                _ = ticks.tick() => {
-                    if let Err(error) = self.queue(lease).change_visibility(&lease.message.receipt, self.config.visibility_timeout).await {
-                        tracing::warn!(tier = %self.config.tier, %error, "heartbeat failed");
-                    }
-                }
-            }
-        }
-    }
-
-    async fn retry_later(&self, lease: &Lease, error: &str) -> Disposition {
-        let attempt = lease.message.receive_count;
-        let delay = self.config.retry_delay(attempt);
-        tracing::warn!(tier = %self.config.tier, attempt, retry_in_s = delay.as_secs_f64(), %error, "transient failure; the message will be retried");
-        self.set_visibility(lease, delay).await;
-        Disposition::RetryLater
-    }
-
-    /// Makes the message visible again after `delay` (zero: at once).
-    async fn set_visibility(&self, lease: &Lease, delay: Duration) {
-        if let Err(error) = self.queue(lease).change_visibility(&lease.message.receipt, delay).await {
-            tracing::warn!(tier = %self.config.tier, %error, "could not change the message's visibility; its visibility timeout applies");
-        }
-    }
-
-    async fn delete(&self, lease: &Lease) {
-        if let Err(error) = self.queue(lease).delete(&lease.message.receipt).await {
-            tracing::warn!(tier = %self.config.tier, %error, "delete failed; the message may be seen again (its result is stored)");
-        }
-    }
-
-    fn record(&self, document: &ResultDocument) {
-        let usage = document.result.as_ref().map(|r| r.usage).unwrap_or_default();
-        let succeeded = document.error.is_none();
-        tracing::info!(
-            request_id = %document.request_id,
-            tier = %document.tier,
-            status = if succeeded { "success" } else { "error" },
-            processing_ms = document.processing_time_ms,
-            queue_wait_ms = document.queue_wait_ms,
-            completion_tokens = usage.completion_tokens,
-            attempts = document.attempts,
-            "request finished"
-        );
-        self.metrics.emit(
-            &[("Tier", document.tier.as_str())],
-            &[
-                Metric::millis(metrics::INFERENCE_LATENCY, document.processing_time_ms),
-                Metric::millis(metrics::QUEUE_WAIT, document.queue_wait_ms),
-                Metric::count(metrics::PROMPT_TOKENS, usage.prompt_tokens),
-                Metric::count(metrics::COMPLETION_TOKENS, usage.completion_tokens),
-                Metric::count(if succeeded { metrics::REQUESTS_SUCCEEDED } else { metrics::REQUESTS_FAILED }, 1),
-            ],
-        );
     }
 }
 
@@ -962,20 +475,6 @@ async fn asked_for_slot(preemptible: Option<&mut Preemptible>) {
     match preemptible {
         Some(preemptible) => preemptible.asked().await,
         None => std::future::pending().await,
-    }
-}
-
-fn queue_wait_ms(message: &Message) -> u64 {
-    let now = chrono::Utc::now().timestamp_millis();
-    u64::try_from(now - message.sent_at_ms).unwrap_or(0)
-}
-
-/// Waits while the engine fails its health probes; false once receiving stops.
-async fn wait_until_answering(answering: &mut watch::Receiver<bool>, receiving: &CancellationToken) -> bool {
-    tokio::select! {
-        biased;
-        () = receiving.cancelled() => false,
-        answered = answering.wait_for(|answering| *answering) => answered.is_ok(),
     }
 }
 

@@ -1,0 +1,129 @@
+//! A request's ending: its document stored (first writer wins), its Batch API line marked, its metrics, then its
+//! message deleted and its callback sent.
+
+use std::time::Instant;
+
+use crate::contract::outcome::ResultDocument;
+use crate::contract::request::InferenceRequest;
+use crate::contract::request_id::RequestId;
+use crate::infra::metrics::{self, Metric};
+use crate::ports::{Engine, PutOutcome, Queue, ResultStore, StoreError};
+use crate::worker::callbacks::webhook::Callback;
+use crate::worker::lanes::Lease;
+
+use super::{Disposition, Worker};
+
+impl<Q, S, E> Worker<Q, S, E>
+where
+    Q: Queue + ?Sized + 'static,
+    S: ResultStore + ?Sized + 'static,
+    E: Engine + ?Sized + 'static,
+{
+    /// Stores the document (first writer wins), deletes the message, records it and sends the callback. A document
+    /// stored first (a cancel, or another worker's result) stands: this one is neither recorded nor called back.
+    pub(super) async fn finish(
+        &self,
+        lease: &Lease,
+        request: &InferenceRequest,
+        document: ResultDocument,
+    ) -> Disposition {
+        let (id, tier) = (request.request_id, self.config.tier);
+        let body = document.to_json();
+        match self.with_heartbeat(lease, self.store_result(id, &body)).await {
+            Ok(PutOutcome::Created) => {}
+            Ok(PutOutcome::AlreadyExists) => {
+                tracing::info!(request_id = %id, %tier, "another document (a result or a cancel) was stored first; this one is dropped");
+                if !self.mark_batch_line(request, None).await {
+                    return self.retry_later(lease, "the batch line's mark was not written").await;
+                }
+                self.delete(lease).await;
+                return Disposition::AlreadyDone;
+            }
+            Err(error) => return self.retry_later(lease, &error.to_string()).await,
+        }
+        if !self.mark_batch_line(request, Some(&body)).await {
+            return self.retry_later(lease, "the batch line's mark was not written").await;
+        }
+        // A batch line carries no callback URL, so a request with one has nothing to mark and reaches this at once.
+        if let (Some(url), Some(webhooks)) = (&request.callback_url, &self.webhooks) {
+            webhooks.send(Callback { url: url.clone(), request_id: id, tier, body });
+        }
+        self.delete(lease).await;
+        self.record(&document);
+        match document.error {
+            None => Disposition::Succeeded,
+            Some(error) => Disposition::Failed(error.code),
+        }
+    }
+
+    /// Writes the document, first writer wins. A store that refuses is retried with back-off, keeping the
+    /// generation, until the visibility timeout is spent or the worker drains: a store outage then costs no
+    /// receive (and no attempt toward the dead-letter queue) per retry.
+    pub(super) async fn store_result(&self, id: RequestId, body: &[u8]) -> Result<PutOutcome, StoreError> {
+        let tier = self.config.tier;
+        let give_up = Instant::now() + self.config.visibility_timeout;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let error = match self.store.put_if_absent(id, body).await {
+                Ok(outcome) => return Ok(outcome),
+                Err(error) => error,
+            };
+            let delay = self.config.retry_delay(attempt);
+            if Instant::now() + delay > give_up || self.draining.is_cancelled() {
+                return Err(error);
+            }
+            tracing::warn!(request_id = %id, %tier, attempt, retry_in_s = delay.as_secs_f64(), %error, "result store refused the write; retrying on the same lease");
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = self.draining.cancelled() => return Err(error),
+            }
+        }
+    }
+
+    /// For a Batch API line, leaves the mark that it ended, as the stored document says (`stored`, or read back when
+    /// another writer stored it): before the message is deleted, so a crash between the two only repeats the mark.
+    /// False when the mark could not be written (the message then comes back and the mark is tried again).
+    pub(super) async fn mark_batch_line(&self, request: &InferenceRequest, stored: Option<&[u8]>) -> bool {
+        let (Some(line), Some(objects)) = (&request.batch, self.store.objects()) else {
+            return true;
+        };
+        let marked = match stored {
+            Some(document) => objects.put_if_absent(&line.end_mark(document), b"").await.map(drop),
+            None => match self.store.get(request.request_id).await {
+                Ok(Some(document)) => objects.put_if_absent(&line.end_mark(&document), b"").await.map(drop),
+                Ok(None) => Err(StoreError::unavailable("the stored document is gone")),
+                Err(error) => Err(error),
+            },
+        };
+        if let Err(error) = &marked {
+            tracing::warn!(request_id = %request.request_id, batch = %line.id, line = line.line, %error, "could not mark the batch line ended");
+        }
+        marked.is_ok()
+    }
+
+    pub(super) fn record(&self, document: &ResultDocument) {
+        let usage = document.result.as_ref().map(|r| r.usage).unwrap_or_default();
+        let succeeded = document.error.is_none();
+        tracing::info!(
+            request_id = %document.request_id,
+            tier = %document.tier,
+            status = if succeeded { "success" } else { "error" },
+            processing_ms = document.processing_time_ms,
+            queue_wait_ms = document.queue_wait_ms,
+            completion_tokens = usage.completion_tokens,
+            attempts = document.attempts,
+            "request finished"
+        );
+        self.metrics.emit(
+            &[("Tier", document.tier.as_str())],
+            &[
+                Metric::millis(metrics::INFERENCE_LATENCY, document.processing_time_ms),
+                Metric::millis(metrics::QUEUE_WAIT, document.queue_wait_ms),
+                Metric::count(metrics::PROMPT_TOKENS, usage.prompt_tokens),
+                Metric::count(metrics::COMPLETION_TOKENS, usage.completion_tokens),
+                Metric::count(if succeeded { metrics::REQUESTS_SUCCEEDED } else { metrics::REQUESTS_FAILED }, 1),
+            ],
+        );
+    }
+}
