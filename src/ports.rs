@@ -84,6 +84,12 @@ impl QueueError {
     }
 }
 
+/// Most messages one queue call carries: a receive, a batch send or a batch delete (SQS's limit for each of
+/// ReceiveMessage, SendMessageBatch and DeleteMessageBatch, which the embedded queue keeps too).
+pub const MAX_MESSAGES_PER_CALL: usize = 10;
+/// Longest wait of one receive (SQS's longest long poll).
+pub const MAX_RECEIVE_WAIT: Duration = Duration::from_secs(20);
+
 /// The queues' maxReceiveCount unless one is configured (the template's redrive policy): the attempt with this
 /// receive count is a message's last.
 pub(crate) const DEFAULT_MAX_RECEIVE_COUNT: u32 = 3;

@@ -11,17 +11,11 @@ use aws_sdk_sqs::types::{
     QueueAttributeName, SendMessageBatchRequestEntry,
 };
 
-use crate::aws::sqs_deletes::{BatchDelete, DeleteBatcher, MAX_BATCH};
-use crate::ports::{Message, Queue, QueueCounts, QueueError};
+use crate::aws::sqs_deletes::{BatchDelete, DeleteBatcher};
+use crate::ports::{MAX_MESSAGES_PER_CALL, MAX_RECEIVE_WAIT, Message, Queue, QueueCounts, QueueError};
 
-/// Longest long poll SQS allows.
-const MAX_WAIT: Duration = Duration::from_secs(20);
-/// Most messages one ReceiveMessage returns, and one SendMessageBatch sends.
-const MAX_MESSAGES: usize = 10;
-// DeleteMessageBatch takes as many as SendMessageBatch.
-const _: () = assert!(MAX_BATCH <= MAX_MESSAGES);
 /// Largest total body size of one SendMessageBatch.
-const MAX_BATCH_BYTES: usize = 1024 * 1024;
+const MAX_SEND_BATCH_BYTES: usize = 1024 * 1024;
 /// Longest visibility timeout SQS takes (12 hours).
 const MAX_VISIBILITY_SECONDS: u64 = 43_200;
 
@@ -144,7 +138,7 @@ fn chunks(bodies: &[String]) -> Vec<&[String]> {
     let mut chunks = Vec::new();
     let (mut start, mut bytes) = (0, 0);
     for (i, body) in bodies.iter().enumerate() {
-        if i > start && (i - start == MAX_MESSAGES || bytes + body.len() > MAX_BATCH_BYTES) {
+        if i > start && (i - start == MAX_MESSAGES_PER_CALL || bytes + body.len() > MAX_SEND_BATCH_BYTES) {
             chunks.push(&bodies[start..i]);
             (start, bytes) = (i, 0);
         }
@@ -203,8 +197,8 @@ impl Queue for SqsQueue {
             .client
             .receive_message()
             .queue_url(&self.url)
-            .max_number_of_messages(max.clamp(1, MAX_MESSAGES) as i32)
-            .wait_time_seconds(wait.min(MAX_WAIT).as_secs() as i32)
+            .max_number_of_messages(max.clamp(1, MAX_MESSAGES_PER_CALL) as i32)
+            .wait_time_seconds(wait.min(MAX_RECEIVE_WAIT).as_secs() as i32)
             .set_visibility_timeout(self.receive_visibility.map(visibility_seconds))
             .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
             .message_system_attribute_names(MessageSystemAttributeName::SentTimestamp)

@@ -7,14 +7,12 @@ use std::sync::{Arc, OnceLock};
 use async_trait::async_trait;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::ports::QueueError;
+use crate::ports::{MAX_MESSAGES_PER_CALL, QueueError};
 
-/// Most receipts in one batch call (SQS DeleteMessageBatch takes 10).
-pub const MAX_BATCH: usize = 10;
 /// Batch calls on the wire at once; deletes arriving meanwhile wait and go out together.
 const CALLS_IN_FLIGHT: usize = 4;
 
-/// One call that deletes up to [`MAX_BATCH`] messages of a queue.
+/// One call that deletes up to [`MAX_MESSAGES_PER_CALL`] messages of a queue.
 #[async_trait]
 pub trait BatchDelete: Send + Sync + 'static {
     /// One outcome per receipt, in order.
@@ -61,7 +59,7 @@ async fn send_batches<D: BatchDelete>(target: Arc<D>, mut pending: mpsc::Unbound
     while let Some(first) = pending.recv().await {
         let Ok(slot) = Arc::clone(&calls).acquire_owned().await else { return };
         let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
+        while batch.len() < MAX_MESSAGES_PER_CALL {
             match pending.try_recv() {
                 Ok(next) => batch.push(next),
                 Err(_) => break,

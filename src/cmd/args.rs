@@ -317,8 +317,8 @@ pub struct TuningArgs {
     /// First retry delay in seconds after a transient failure; doubles with each attempt.
     #[arg(long, env = "RETRY_BASE_SECONDS", default_value_t = defaults::RETRY_BASE_SECONDS)]
     pub retry_base_seconds: f64,
-    /// Long-poll wait of one receive, in seconds: 1 to 20 (SQS's most); 0 would poll an idle queue in a tight loop.
-    #[arg(long, env = "WAIT_TIME_SECONDS", default_value_t = defaults::WAIT_TIME_SECONDS, value_parser = clap::value_parser!(u64).range(1..=20))]
+    /// Long-poll wait of one receive, in seconds: from 1 to SQS's most; 0 would poll an idle queue in a tight loop.
+    #[arg(long, env = "WAIT_TIME_SECONDS", default_value_t = defaults::WAIT_TIME_SECONDS, value_parser = clap::value_parser!(u64).range(1..=crate::ports::MAX_RECEIVE_WAIT.as_secs()))]
     pub wait_time_seconds: u64,
     /// Longest single generation, in seconds, before it counts as a transient failure.
     #[arg(long, env = "ENGINE_TIMEOUT_SECONDS", default_value_t = DEFAULT_REQUEST_TIMEOUT_SECONDS)]

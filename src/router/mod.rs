@@ -39,7 +39,7 @@ pub(crate) const DEFAULT_LISTEN_ADDR: &str = "127.0.0.1:8080";
 /// Most requests in one POST /infer/batch.
 pub(crate) const MAX_BATCH_REQUESTS: usize = 100;
 /// Largest POST /infer/batch body (under Lambda's 6 MB invocation payload).
-pub(crate) const MAX_BATCH_BYTES: usize = 5 * 1024 * 1024;
+pub(crate) const MAX_INFER_BATCH_BODY_BYTES: usize = 5 * 1024 * 1024;
 
 pub fn app(state: Arc<AppState>) -> Router {
     let api = Router::new()
@@ -220,7 +220,7 @@ async fn infer_batch(
     headers: HeaderMap,
     body: Body,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let (body, held) = read_body(&state, &headers, body, MAX_BATCH_BYTES).await?;
+    let (body, held) = read_body(&state, &headers, body, MAX_INFER_BATCH_BODY_BYTES).await?;
     let entries = batch_entries(&body)?;
     drop((body, held)); // parsed: the raw bytes are not kept while the entries are routed and queued
     let now = Utc::now();

@@ -25,12 +25,10 @@ use std::time::Duration;
 use tokio::task::{JoinError, JoinHandle};
 
 use crate::contract::tier::{Lanes, Priority};
-use crate::ports::{Message, Queue, QueueError};
+use crate::ports::{MAX_MESSAGES_PER_CALL, Message, Queue, QueueError};
 
 /// Of every this many slots filled while both lanes have work, at least one goes to the normal lane.
 pub(crate) const NORMAL_SHARE: usize = 5;
-/// Most messages one receive asks for (SQS's limit).
-pub const MAX_BATCH: usize = 10;
 
 /// A message received from one lane; its receipt is valid on that lane's queue only.
 #[derive(Debug, Clone)]
@@ -171,7 +169,7 @@ impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
         for (i, &lane) in idle.iter().enumerate() {
             let part = remaining.div_ceil(idle.len() - i);
             remaining -= part;
-            let ask = part.clamp(1, MAX_BATCH);
+            let ask = part.clamp(1, MAX_MESSAGES_PER_CALL);
             let queue = Arc::clone(self.lanes.get(lane));
             let wait = self.wait;
             let task = tokio::spawn(async move {
@@ -228,7 +226,7 @@ impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
         if max == 0 {
             return Ok(Vec::new());
         }
-        self.lanes.get(lane).receive(max.min(MAX_BATCH), Duration::ZERO).await
+        self.lanes.get(lane).receive(max.min(MAX_MESSAGES_PER_CALL), Duration::ZERO).await
     }
 }
 

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::contract::outcome::ErrorCode;
 use crate::contract::tier::{Lanes, Priority, Tier};
 use crate::infra::metrics::Emf;
-use crate::ports::{DEFAULT_MAX_RECEIVE_COUNT, Engine, Queue, ResultStore, Service};
+use crate::ports::{DEFAULT_MAX_RECEIVE_COUNT, Engine, MAX_MESSAGES_PER_CALL, Queue, ResultStore, Service};
 use crate::worker::adaptive_limit::AdaptiveLimit;
 use crate::worker::callbacks::webhook::{DRAIN_GRACE, Webhooks};
 use crate::worker::lanes::{LaneReceiver, Lease};
@@ -40,7 +40,7 @@ pub mod defaults {
     /// room for the queue the limit keeps inside it (`adaptive_limit`). vLLM's OpenAI server runs at most 256
     /// sequences at once by default on a GPU under 70 GiB (the L40S of both tiers), 1024 on larger ones.
     pub(crate) const CONCURRENCY: u32 = 2048;
-    pub const WAIT_TIME_SECONDS: u64 = 20;
+    pub const WAIT_TIME_SECONDS: u64 = crate::ports::MAX_RECEIVE_WAIT.as_secs();
     pub(crate) const RETRY_BASE_SECONDS: f64 = 2.0;
     pub(crate) const ENGINE_LOSS_WINDOW_SECONDS: u64 = 30;
     pub(crate) const CANCEL_POLL_SECONDS: f64 = 5.0;
@@ -50,8 +50,6 @@ pub mod defaults {
 
 /// How often the engine's health is probed, before receiving and all along.
 pub(crate) const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
-/// Most messages received ahead of the free slots (see `Worker::receive_ahead`): one SQS receive's worth.
-const RECEIVE_AHEAD_MAX: usize = 10;
 
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -445,12 +443,12 @@ where
     }
 
     /// Messages to hold beyond the free slots, ready for the next slots that free: where a receive is a network
-    /// round trip (SQS), as many as the limit, up to one receive's worth (10). Requests of like length started
+    /// round trip (SQS), as many as the limit, up to one receive's worth (`MAX_MESSAGES_PER_CALL`). Requests of like length started
     /// together end together, so a whole batch of slots can free at once: each is refilled at once, not after a
     /// receive. None on the embedded queue, where a receive takes microseconds. A high-priority request still takes
     /// the next free slot ahead of these (see `wait_for_slot`).
     fn receive_ahead(&self) -> usize {
-        if self.lanes.normal.receive_is_remote() { self.slots.limit().clamp(1, RECEIVE_AHEAD_MAX) } else { 0 }
+        if self.lanes.normal.receive_is_remote() { self.slots.limit().clamp(1, MAX_MESSAGES_PER_CALL) } else { 0 }
     }
 }
 

@@ -5,10 +5,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use gpuinfer::aws::sqs_deletes::{BatchDelete, DeleteBatcher, MAX_BATCH};
+use gpuinfer::aws::sqs_deletes::{BatchDelete, DeleteBatcher};
 use gpuinfer::contract::tier::{Priority, Tier};
 use gpuinfer::local::LocalBackends;
 use gpuinfer::local::queue::LocalQueue;
+use gpuinfer::ports::MAX_MESSAGES_PER_CALL;
 use gpuinfer::ports::{Queue, QueueCounts, QueueError};
 
 /// Deletes from the embedded queue, 20 ms per call, recording each call's size.
@@ -69,7 +70,7 @@ async fn concurrent_deletes_share_batch_calls_and_each_gets_its_own_outcome() {
     let batches = batches.lock().unwrap().clone();
     println!("61 concurrent deletes went out in {} calls: {batches:?}", batches.len());
     assert_eq!(batches.iter().sum::<usize>(), 61);
-    assert!(batches.iter().all(|&size| size <= MAX_BATCH), "{batches:?}");
+    assert!(batches.iter().all(|&size| size <= MAX_MESSAGES_PER_CALL), "{batches:?}");
     assert!(batches.len() <= 61 / 4, "deletes were not batched: {batches:?}");
 }
 
