@@ -393,6 +393,10 @@ where
                     let slot = match free_slot.take() {
                         Some(slot) => slot,
                         None => match worker.wait_for_slot(&lease).await {
+                            // Canceled (or done elsewhere) while it waited: it never reaches the engine again.
+                            Some(_slot) if let Some(ended) = worker.ended_already(&lease, &request).await => {
+                                return ended;
+                            }
                             Some(slot) => {
                                 preemptible = may_give_up.then(|| worker.preemption.register());
                                 slot

@@ -40,23 +40,33 @@ where
                 return Err(Disposition::DeadLettered);
             }
         };
-        let id = request.request_id;
+        match self.ended_already(lease, &request).await {
+            Some(ended) => Err(ended),
+            None => Ok(request),
+        }
+    }
+
+    /// How the message ends when a document (a result, or a cancel) is stored for its request already: checked
+    /// before the request first reaches the engine, and again before it reaches it after waiting for a slot (it
+    /// may have been canceled meanwhile). None: run it.
+    pub(super) async fn ended_already(&self, lease: &Lease, request: &InferenceRequest) -> Option<Disposition> {
+        let (id, tier) = (request.request_id, self.config.tier);
         match self.store.exists(id).await {
             Ok(true) => {
                 tracing::info!(request_id = %id, %tier, "a document (result or cancel) is already stored; deleting the message");
-                if !self.mark_batch_line(&request, None).await {
-                    return Err(Disposition::RetryLater);
+                if !self.mark_batch_line(request, None).await {
+                    return Some(Disposition::RetryLater);
                 }
                 self.delete(lease).await;
-                return Err(Disposition::AlreadyDone);
+                Some(Disposition::AlreadyDone)
             }
-            Ok(false) => {}
-            // Only a shortcut: the conditional write below still keeps a first result from being replaced.
+            Ok(false) => None,
+            // Only a shortcut: the conditional write keeps a first result from being replaced anyway.
             Err(error) => {
                 tracing::warn!(request_id = %id, %tier, %error, "cannot tell whether a result exists; running the request");
+                None
             }
         }
-        Ok(request)
     }
 
     /// Runs a prepared request to the end: deadline, inference in `slot` (given back as the engine answers, so the

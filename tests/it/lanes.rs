@@ -160,6 +160,28 @@ async fn a_high_priority_request_takes_the_slot_of_a_young_normal_one_which_runs
     rig.stop().await;
 }
 
+/// A request that gave its slot up to a high-priority one, then was canceled while it waited for another, never
+/// reaches the engine again: the worker checks for a stored document before every engine call, not only the first.
+#[tokio::test]
+async fn a_request_canceled_after_giving_its_slot_up_is_not_sent_to_the_engine_again() {
+    let behavior = Behavior { latency: Duration::from_millis(1500), slots: 1, ..Behavior::default() };
+    let rig = rig(behavior, WorkerConfig { concurrency: 1, ..config() }).await;
+    let normal = send_now(&rig, Priority::Normal, 1).await;
+    rig.engine_called(1).await;
+    let high = send_now(&rig, Priority::High, 1).await;
+    let engine = &rig.engine;
+    crate::support::eventually(Duration::from_secs(5), "the normal request to give its slot up", || async {
+        (engine.aborted() == 1).then_some(())
+    })
+    .await;
+    let canceled = rig.cancel(normal[0]).await;
+    assert_eq!(rig.result(high[0]).await.status, Status::Success);
+    rig.drained().await;
+    assert_eq!(rig.engine.calls(), 2, "the canceled request was not sent again: {:?}", rig.engine.prompts());
+    assert_eq!(rig.document(normal[0]).await, canceled, "the cancel stays the request's document");
+    rig.stop().await;
+}
+
 /// llama.cpp keeps running a request whose client hung up (measured on the local engine): aborting one would free
 /// nothing and run it twice, so on such an engine a high-priority request waits for the next slot.
 #[tokio::test]
