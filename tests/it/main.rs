@@ -34,6 +34,7 @@ mod lanes;
 mod local_queue;
 mod local_store;
 mod log_privacy;
+mod refusals;
 mod router_api;
 mod router_limits;
 mod sample_compat;

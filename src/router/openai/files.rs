@@ -150,6 +150,9 @@ pub(super) async fn page<T: Serialize + serde::de::DeserializeOwned>(
     limit: usize,
     keep: impl Fn(&T) -> bool,
 ) -> Result<Value, OpenAiError> {
+    if after.is_some_and(str::is_empty) {
+        return Err(OpenAiError::invalid_param("after", "after: the id of the last object of the previous page"));
+    }
     let keys = objects.list(prefix).await.map_err(|e| OpenAiError::store(&e))?;
     let mut ids: Vec<&str> = keys
         .iter()

@@ -64,6 +64,11 @@ impl OpenAiError {
         OpenAiError { status: StatusCode::BAD_REQUEST, message: message.into(), param: None, code: None }
     }
 
+    /// Any refusal with its status (the framework's own, turned into this shape).
+    pub fn refused(status: StatusCode, message: impl Into<String>) -> Self {
+        OpenAiError { status, message: message.into(), param: None, code: None }
+    }
+
     pub fn invalid_param(param: &str, message: impl Into<String>) -> Self {
         OpenAiError { param: Some(param.to_owned()), ..Self::invalid(message) }
     }
