@@ -39,7 +39,7 @@ pub struct DataDirArgs {
     pub data_dir: PathBuf,
 }
 
-/// The SQS queue URLs of both lanes of both tiers; shared by `router` and `scaler`.
+/// The SQS queue URLs of every lane of both tiers; shared by `router` and `scaler`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TierQueueArgs {
     /// SQS queue URL of the small tier (or --embedded-queues for the embedded queue in --data-dir).

@@ -23,7 +23,7 @@ pub struct Args {
     /// Tiers to scale, repeated or comma-separated.
     #[arg(long = "tier", env = "SCALER_TIERS", value_enum, value_delimiter = ',', default_values_t = Tier::ALL)]
     pub tiers: Vec<Tier>,
-    /// With every tier's queue URLs, the scaler reads SQS (both lanes), ECS and CloudWatch.
+    /// With every tier's queue URLs, the scaler reads SQS (every lane), ECS and CloudWatch.
     #[command(flatten)]
     pub queues: TierQueueArgs,
     #[command(flatten)]

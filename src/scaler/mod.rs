@@ -7,7 +7,7 @@
 //! Per tier, in namespace `Custom/ECSInference` with dimensions `ClusterName` and `ServiceName`:
 //!
 //! - `TasksNeeded` = max(⌈M / T⌉, min(R, F), U), kept within [MinTasks, MaxTasks], where M is every message
-//!   of the tier's two lanes (visible + in flight + delayed), T the per-task backlog target (`QUEUE_DEPTH_THRESHOLD`),
+//!   of the tier's lanes (visible + in flight + delayed), T the per-task backlog target (`QUEUE_DEPTH_THRESHOLD`),
 //!   R the running tasks, F the in-flight messages, and U = ⌈R × u / target⌉ when tasks run and their GPU
 //!   compute utilization u, averaged over the last minute, is above 1 % (else 0; the target is 80 %).
 //! - `InferenceScalingMetric` = 1 + TasksNeeded − DesiredTasks. As in the seed, 1.0 means balanced; unlike

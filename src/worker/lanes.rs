@@ -6,15 +6,15 @@
 //! - **Quick round.** For `n` free slots the receiver asks the high lane for all of them but the normal lane's due
 //!   share, then the normal lane for whatever is left, then the high lane again for what the normal lane could not
 //!   fill. No call waits, so no slot stays free while either lane holds a visible message.
-//! - **The share.** While both lanes have work, at least one slot in [`NORMAL_SHARE`] goes to the normal lane: the
-//!   receiver counts the high starts since the last normal one, and the normal lane is due one slot for every
-//!   `NORMAL_SHARE` slots counted (with one slot free at a time: high, high, high, high, normal, …). A normal lane
-//!   without work owes nothing: the high lane then takes every slot.
+//! - **The share.** While the high and normal lanes both have work, at least one slot in [`NORMAL_SHARE`] goes to
+//!   the normal lane: the receiver counts the high starts since the last normal one, and the normal lane is due
+//!   one slot for every `NORMAL_SHARE` slots counted (with one slot free at a time: high, high, high, high,
+//!   normal, …). A normal lane without work owes nothing: the high lane then takes every slot.
 //! - **The batch lane** gets what both other lanes leave: interactive requests overtake batch work.
-//! - **Long polls.** Only when both lanes looked empty does the receiver long-poll, and then every lane at once,
-//!   each in its own task: a lane that answers is served at once and polled again while the other lane's poll
-//!   is still waiting, so neither lane waits behind the other's long poll.
-//! - **Slots.** A long poll asks for the lane's part of the free slots, at least one. When both lanes answer
+//! - **Long polls.** Only when every lane looked empty does the receiver long-poll, and then every lane at once,
+//!   each in its own task: a lane that answers is served at once and polled again while the others' polls are
+//!   still waiting, so no lane waits behind another's long poll.
+//! - **Slots.** A long poll asks for the lane's part of the free slots, at least one. When lanes answer
 //!   together while only one slot was free, the worker holds the extra message (its visibility renewed) until
 //!   the next slot frees: at most one message per lane beyond the free slots, and never more requests in the
 //!   engine than slots.
@@ -27,7 +27,7 @@ use tokio::task::{JoinError, JoinHandle};
 use crate::contract::tier::{Lanes, Priority};
 use crate::ports::{MAX_MESSAGES_PER_CALL, Message, Queue, QueueError};
 
-/// Of every this many slots filled while both lanes have work, at least one goes to the normal lane.
+/// Of every this many slots filled while the high and normal lanes both have work, at least one goes to normal.
 pub(crate) const NORMAL_SHARE: usize = 5;
 
 /// A message received from one lane; its receipt is valid on that lane's queue only.
@@ -70,7 +70,7 @@ struct Poll {
     task: JoinHandle<Result<Vec<Message>, QueueError>>,
 }
 
-/// Receives from both lanes of a tier: quick rounds by the share, long polls when both look empty.
+/// Receives from every lane of a tier: quick rounds by the share, long polls when all look empty.
 pub(crate) struct LaneReceiver<Q: ?Sized> {
     lanes: Lanes<Arc<Q>>,
     wait: Duration,
