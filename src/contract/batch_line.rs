@@ -1,6 +1,7 @@
 //! A Batch API line as the queue carries it: which batch and line a request is, the request id it runs under, and
 //! the mark left beside the batch when the line has ended (how a batch counts its finished lines).
 
+use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -44,10 +45,24 @@ impl LineEnd {
 }
 
 impl BatchLine {
-    /// The line's request id: derived from the batch and the line, so that enqueueing a line twice runs it once
-    /// and its result has one known place. A UUID with the v4 version and variant bits, as the contract requires.
-    pub fn request_id(&self) -> RequestId {
-        let digest = Sha256::new().chain_update(self.id.as_bytes()).chain_update(self.line.to_be_bytes()).finalize();
+    /// The line's request id: derived from the batch, the line and the batch's secret `key`, so that enqueueing a
+    /// line twice runs it once and its result has one known place, while nobody who does not hold the key (another
+    /// client who sees the batch's id) can name it, claim it with a request of their own or cancel it. None: a
+    /// batch created before its lines had a key. A UUID with the v4 version and variant bits, as the contract
+    /// requires.
+    pub fn request_id(&self, key: Option<&[u8]>) -> RequestId {
+        let digest: [u8; 32] = match key {
+            Some(key) => {
+                let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key)
+                    .unwrap_or_else(|_| unreachable!("HMAC takes any key"));
+                mac.update(self.id.as_bytes());
+                mac.update(&self.line.to_be_bytes());
+                mac.finalize().into_bytes().into()
+            }
+            None => {
+                Sha256::new().chain_update(self.id.as_bytes()).chain_update(self.line.to_be_bytes()).finalize().into()
+            }
+        };
         let mut bytes = [0u8; 16];
         bytes.copy_from_slice(&digest[..16]);
         uuid::Builder::from_random_bytes(bytes).into_uuid().into()
@@ -84,13 +99,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_lines_request_id_is_a_valid_v4_id_that_depends_on_batch_and_line() {
+    fn a_lines_request_id_is_a_valid_v4_id_that_depends_on_batch_line_and_key() {
         let line = |id: &str, line| BatchLine { id: id.into(), line };
-        let id = line("batch_a", 7).request_id();
+        let key = Some(&b"the batch's secret"[..]);
+        let id = line("batch_a", 7).request_id(key);
         assert_eq!(RequestId::parse(&id.to_string()), Some(id), "the contract's UUID v4 rule");
-        assert_eq!(id, line("batch_a", 7).request_id());
-        assert_ne!(id, line("batch_a", 8).request_id());
-        assert_ne!(id, line("batch_b", 7).request_id());
+        assert_eq!(id, line("batch_a", 7).request_id(key));
+        assert_ne!(id, line("batch_a", 8).request_id(key));
+        assert_ne!(id, line("batch_b", 7).request_id(key));
+        assert_ne!(id, line("batch_a", 7).request_id(Some(b"another secret")), "who lacks the key cannot name it");
+        assert_ne!(id, line("batch_a", 7).request_id(None), "nor derive it from the batch and line alone");
     }
 
     #[test]

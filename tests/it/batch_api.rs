@@ -360,7 +360,8 @@ async fn a_batch_past_its_completion_window_expires_with_each_line_not_run_in_th
     let results = data.path().join("results");
     let finished = stored_batch(&results, 2, chrono::Utc::now().timestamp() - 25 * 3600, 86_400, true);
     for line in 0..2 {
-        let id = gpuinfer::contract::batch_line::BatchLine { id: finished.clone(), line }.request_id();
+        // Saved as a batch created before its lines had a secret key: ids from batch and line alone.
+        let id = gpuinfer::contract::batch_line::BatchLine { id: finished.clone(), line }.request_id(None);
         let usage = serde_json::json!({"promptTokens": 1, "completionTokens": 1, "totalTokens": 2});
         let result = serde_json::json!({"text": "ok", "usage": usage, "finishReason": "stop"});
         let document = serde_json::json!({"requestId": id, "status": "success", "result": result});

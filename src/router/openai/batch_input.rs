@@ -102,12 +102,12 @@ pub fn label(text: &str) -> LineLabel {
 }
 
 /// Checks line `number` (`text`), the `index`-th request of batch `batch_id`, and makes its request: deadline the
-/// batch's expiry, id derived from batch and index, routed by `models` where its model is mapped.
+/// batch's expiry, id derived from batch, index and the batch's `key`, routed by `models` where its model is mapped.
 pub fn check(
     (number, text): &NumberedLine,
     endpoint: Endpoint,
     models: &ModelTiers,
-    line: BatchLine,
+    (line, key): (BatchLine, Option<&[u8]>),
     expires_at: DateTime<Utc>,
 ) -> Result<CheckedLine, LineError> {
     let fail = |param: &str, message: String| LineError {
@@ -139,7 +139,7 @@ pub fn check(
     }
     let (model, request) = request_of(body, endpoint, models).map_err(|(param, message)| fail(&param, message))?;
     let mut request = request;
-    request.request_id = line.request_id();
+    request.request_id = line.request_id(key);
     request.priority = Priority::Batch;
     request.deadline = Some(expires_at);
     request.batch = Some(line);

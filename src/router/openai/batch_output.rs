@@ -33,6 +33,8 @@ enum Placed {
 #[derive(Debug, Clone, Copy)]
 pub struct Finishing<'a> {
     pub batch_id: &'a str,
+    /// The batch's secret for its lines' ids (None: a batch created before its lines had one).
+    pub line_key: Option<&'a [u8]>,
     pub input_file_id: &'a str,
     pub endpoint: Endpoint,
     /// The batch expired: its canceled lines are errors (`batch_expired`) rather than left out.
@@ -64,7 +66,7 @@ pub async fn assemble(
         .map(|(index, line)| async move {
             let (_, text) = line.map_err(|e| StoreError::caused("reading the input file", e))?;
             let id = BatchLine { id: batch.batch_id.to_owned(), line: u32::try_from(index).unwrap_or(u32::MAX) }
-                .request_id();
+                .request_id(batch.line_key);
             let document = results.get(id).await?;
             Ok::<_, StoreError>(place(&batch_input::label(&text), id, document.as_deref(), batch))
         })
@@ -175,7 +177,13 @@ mod tests {
     use super::*;
 
     fn finishing(expired: bool) -> Finishing<'static> {
-        Finishing { batch_id: "batch_x", input_file_id: "file-x", endpoint: Endpoint::ChatCompletions, expired }
+        Finishing {
+            batch_id: "batch_x",
+            line_key: Some(b"the batch's secret"),
+            input_file_id: "file-x",
+            endpoint: Endpoint::ChatCompletions,
+            expired,
+        }
     }
 
     fn label() -> LineLabel {

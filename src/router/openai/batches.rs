@@ -102,6 +102,22 @@ pub fn record_key(id: &str) -> String {
     format!("batches/{id}.json")
 }
 
+/// The batch's secret for its lines' request ids (`BatchLine::request_id`): an object of its own, so the Batch
+/// object the API answers (and lists) never carries it.
+fn line_key_key(id: &str) -> String {
+    format!("batches/{id}.key")
+}
+
+/// A new batch's secret: 32 bytes from the operating system's random source (two v4 UUIDs).
+fn new_line_key() -> Vec<u8> {
+    [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()].iter().flat_map(|u| *u.as_bytes()).collect()
+}
+
+/// The batch's secret for its lines' ids; None for a batch created before its lines had one.
+async fn line_key(objects: &dyn ObjectStore, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    read_all(objects, &line_key_key(id)).await
+}
+
 /// The mark that every line of the batch was enqueued.
 fn enqueued_key(id: &str) -> String {
     format!("batches/{id}.enqueued")
@@ -189,7 +205,9 @@ pub async fn create(State(state): State<Arc<AppState>>, body: Bytes) -> Result<J
         request_counts: RequestCounts::default(),
         metadata: ask.metadata,
     };
-    match check_lines(&state, objects, &batch).await? {
+    let key = new_line_key();
+    objects.put_if_absent(&line_key_key(&batch.id), &key).await.map_err(|e| OpenAiError::store(&e))?;
+    match check_lines(&state, objects, &batch, &key).await? {
         Err(errors) => {
             tracing::warn!(batch_id = %batch.id, errors = errors.len(), "batch failed validation");
             batch.failed(errors);
@@ -201,7 +219,7 @@ pub async fn create(State(state): State<Arc<AppState>>, body: Bytes) -> Result<J
     batch.status = "in_progress".into();
     batch.in_progress_at = Some(Utc::now().timestamp());
     save(objects, &batch).await?;
-    if let Err(error) = enqueue(&state, objects, &batch).await {
+    if let Err(error) = enqueue(&state, objects, &batch, Some(&key)).await {
         tracing::error!(batch_id = %batch.id, ?error, "enqueueing the batch failed");
         batch.failed(vec![LineError {
             code: "queue_unavailable",
@@ -227,6 +245,7 @@ async fn check_lines(
     state: &AppState,
     objects: &dyn ObjectStore,
     batch: &Batch,
+    key: &[u8],
 ) -> Result<Result<u64, Vec<LineError>>, OpenAiError> {
     let (_, chunks) = input(objects, batch).await?;
     let mut lines = batch_input::lines(chunks);
@@ -236,7 +255,13 @@ async fn check_lines(
         let line = line.map_err(|e| OpenAiError::store(&StoreError::caused("reading the input file", e)))?;
         let batch_line = BatchLine { id: batch.id.clone(), line: index };
         index += 1;
-        match batch_input::check(&line, batch.endpoint(), &state.openai.models, batch_line, batch.expires()) {
+        match batch_input::check(
+            &line,
+            batch.endpoint(),
+            &state.openai.models,
+            (batch_line, Some(key)),
+            batch.expires(),
+        ) {
             Ok(checked) => {
                 let digest = Sha256::digest(checked.label.custom_id.as_bytes());
                 if let Some(first) = custom_ids.insert(digest[..16].try_into().unwrap_or_default(), line.0) {
@@ -266,7 +291,12 @@ async fn input(
 /// Sends every line to its tier's queue, `LINES_PER_SEND` at a time with `SENDS_IN_FLIGHT` sends at once. Each line
 /// is made into its request again as it is read: the checking pass kept only the count, so a large file is never
 /// held in memory.
-async fn enqueue(state: &AppState, objects: &dyn ObjectStore, batch: &Batch) -> Result<(), OpenAiError> {
+async fn enqueue(
+    state: &AppState,
+    objects: &dyn ObjectStore,
+    batch: &Batch,
+    key: Option<&[u8]>,
+) -> Result<(), OpenAiError> {
     let (_, chunks) = input(objects, batch).await?;
     let sends = batch_input::lines(chunks).enumerate().chunks(LINES_PER_SEND).map(|lines| async move {
         let mut by_tier: HashMap<Tier, Vec<String>> = HashMap::new();
@@ -274,7 +304,7 @@ async fn enqueue(state: &AppState, objects: &dyn ObjectStore, batch: &Batch) -> 
             let line = line.map_err(|e| OpenAiError::store(&StoreError::caused("reading the input file", e)))?;
             let batch_line = BatchLine { id: batch.id.clone(), line: u32::try_from(index).unwrap_or(u32::MAX) };
             let checked =
-                batch_input::check(&line, batch.endpoint(), &state.openai.models, batch_line, batch.expires())
+                batch_input::check(&line, batch.endpoint(), &state.openai.models, (batch_line, key), batch.expires())
                     .map_err(|e| OpenAiError::invalid(e.message))?;
             // Thresholds only: a classifier call per line would make a large batch wait on the classifier.
             let (tier, _) = routing::route(&checked.request, &state.routing, None).await;
@@ -337,8 +367,14 @@ async fn refresh(state: &AppState, objects: &dyn ObjectStore, mut batch: Batch) 
         (batch.status, batch.finalizing_at) = ("finalizing".into(), Some(Utc::now().timestamp()));
         save(objects, &batch).await?;
     }
-    let finishing =
-        Finishing { batch_id: &batch.id, input_file_id: &batch.input_file_id, endpoint: batch.endpoint(), expired };
+    let key = line_key(objects, &batch.id).await.map_err(store_error)?;
+    let finishing = Finishing {
+        batch_id: &batch.id,
+        line_key: key.as_deref(),
+        input_file_id: &batch.input_file_id,
+        endpoint: batch.endpoint(),
+        expired,
+    };
     let Some(files) = batch_output::assemble(objects, state.store.as_ref(), finishing).await.map_err(store_error)?
     else {
         let gone = "the batch's input file was deleted before its output was built; create the batch again";
@@ -393,7 +429,8 @@ async fn resume_enqueue(state: &AppState, objects: &dyn ObjectStore, batch: &Bat
         return Ok(());
     }
     tracing::warn!(batch_id = %batch.id, "the batch's enqueue never ended (its router stopped midway): enqueueing its lines again");
-    enqueue(state, objects, batch).await?;
+    let line_key = line_key(objects, &batch.id).await.map_err(|e| OpenAiError::store(&e))?;
+    enqueue(state, objects, batch, line_key.as_deref()).await?;
     objects.put_if_absent(&key, b"").await.map_err(|e| OpenAiError::store(&e))?;
     Ok(())
 }
@@ -409,10 +446,12 @@ async fn end_remaining(
 ) -> Result<(), StoreError> {
     let total = u32::try_from(batch.request_counts.total).unwrap_or(u32::MAX);
     let remaining = (0..total).filter(|line| !ended.contains_key(line));
+    let key = line_key(objects, &batch.id).await?;
+    let key = key.as_deref();
     stream::iter(remaining)
         .map(|line| async move {
             let line = BatchLine { id: batch.id.clone(), line };
-            let id = line.request_id();
+            let id = line.request_id(key);
             let cancel =
                 serde_json::to_vec(&crate::contract::outcome::canceled_because(id, reason)).unwrap_or_default();
             let stored = match state.store.put_if_absent(id, &cancel).await? {

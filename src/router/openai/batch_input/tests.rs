@@ -4,10 +4,13 @@ use super::*;
 use crate::contract::request::Input;
 use crate::contract::tier::Tier;
 
+/// A batch's secret for its lines' ids.
+const KEY: &[u8] = b"the batch's secret";
+
 fn checked(text: &str, endpoint: Endpoint) -> Result<CheckedLine, LineError> {
     let models = ModelTiers::parse("big-model=large").unwrap();
     let line = BatchLine { id: "batch_x".into(), line: 3 };
-    check(&(4, text.to_owned()), endpoint, &models, line, Utc::now() + chrono::Duration::hours(24))
+    check(&(4, text.to_owned()), endpoint, &models, (line, Some(KEY)), Utc::now() + chrono::Duration::hours(24))
 }
 
 #[test]
@@ -16,7 +19,7 @@ fn a_chat_line_becomes_a_request_under_the_lines_own_id() {
     let line = checked(text, Endpoint::ChatCompletions).unwrap();
     assert_eq!(line.label, LineLabel { custom_id: "a".into(), model: "big-model".into() });
     let request = line.request;
-    assert_eq!(request.request_id, BatchLine { id: "batch_x".into(), line: 3 }.request_id());
+    assert_eq!(request.request_id, BatchLine { id: "batch_x".into(), line: 3 }.request_id(Some(KEY)));
     assert_eq!((request.max_tokens, request.temperature, request.route), (12, 0.0, Some(Tier::Large)));
     assert!(matches!(request.input, Input::Messages(_)));
     assert!(request.deadline.is_some());
