@@ -81,6 +81,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         routing: config.routing.config(),
         classifier: config.routing.classifier(wiring, None).await?,
         callbacks: config.callbacks,
+        callbacks_sent: true,
         metrics: Emf::stdout(),
         bodies: config.bodies.clone(),
         openai: config.openai.clone(),

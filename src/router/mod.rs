@@ -164,6 +164,11 @@ struct Admitted {
 
 /// The operator's rules a valid request must also meet: an accepted callback URL, a queue body within limits.
 fn admit(state: &AppState, request: InferenceRequest) -> Result<Admitted, RequestError> {
+    if request.callback_url.is_some() && !state.callbacks_sent {
+        let problem = "no callback can be sent: no webhook secret is configured to sign it (gpuinfer dev \
+                       --webhook-secret, or WEBHOOK_SECRET); configure one, or leave callbackUrl out and poll";
+        return Err(RequestError::Invalid { field: "callbackUrl".into(), problem: problem.into() });
+    }
     if let Some(url) = &request.callback_url {
         let refused = reqwest::Url::parse(url).ok().and_then(|url| state.callbacks.check_url(&url).err());
         if let Some(refusal) = refused {

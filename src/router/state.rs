@@ -20,6 +20,11 @@ pub struct AppState {
     pub classifier: Option<Arc<dyn Classifier>>,
     /// What callback URLs are accepted (checked again, with DNS, when the callback is sent).
     pub callbacks: OutboundPolicy,
+    /// Whether the workers behind this API can sign and send callbacks. False where the process that sends them
+    /// is known to hold no signing key (`gpuinfer dev` without a webhook secret): a callbackUrl is then refused at
+    /// POST rather than accepted and never sent. The standalone router cannot know (its workers hold the key, as
+    /// the stack's WebhookSecret gives every task one), so it takes them as able.
+    pub callbacks_sent: bool,
     pub metrics: Emf,
     /// The memory request bodies being read may hold at once, across every request.
     pub bodies: BodyBudget,

@@ -290,3 +290,24 @@ fn a_router_or_scaler_without_a_queue_refuses_to_start_unless_the_embedded_queue
     router.kill().unwrap();
     router.wait().unwrap();
 }
+
+/// `gpuinfer dev` without a webhook secret could never sign a callback: a request with a callbackUrl is refused at
+/// POST (400 naming callbackUrl and what to configure), not accepted and its callback silently never sent; the same
+/// request without one is accepted.
+#[tokio::test]
+async fn without_a_webhook_secret_a_callback_url_is_refused_at_post() {
+    let data = tempfile::tempdir().unwrap();
+    let engine = EngineProcess::start(&["--latency-ms", "5"]);
+    let flags =
+        ["--classifier", "none", "--scaler-interval", "3600", "--allow-http-callbacks", "--allow-private-callbacks"];
+    let dev = Dev::start(data.path(), free_port(), &engine.url, &flags);
+    let http = reqwest::Client::new();
+    dev.ready(&http).await;
+    let with_callback = json!({"prompt": "hi", "callbackUrl": "http://127.0.0.1:9/hook"});
+    let answer = http.post(format!("{}/infer", dev.url)).json(&with_callback).send().await.unwrap();
+    assert_eq!(answer.status(), StatusCode::BAD_REQUEST);
+    let error = answer.json::<Value>().await.unwrap()["error"].as_str().unwrap_or_default().to_owned();
+    assert!(error.starts_with("callbackUrl:") && error.contains("webhook secret"), "{error}");
+    let answer = http.post(format!("{}/infer", dev.url)).json(&json!({"prompt": "hi"})).send().await.unwrap();
+    assert_eq!(answer.status(), StatusCode::ACCEPTED);
+}

@@ -108,6 +108,7 @@ fn clone_state(f: &Fixture) -> AppState {
         routing: f.state.routing.clone(),
         classifier: f.state.classifier.clone(),
         callbacks: f.state.callbacks,
+        callbacks_sent: f.state.callbacks_sent,
         metrics: Emf::discard(),
         bodies: f.state.bodies.clone(),
         openai: f.state.openai.clone(),
@@ -161,6 +162,7 @@ fn refusing(f: &Fixture) -> Arc<AppState> {
         routing: RoutingConfig::default(),
         classifier: None,
         callbacks: OutboundPolicy::default(),
+        callbacks_sent: true,
         metrics: Emf::discard(),
     })
 }
@@ -265,6 +267,11 @@ async fn callback_urls_follow_the_operators_policy() {
     let (status, _) = call(&f.state, post(json!({"prompt": "hi", "callbackUrl": hook}).to_string())).await;
     assert_eq!(status, StatusCode::ACCEPTED);
     assert_eq!(queued(&f, Tier::Small, Priority::Normal).await[0]["callbackUrl"], hook);
+    // Behind workers that cannot sign callbacks, even an allowed URL is refused rather than never called.
+    let unsigned = Arc::new(AppState { callbacks_sent: false, ..clone_state(&f) });
+    let (status, body) = call(&unsigned, post(json!({"prompt": "hi", "callbackUrl": hook}).to_string())).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body["error"].as_str().unwrap().starts_with("callbackUrl: no callback can be sent"), "{body}");
 }
 
 #[tokio::test]

@@ -42,6 +42,7 @@ pub fn fixture() -> Fixture {
         routing: RoutingConfig::default(),
         classifier: None,
         callbacks: OutboundPolicy::default(),
+        callbacks_sent: true,
         metrics: Emf::to_writer(emf.clone()),
     });
     Fixture { _dir: dir, backends, state, emf }

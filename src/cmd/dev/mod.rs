@@ -270,6 +270,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             .classifier(&config.wiring, commands.small.is_none().then_some(config.engines.small.base_url.as_str()))
             .await?,
         callbacks: config.webhooks.policy,
+        callbacks_sent: config.webhooks.secret.is_some(),
         metrics,
         bodies: config.bodies.clone(),
         openai: config.openai.clone(),
