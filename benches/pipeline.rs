@@ -1,4 +1,4 @@
-//! Benchmarks measured side by side in one run: pipeline vs direct engine, our worker vs a seed-style
+//! Benchmarks measured side by side in one run: pipeline vs direct engine, our worker vs a sample-style
 //! sequential one, the worker's ceiling, router start and latency vs a Python + boto3 router, memory,
 //! and fetch-model vs `aws s3 cp`. Prints one markdown table and writes it to BENCHMARKS.md.
 //!
@@ -632,7 +632,7 @@ const SIMULATOR_PAIRS: usize = 1;
 const LLAMA_PAIRS: usize = 8;
 
 /// P1 (pipeline with default settings vs the engine driven directly at its best concurrency) and, given a
-/// number of sequential requests, P2 (our worker vs a seed-style sequential one).
+/// number of sequential requests, P2 (our worker vs a sample-style sequential one).
 async fn pipeline_rows(
     rows: &mut Vec<Row>,
     label: &str,
@@ -673,8 +673,8 @@ async fn pipeline_rows(
         },
     );
     let Some(sequential) = sequential else { return };
-    eprintln!("{label}: seed-style worker (concurrency 1, one message per receive)");
-    let (seed, _) = drain_with_worker(engine, 1, sequential).await;
+    eprintln!("{label}: sample-style worker (concurrency 1, one message per receive)");
+    let (sample, _) = drain_with_worker(engine, 1, sequential).await;
     eprintln!("{label}: our worker (default settings)");
     let (ours, _) = drain_with_worker(engine, 0, requests).await;
     let p2_target = if slots >= 32 { ("≥ 10", 10.0) } else { ("≥ 3.4", 3.4) };
@@ -682,12 +682,12 @@ async fn pipeline_rows(
         rows,
         Row {
             id: "P2",
-            what: format!("our worker vs seed-style sequential worker, {label}"),
+            what: format!("our worker vs sample-style sequential worker, {label}"),
             ours: format!("{ours:.1} tok/s (default settings)"),
-            reference: format!("{seed:.1} tok/s (concurrency 1, one message per receive)"),
-            ratio: ours / seed,
+            reference: format!("{sample:.1} tok/s (concurrency 1, one message per receive)"),
+            ratio: ours / sample,
             target: p2_target.0,
-            met: Some(ours / seed >= p2_target.1),
+            met: Some(ours / sample >= p2_target.1),
         },
     );
 }

@@ -72,7 +72,7 @@ fn engines() -> Vec<EngineUnderTest> {
             command: format!(
                 "{} --listen 127.0.0.1:{{port}} --slots 8 --completion-tokens 100000 --token-ms 10 \
                  --batch-slowdown 0.3 --start-delay-ms 5000",
-                env!("CARGO_BIN_EXE_engine-double")
+                env!("CARGO_BIN_EXE_engine-simulator")
             ),
             slots: 8,
             tokens: 48,

@@ -37,8 +37,9 @@ def main():
     args.add_argument("--budget-mib", type=int, default=128)
     args = args.parse_args()
     engine_port, port = free_port(), free_port()
-    double = os.path.join(os.path.dirname(args.binary), "engine-double")
-    engine = subprocess.Popen([double, "--listen", f"127.0.0.1:{engine_port}"], stdout=subprocess.DEVNULL)
+    # Built by any test or benchmark build, or by `cargo build --features test-support --bin engine-simulator`.
+    simulator = os.path.join(os.path.dirname(args.binary), "engine-simulator")
+    engine = subprocess.Popen([simulator, "--listen", f"127.0.0.1:{engine_port}"], stdout=subprocess.DEVNULL)
     data = tempfile.mkdtemp()
     dev = subprocess.Popen([args.binary, "dev", "--listen", f"127.0.0.1:{port}", "--data-dir", data,
                             "--small-engine-url", f"http://127.0.0.1:{engine_port}", "--classifier", "none",

@@ -56,7 +56,7 @@ pub enum Command {
     /// The whole pipeline in one process: router, a worker pool per tier, the scaler, embedded queues and result files.
     #[cfg(feature = "all-commands")]
     Dev(Box<cmd::dev::Args>),
-    /// Replay a traffic trace against the seed's scaling policy and ours; print cost, losses and latency side by side.
+    /// Replay a traffic trace against the AWS sample's scaling policy and ours; print cost, losses and latency side by side.
     #[cfg(feature = "all-commands")]
     Simulate(cmd::simulate::Args),
     /// Send a request to a router (prompt from the arguments or stdin); print its requestId, or with --wait its result.
@@ -69,23 +69,4 @@ pub enum Command {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
-mod tests {
-    use clap::CommandFactory;
-
-    use super::*;
-
-    /// The container's build has exactly the container's subcommands; the full build has them and the rest. Run
-    /// both ways by scripts/test.sh (`--no-default-features` for the container's build).
-    #[test]
-    fn the_container_build_keeps_exactly_the_commands_the_container_runs() {
-        let names: Vec<String> = Cli::command().get_subcommands().map(|c| c.get_name().to_owned()).collect();
-        for command in CONTAINER_COMMANDS {
-            assert!(names.iter().any(|name| name == command), "{command} is missing from {names:?}");
-        }
-        if cfg!(feature = "all-commands") {
-            assert!(names.iter().any(|name| name == "router") && names.iter().any(|name| name == "dev"), "{names:?}");
-        } else {
-            assert_eq!(names.len(), CONTAINER_COMMANDS.len(), "{names:?}");
-        }
-    }
-}
+mod tests;

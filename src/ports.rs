@@ -1,6 +1,7 @@
 //! The traits the core is written against: queue, result store, engine, classifier, fleet readings.
 //! Only the methods we call.
 
+use std::marker::PhantomData;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,37 +51,93 @@ impl std::ops::Add for QueueCounts {
     }
 }
 
-/// A port error's two fields for a call that failed with `source`: `context` followed by `source`'s whole chain
-/// (so a log line tells everything), and `source` itself (so nothing is lost to callers that look into it).
-fn with_cause(context: &str, source: impl std::error::Error + Send + Sync + 'static) -> (String, Option<Cause>) {
-    (format!("{context}: {}", crate::infra::error_chain::describe(&source)), Some(Arc::new(source)))
-}
-
 /// The error an adapter's call failed with (the SDK's, SQLite's, the file system's), kept as the port error's
 /// source so nothing of its chain is lost; shared, so a batch call's one failure can fail every entry.
 pub(crate) type Cause = Arc<dyn std::error::Error + Send + Sync + 'static>;
 
+/// The name a port's errors begin with.
+pub trait PortName {
+    const NAME: &'static str;
+}
+
+/// A call to port `P` that failed and may succeed if retried later: `context` says which call and why (followed
+/// by its cause's whole chain, so a log line tells everything), `source` is the cause itself (so nothing is lost
+/// to callers that look into it). The one error shape of every port.
+#[derive(Debug, Clone)]
+pub struct PortError<P> {
+    pub context: String,
+    pub source: Option<Cause>,
+    port: PhantomData<fn() -> P>,
+}
+
+impl<P> PortError<P> {
+    pub fn unavailable(context: impl Into<String>) -> Self {
+        PortError { context: context.into(), source: None, port: PhantomData }
+    }
+
+    pub(crate) fn caused(context: &str, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        let context = format!("{context}: {}", crate::infra::error_chain::describe(&source));
+        PortError { context, source: Some(Arc::new(source)), port: PhantomData }
+    }
+
+    /// `context` as given, with `source` kept as the cause (its chain not repeated in the text).
+    pub(crate) fn with_source(context: String, source: Cause) -> Self {
+        PortError { context, source: Some(source), port: PhantomData }
+    }
+}
+
+impl<P: PortName> std::fmt::Display for PortError<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} unavailable: {}", P::NAME, self.context)
+    }
+}
+
+impl<P: PortName + std::fmt::Debug> std::error::Error for PortError<P> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|cause| cause as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// The queue port ([`Queue`]).
+#[derive(Debug, Clone, Copy)]
+pub struct QueuePort;
+impl PortName for QueuePort {
+    const NAME: &'static str = "queue";
+}
+
+/// The store ports ([`ResultStore`], [`ObjectStore`]).
+#[derive(Debug, Clone, Copy)]
+pub struct StorePort;
+impl PortName for StorePort {
+    const NAME: &'static str = "result store";
+}
+
+/// The fleet-reading ports ([`ServiceTasks`], [`GpuUtilization`]).
+#[derive(Debug, Clone, Copy)]
+pub struct FleetPort;
+impl PortName for FleetPort {
+    const NAME: &'static str = "fleet readings";
+}
+
+pub type StoreError = PortError<StorePort>;
+pub type FleetError = PortError<FleetPort>;
+
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum QueueError {
-    /// Retry later: the call failed; `context` says which and why, `source` is the underlying error if any.
-    #[error("queue unavailable: {context}")]
-    Unavailable {
-        context: String,
-        #[source]
-        source: Option<Cause>,
-    },
+    /// Retry later: the call failed.
+    #[error(transparent)]
+    Unavailable(PortError<QueuePort>),
     #[error("receipt handle is no longer valid (the message was deleted or received again)")]
     ReceiptExpired,
 }
 
 impl QueueError {
     pub fn unavailable(context: impl Into<String>) -> Self {
-        QueueError::Unavailable { context: context.into(), source: None }
+        QueueError::Unavailable(PortError::unavailable(context))
     }
 
     pub(crate) fn caused(context: &str, source: impl std::error::Error + Send + Sync + 'static) -> Self {
-        let (context, source) = with_cause(context, source);
-        QueueError::Unavailable { context, source }
+        QueueError::Unavailable(PortError::caused(context, source))
     }
 }
 
@@ -118,25 +175,6 @@ pub trait Queue: Send + Sync {
     /// messages ahead of its free slots.
     fn receive_is_remote(&self) -> bool {
         true
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("result store unavailable: {context}")]
-pub struct StoreError {
-    pub context: String,
-    #[source]
-    pub source: Option<Cause>,
-}
-
-impl StoreError {
-    pub fn unavailable(context: impl Into<String>) -> Self {
-        StoreError { context: context.into(), source: None }
-    }
-
-    pub(crate) fn caused(context: &str, source: impl std::error::Error + Send + Sync + 'static) -> Self {
-        let (context, source) = with_cause(context, source);
-        StoreError { context, source }
     }
 }
 
@@ -264,25 +302,6 @@ pub struct TaskCounts {
     /// be pulled, a container that exits during start); back to 0 once one runs or a new deployment begins.
     #[serde(rename = "failedTaskStarts")]
     pub failed_starts: u32,
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("fleet readings unavailable: {context}")]
-pub struct FleetError {
-    pub context: String,
-    #[source]
-    pub source: Option<Cause>,
-}
-
-impl FleetError {
-    pub fn unavailable(context: impl Into<String>) -> Self {
-        FleetError { context: context.into(), source: None }
-    }
-
-    pub(crate) fn caused(context: &str, source: impl std::error::Error + Send + Sync + 'static) -> Self {
-        let (context, source) = with_cause(context, source);
-        FleetError { context, source }
-    }
 }
 
 /// How many tasks a service runs and is asked to run (ECS DescribeServices).

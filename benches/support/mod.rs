@@ -126,7 +126,7 @@ pub const GPU_LIKE: &[&str] = &["--completion-tokens", "100000", "--token-ms", "
 
 /// The engine simulator: `slots` parallel slots.
 pub fn simulator(slots: usize, extra: &[&str]) -> (Process, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_engine-double"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_engine-simulator"))
         .args(["--listen", "127.0.0.1:0", "--slots", &slots.to_string()])
         .args(extra)
         .stdout(Stdio::piped())

@@ -1,4 +1,4 @@
-"""Baseline for the router benchmark (P4): the seed-style Python 3.11 + boto3 router, written here only
+"""Baseline for the router benchmark (P4): the sample-style Python 3.11 + boto3 router, written here only
 to be measured against `gpuinfer router`. Same job: validate the request, route it, SendMessage.
 
 PORT, SMALL_QUEUE_URL, LARGE_QUEUE_URL and the AWS_* variables configure it.

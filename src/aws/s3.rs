@@ -1,4 +1,4 @@
-//! S3 result store: `s3://bucket/prefix/` → `prefix/{requestId}.json` (the seed's key rule), written with If-None-Match: *.
+//! S3 result store: `s3://bucket/prefix/` → `prefix/{requestId}.json` (the AWS sample's key rule), written with If-None-Match: *.
 
 use std::sync::Arc;
 
@@ -88,10 +88,10 @@ impl S3Store {
     {
         let call = format!("{action} s3://{}/{key}", self.location.bucket);
         move |e| match e.raw_response().map(|r| r.status().as_u16()) {
-            Some(403) => StoreError {
-                context: format!("{call}: 403 Forbidden: the role needs {}", missing_permission(action)),
-                source: Some(Arc::new(e)),
-            },
+            Some(403) => StoreError::with_source(
+                format!("{call}: 403 Forbidden: the role needs {}", missing_permission(action)),
+                Arc::new(e),
+            ),
             _ => StoreError::caused(&call, e),
         }
     }

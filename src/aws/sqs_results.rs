@@ -1,4 +1,4 @@
-//! Result delivery to an SQS queue (the seed's alternative OUTPUT_DESTINATION): each document is one message.
+//! Result delivery to an SQS queue (the AWS sample's alternative OUTPUT_DESTINATION): each document is one message.
 
 use async_trait::async_trait;
 

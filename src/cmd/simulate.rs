@@ -1,4 +1,4 @@
-//! `gpuinfer simulate`: replay one traffic trace against the seed's scaling policy and ours, for one tier or
+//! `gpuinfer simulate`: replay one traffic trace against the AWS sample's scaling policy and ours, for one tier or
 //! both, print the side-by-side table, and optionally plot tasks and backlog over time.
 
 use std::path::PathBuf;
@@ -16,13 +16,13 @@ use crate::scaler::simulate::report::{self, Column, Summary};
 use crate::scaler::simulate::trace::{self, RawArrival, Traffic};
 use crate::scaler::simulate::{HOUR, SECOND, seconds};
 
-/// Seed README: ~7 min for g6e.xlarge + Mistral-7B, 15–20 min for g6e.48xlarge + Llama-2-70B.
+/// The AWS sample's README: ~7 min for g6e.xlarge + Mistral-7B, 15–20 min for g6e.48xlarge + Llama-2-70B.
 const COLD_START_MINUTES: PerTier<f64> = PerTier { small: 7.0, large: 17.0 };
-/// Seed README: a small request took ~5 s once warm; the large model is assumed six times slower.
+/// The AWS sample's README: a small request took ~5 s once warm; the large model is assumed six times slower.
 const SERVICE_SECONDS: PerTier<f64> = PerTier { small: 5.0, large: 30.0 };
 /// On-demand g6e.xlarge and g6e.48xlarge.
 const PRICE_PER_HOUR: PerTier<f64> = PerTier { small: 1.01, large: 13.35 };
-/// Seed template: scale-in alarm evaluation periods and scale-in cooldowns.
+/// The AWS sample's template: scale-in alarm evaluation periods and scale-in cooldowns.
 const SCALE_IN_PERIODS: PerTier<u32> = PerTier { small: 5, large: 10 };
 const SCALE_IN_COOLDOWN_SECONDS: PerTier<u64> = PerTier { small: 300, large: 600 };
 
@@ -92,9 +92,9 @@ pub struct Args {
     /// Seconds after a scale-in before the next one [default: small=300,large=600].
     #[arg(long, env = "SIM_SCALE_IN_COOLDOWN_SECONDS", value_delimiter = ',')]
     pub scale_in_cooldown_seconds: Vec<TierSetting<u64>>,
-    /// GPU memory utilization (percent) the seed's metric reads while a task runs (vLLM reserves ~90 %).
-    #[arg(long, env = "SIM_SEED_GPU_MEMORY", default_value_t = 90.0)]
-    pub seed_gpu_memory: f64,
+    /// GPU memory utilization (percent) the AWS sample's metric reads while a task runs (vLLM reserves ~90 %).
+    #[arg(long, env = "SIM_SAMPLE_GPU_MEMORY", default_value_t = 90.0)]
+    pub sample_gpu_memory: f64,
     /// Seconds between two scaler runs: also the alarms' period.
     #[arg(long, env = "SIM_SCALER_PERIOD_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     pub scaler_period_seconds: u64,
@@ -186,7 +186,7 @@ impl Args {
                 tier,
                 *SCALE_IN_COOLDOWN_SECONDS.get(tier),
             ) * SECOND,
-            gpu_memory_when_running: self.seed_gpu_memory,
+            gpu_memory_when_running: self.sample_gpu_memory,
         })
     }
 }
@@ -204,7 +204,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         "{}; requests: {} ({}); simulated for {:.1} h\n",
         config.description,
         config.arrivals.len(),
-        results.iter().map(|(tier, c)| format!("{tier} {}", c.seed.requests)).collect::<Vec<_>>().join(", "),
+        results.iter().map(|(tier, c)| format!("{tier} {}", c.sample.requests)).collect::<Vec<_>>().join(", "),
         config.timing.end as f64 / HOUR as f64,
     );
     let mut columns = Vec::new();
@@ -217,7 +217,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         }
     }
     println!("{}\n", report::table(&columns));
-    println!("cost of every tier: seed ${:.2}, ours ${:.2}", totals[0], totals[1]);
+    println!("cost of every tier: sample ${:.2}, ours ${:.2}", totals[0], totals[1]);
     println!(
         "scaler period {} s, retention {:.0} h; see docs/scaling.md for the model",
         config.timing.period / SECOND,
@@ -226,7 +226,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     if let Some(path) = &config.plot {
         let series: Vec<TierSeries<'_>> = results
             .iter()
-            .map(|(tier, c)| TierSeries { tier: *tier, seed: &c.seed.samples, ours: &c.ours.samples })
+            .map(|(tier, c)| TierSeries { tier: *tier, sample: &c.sample.samples, ours: &c.ours.samples })
             .collect();
         plot::write_svg(path, &series)?;
         println!("plot: {}", path.display());

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::contract::request_id::RequestId;
 use crate::contract::tier::Tier;
 
-/// What the engine produced for one request (the seed's `result` object).
+/// What the engine produced for one request (the AWS sample's `result` object).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Generation {

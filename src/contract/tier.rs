@@ -33,7 +33,7 @@ impl Tier {
     }
 
     /// How long a received message stays invisible unless configured: longer on the large tier, whose
-    /// generations are slower (the seed's queues: 300 s and 600 s).
+    /// generations are slower (the AWS sample's queues: 300 s and 600 s).
     pub(crate) fn default_visibility_timeout(self) -> Duration {
         Duration::from_secs(match self {
             Tier::Small => 300,

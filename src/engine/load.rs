@@ -12,7 +12,7 @@ const GAUGES: [(&str, &str, bool); 3] = [
     // llama.cpp's server (`--metrics`). Seen on the pinned local engine (scripts/local-engine.sh): requests whose
     // connection closed stay counted, processing and deferred, and keep their slot.
     ("llamacpp:requests_processing", "llamacpp:requests_deferred", false),
-    // gpuinfer's engine simulator (`engine-double`): a dropped connection frees its slot at once.
+    // gpuinfer's engine simulator (`engine-simulator`): a dropped connection frees its slot at once.
     ("engine_requests_running", "engine_requests_waiting", true),
 ];
 

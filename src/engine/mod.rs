@@ -3,4 +3,5 @@
 
 pub mod client;
 pub mod load;
+#[cfg(feature = "test-support")]
 pub mod simulator;

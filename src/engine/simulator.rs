@@ -1,6 +1,6 @@
-//! The engine simulator ("engine double"): an OpenAI-compatible, GPU-like engine on a loopback port (slots with
+//! The engine simulator: an OpenAI-compatible, GPU-like engine on a loopback port (slots with
 //! continuous batching, per-token time rising with the batch, failures, hangs, malformed answers) for tests,
-//! fault injection and benchmarks. Runs inside a process, or as its own through `src/bin/engine-double.rs`.
+//! fault injection and benchmarks. Runs inside a process, or as its own through `src/bin/engine-simulator.rs`.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -85,7 +85,7 @@ impl Default for Behavior {
 }
 
 #[derive(Debug)]
-struct DoubleState {
+struct SimulatorState {
     behavior: Mutex<Behavior>,
     script: Mutex<VecDeque<Reply>>,
     slots: Semaphore,
@@ -103,31 +103,31 @@ struct DoubleState {
     prompts: Mutex<Vec<String>>,
 }
 
-/// A running engine double; stops when dropped.
+/// A running engine simulator; stops when dropped.
 #[derive(Debug)]
-pub struct EngineDouble {
+pub struct EngineSimulator {
     pub url: String,
-    state: Arc<DoubleState>,
+    state: Arc<SimulatorState>,
     server: tokio::task::JoinHandle<()>,
 }
 
-impl Drop for EngineDouble {
+impl Drop for EngineSimulator {
     fn drop(&mut self) {
         self.server.abort();
     }
 }
 
-impl EngineDouble {
+impl EngineSimulator {
     /// Starts on a free loopback port; panics if none can be bound (a test or benchmark cannot go on without it).
     #[allow(clippy::expect_used)]
     pub async fn start(behavior: Behavior) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind engine double");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind engine simulator");
         Self::serve(listener, behavior)
     }
 
     /// Serves on `listener` until dropped.
     pub fn serve(listener: tokio::net::TcpListener, behavior: Behavior) -> Self {
-        let state = Arc::new(DoubleState {
+        let state = Arc::new(SimulatorState {
             slots: Semaphore::new(behavior.slots),
             healthy: AtomicBool::new(behavior.healthy),
             behavior: Mutex::new(behavior),
@@ -147,14 +147,14 @@ impl EngineDouble {
             .route("/v1/models", get(models))
             .route("/v1/completions", post(complete))
             .route("/v1/chat/completions", post(complete))
-            .route("/double/stats", get(stats))
+            .route("/simulator/stats", get(stats))
             .route("/metrics", get(metrics))
             .with_state(Arc::clone(&state));
         let url = listener.local_addr().map_or_else(|e| format!("http://unknown ({e})"), |a| format!("http://{a}"));
         let server = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        EngineDouble { url, state, server }
+        EngineSimulator { url, state, server }
     }
 
     /// Answers the next requests in this order before the random behaviour applies.
@@ -193,12 +193,12 @@ impl EngineDouble {
     }
 }
 
-async fn health(State(state): State<Arc<DoubleState>>) -> StatusCode {
+async fn health(State(state): State<Arc<SimulatorState>>) -> StatusCode {
     if state.healthy.load(Ordering::SeqCst) { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }
 }
 
 /// Prometheus-style gauges, as engines expose them: requests running in a slot and waiting for one.
-async fn metrics(State(state): State<Arc<DoubleState>>) -> String {
+async fn metrics(State(state): State<Arc<SimulatorState>>) -> String {
     let (running, waiting) = (state.in_flight.load(Ordering::SeqCst), state.waiting.load(Ordering::SeqCst));
     if lock(&state.behavior).keeps_abandoned {
         return format!("llamacpp:requests_processing {running}\nllamacpp:requests_deferred {waiting}\n");
@@ -207,8 +207,8 @@ async fn metrics(State(state): State<Arc<DoubleState>>) -> String {
     format!("engine_requests_running {running}\nengine_requests_waiting {waiting}\nengine_requests_total {total}\n")
 }
 
-/// What the double has seen, for tests that run it as a separate process.
-async fn stats(State(state): State<Arc<DoubleState>>) -> Json<Value> {
+/// What the simulator has seen, for tests that run it as a separate process.
+async fn stats(State(state): State<Arc<SimulatorState>>) -> Json<Value> {
     Json(json!({
         "calls": state.calls.load(Ordering::SeqCst),
         "aborted": state.aborted.load(Ordering::SeqCst),
@@ -221,7 +221,7 @@ async fn stats(State(state): State<Arc<DoubleState>>) -> Json<Value> {
 }
 
 async fn models() -> Json<Value> {
-    Json(json!({ "object": "list", "data": [{ "id": "double-model", "object": "model" }] }))
+    Json(json!({ "object": "list", "data": [{ "id": "simulator-model", "object": "model" }] }))
 }
 
 /// One unit of a gauge while held: a request dropped by its client while waiting for a slot is not counted on.
@@ -243,7 +243,7 @@ impl Drop for Gauge<'_> {
 /// Counts a request as aborted when its handler is dropped (the server drops it when the client disconnects)
 /// before `answered`.
 struct AbortWatch<'a> {
-    state: &'a DoubleState,
+    state: &'a SimulatorState,
     answered: bool,
 }
 
@@ -256,7 +256,7 @@ impl Drop for AbortWatch<'_> {
     }
 }
 
-async fn complete(State(state): State<Arc<DoubleState>>, Json(body): Json<Value>) -> Response {
+async fn complete(State(state): State<Arc<SimulatorState>>, Json(body): Json<Value>) -> Response {
     state.calls.fetch_add(1, Ordering::SeqCst);
     let prompt = body["prompt"]
         .as_str()
@@ -283,7 +283,7 @@ async fn complete(State(state): State<Arc<DoubleState>>, Json(body): Json<Value>
 }
 
 /// Waits for a slot, generates for the request's time in it, and answers as `reply` says.
-async fn generate(state: &DoubleState, behavior: &Behavior, reply: Reply, body: &Value, prompt: &str) -> Response {
+async fn generate(state: &SimulatorState, behavior: &Behavior, reply: Reply, body: &Value, prompt: &str) -> Response {
     let slot = {
         let _waiting = Gauge::raise(&state.waiting);
         state.slots.acquire().await
@@ -302,7 +302,7 @@ async fn generate(state: &DoubleState, behavior: &Behavior, reply: Reply, body: 
         Reply::Status(code) => {
             state.failed.fetch_add(1, Ordering::SeqCst);
             let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            (status, Json(json!({ "error": { "message": format!("double failure {code}"), "code": code } })))
+            (status, Json(json!({ "error": { "message": format!("simulated failure {code}"), "code": code } })))
                 .into_response()
         }
         Reply::Garbage => {
@@ -318,7 +318,7 @@ async fn generate(state: &DoubleState, behavior: &Behavior, reply: Reply, body: 
                 json!({ "index": 0, "text": text, "finish_reason": "length" })
             };
             Json(json!({
-                "id": "cmpl-double",
+                "id": "cmpl-simulator",
                 "model": body["model"],
                 "choices": [choice],
                 "usage": { "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,

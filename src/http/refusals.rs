@@ -6,8 +6,9 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use serde_json::json;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::contract::error_body;
 
 /// A connection whose bodiless 400, 414 and 431 answers get a JSON body. The API's own answers always have one,
 /// so only hyper's are rewritten.
@@ -37,7 +38,7 @@ fn with_json_body(head: &[u8]) -> Option<Vec<u8>> {
     if !fields.lines().any(|line| line.eq_ignore_ascii_case("content-length: 0")) {
         return None;
     }
-    let body = json!({ "error": error }).to_string();
+    let body = error_body::plain(error).to_string();
     let fields: Vec<&str> =
         fields.lines().filter(|line| !line.to_ascii_lowercase().starts_with("content-length:")).collect();
     let head =

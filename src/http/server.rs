@@ -1,16 +1,13 @@
-//! The local HTTP server: serves an axum Router over HTTP/1.1 with header, idle and body timeouts, a cap on open
-//! connections, and a shutdown that drops the connections still open at its deadline.
+//! The local HTTP server: serves an axum Router over HTTP/1.1 with header, idle, body and write timeouts, a cap on
+//! open connections, a refusal of requests giving both Transfer-Encoding and Content-Length, and a shutdown that
+//! drops the connections still open at its deadline.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::Request;
-use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
@@ -18,18 +15,24 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
-use tokio::time::Sleep;
 use tokio_util::sync::CancellationToken;
 
+use crate::http::body_pace::{BodyPace, PacedBody};
+use crate::http::both_lengths::{BothLengths, FollowedReads, RefuseBothLengths};
 use crate::http::refusals::JsonRefusals;
+use crate::http::write_deadline::WriteDeadline;
 
 /// The server's limits.
 #[derive(Debug, Clone, Copy)]
 pub struct HttpLimits {
     /// Longest wait for a request's headers, from the connection's opening or its previous response's end.
     pub header_timeout: Duration,
-    /// Longest wait for a request's whole body, from the end of its headers.
+    /// Longest a request's body may pause, or come slower than `body_min_rate`, before it is cut off.
     pub body_timeout: Duration,
+    /// Bytes a second a request's body must average (with `body_timeout` of slack); 0 for no rate.
+    pub body_min_rate: u64,
+    /// Longest a response may wait for the client to take a byte of it before its connection is dropped.
+    pub write_timeout: Duration,
     /// Connections open at once; more wait in the listen backlog, unaccepted.
     pub max_connections: u32,
     /// Longest wait, once shutdown starts, for open requests to finish.
@@ -39,7 +42,9 @@ pub struct HttpLimits {
 impl HttpLimits {
     pub(crate) const DEFAULT: HttpLimits = HttpLimits {
         header_timeout: Duration::from_secs(10),
-        body_timeout: Duration::from_secs(30),
+        body_timeout: Duration::from_secs(10),
+        body_min_rate: 64 * 1024,
+        write_timeout: Duration::from_secs(30),
         max_connections: 512,
         shutdown_timeout: Duration::from_secs(10),
     };
@@ -51,9 +56,9 @@ const CAP_WARNING_INTERVAL: Duration = Duration::from_secs(60);
 /// Serves `app` on `listener` until `shutdown`; then closes idle connections, lets requests in flight finish
 /// for up to `limits.shutdown_timeout`, and drops the connections still open.
 pub(crate) async fn serve(listener: TcpListener, app: Router, limits: HttpLimits, shutdown: CancellationToken) {
-    let body_timeout = limits.body_timeout;
+    let pace = BodyPace { timeout: limits.body_timeout, min_rate: limits.body_min_rate };
     let app = app.layer(axum::middleware::map_request(move |request: Request| async move {
-        request.map(|body| Body::new(DeadlineBody::new(body, body_timeout)))
+        request.map(|body| Body::new(PacedBody::new(body, pace)))
     }));
     let service = TowerToHyperService::new(app);
     let mut http = http1::Builder::new();
@@ -75,8 +80,11 @@ pub(crate) async fn serve(listener: TcpListener, app: Router, limits: HttpLimits
                 continue;
             }
         };
+        let both_lengths = BothLengths::new();
+        let stream = WriteDeadline::new(FollowedReads::new(stream, Arc::clone(&both_lengths)), limits.write_timeout);
         let stream = TokioIo::new(JsonRefusals::new(stream));
-        let connection = graceful.watch(http.serve_connection(stream, service.clone()));
+        let service = RefuseBothLengths::new(service.clone(), both_lengths);
+        let connection = graceful.watch(http.serve_connection(stream, service));
         connections.spawn(async move {
             if let Err(error) = connection.await {
                 tracing::debug!(%error, "HTTP connection closed on an error");
@@ -118,45 +126,4 @@ async fn accept_failed(error: std::io::Error) {
     }
     tracing::error!(%error, "cannot accept an HTTP connection; retrying in 1 s");
     tokio::time::sleep(Duration::from_secs(1)).await;
-}
-
-/// A request body that fails if its last byte has not arrived by a deadline: a client sending half a body, or
-/// trickling it, cannot hold its connection longer.
-struct DeadlineBody {
-    body: Body,
-    deadline: Pin<Box<Sleep>>,
-    timeout: Duration,
-}
-
-impl DeadlineBody {
-    fn new(body: Body, timeout: Duration) -> Self {
-        DeadlineBody { body, deadline: Box::pin(tokio::time::sleep(timeout)), timeout }
-    }
-}
-
-/// The error of a body whose deadline passed.
-#[derive(Debug, thiserror::Error)]
-#[error("not all of it arrived within {} s", .0.as_secs())]
-struct BodyTimedOut(Duration);
-
-impl HttpBody for DeadlineBody {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let this = self.get_mut();
-        if let Poll::Ready(frame) = Pin::new(&mut this.body).poll_frame(cx) {
-            return Poll::Ready(frame);
-        }
-        ready!(this.deadline.as_mut().poll(cx));
-        Poll::Ready(Some(Err(axum::Error::new(BodyTimedOut(this.timeout)))))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
-    }
 }

@@ -14,7 +14,7 @@ use queue::{LocalQueue, QueueDb, QueueSettings};
 use store::FileStore;
 
 use crate::contract::tier::{Lanes, Priority, Tier};
-use crate::ports::{DEFAULT_MAX_RECEIVE_COUNT, QueueError, StoreError};
+use crate::ports::{QueueError, StoreError};
 
 pub(crate) const DEAD_LETTER_QUEUE: &str = "dead-letter";
 
@@ -102,7 +102,7 @@ impl LocalBackends {
         ))
     }
 
-    /// Both lanes' request queues of a tier.
+    /// Every lane's request queue of a tier.
     pub fn tier_lanes(
         &self,
         tier: Tier,
@@ -112,11 +112,14 @@ impl LocalBackends {
         Lanes::from_fn(|lane| self.lane_queue(tier, lane, visibility_timeout, max_receive_count))
     }
 
-    /// A tier's request queues for a process that sends to them or counts them but never receives.
+    /// A tier's request queues for a test that sends to them or counts them but never receives.
+    #[cfg(feature = "test-support")]
     pub fn lane_handles(&self, tier: Tier) -> Lanes<Arc<LocalQueue>> {
-        self.tier_lanes(tier, tier.default_visibility_timeout(), DEFAULT_MAX_RECEIVE_COUNT)
+        self.tier_lanes(tier, tier.default_visibility_timeout(), crate::ports::DEFAULT_MAX_RECEIVE_COUNT)
     }
 
+    /// The dead-letter queue, for a test to inspect.
+    #[cfg(feature = "test-support")]
     pub fn dead_letter_queue(&self) -> LocalQueue {
         self.db.queue(
             DEAD_LETTER_QUEUE,

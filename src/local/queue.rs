@@ -121,7 +121,8 @@ impl LocalQueue {
         &self.name
     }
 
-    /// Messages in this queue with their `ErrorReason` attribute (for dead-letter inspection).
+    /// Messages in this queue with their `ErrorReason` attribute (for a test's dead-letter inspection).
+    #[cfg(feature = "test-support")]
     pub fn peek_all(&self) -> Result<Vec<(String, Option<String>)>, QueueError> {
         let conn = self.db.lock()?;
         let mut stmt = conn

@@ -32,20 +32,12 @@ impl FileStore {
         self.results.join(format!("{request_id}.json"))
     }
 
-    /// Removes every document (results, cancels, acceptance records) last written more than `retention` ago, as
-    /// the results bucket's lifecycle rule does on AWS; how many.
-    pub fn expire(&self, retention: Duration) -> Result<usize, StoreError> {
-        let cutoff = SystemTime::now() - retention;
-        let mut removed = 0;
-        for entry in std::fs::read_dir(&self.results).map_err(io_error)? {
-            let entry = entry.map_err(io_error)?;
-            let modified = entry.metadata().and_then(|m| m.modified()).map_err(io_error)?;
-            if entry.file_type().map_err(io_error)?.is_file() && modified < cutoff {
-                std::fs::remove_file(entry.path()).map_err(io_error)?;
-                removed += 1;
-            }
-        }
-        Ok(removed)
+    /// Removes every object last written more than `retention` before `now`, in every folder (results, cancels,
+    /// acceptance records, and the Batch API's files, batches, marks and uploads), as the results bucket's
+    /// lifecycle rule does on AWS for every key under the results prefix; a folder that was as old and is left
+    /// empty goes too. How many objects.
+    pub fn expire(&self, retention: Duration, now: SystemTime) -> Result<usize, StoreError> {
+        expire_in(&self.results, now.checked_sub(retention).unwrap_or(SystemTime::UNIX_EPOCH))
     }
 
     fn acceptance_path_of(&self, request_id: RequestId) -> PathBuf {
@@ -106,6 +98,40 @@ fn read(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io_error(e)),
     }
+}
+
+/// Removes the objects of `dir`, and of the folders in it, last written before `cutoff`; and each folder in it
+/// that was last changed before `cutoff` and is empty once its old objects are gone. How many objects.
+/// What is gone by the time the sweep reaches it (removed meanwhile by the API) is passed over.
+fn expire_in(dir: &Path, cutoff: SystemTime) -> Result<usize, StoreError> {
+    let gone = |e: &std::io::Error| e.kind() == ErrorKind::NotFound;
+    let entries = match std::fs::read_dir(dir) {
+        Err(e) if gone(&e) => return Ok(0),
+        entries => entries.map_err(io_error)?,
+    };
+    let mut removed = 0;
+    for entry in entries {
+        let entry = entry.map_err(io_error)?;
+        let metadata = match entry.metadata() {
+            Err(e) if gone(&e) => continue,
+            metadata => metadata.map_err(io_error)?,
+        };
+        let old = metadata.modified().map_err(io_error)? < cutoff;
+        if metadata.is_dir() {
+            removed += expire_in(&entry.path(), cutoff)?;
+            if old {
+                // Refused while something is still in it (a recent object, one written meanwhile): kept.
+                let _ = std::fs::remove_dir(entry.path());
+            }
+        } else if metadata.is_file() && old {
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => removed += 1,
+                Err(e) if gone(&e) => {}
+                Err(e) => return Err(io_error(e)),
+            }
+        }
+    }
+    Ok(removed)
 }
 
 fn io_error(e: std::io::Error) -> StoreError {

@@ -1,5 +1,7 @@
 //! How the router tells a retry from a reused requestId: the record it keeps, beside the results, of each request
-//! it accepted (a fingerprint of what the client sent, and the tier it answered).
+//! it accepted (a fingerprint of what the client sent, the tier it answered, the id as it was sent). A record is
+//! kept under the id's canonical (lower-case) form, so of two spellings that differ only in case, only the first
+//! is accepted.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -25,6 +27,9 @@ pub(crate) enum Admission {
 struct Record {
     fingerprint: String,
     tier: Tier,
+    /// The id as its request sent it; absent in records kept before ids were compared without case.
+    #[serde(rename = "requestId", default, skip_serializing_if = "Option::is_none")]
+    request_id: Option<RequestId>,
 }
 
 /// The fingerprint of a request as the client sent it: SHA-256 of its JSON with keys sorted, so the same request
@@ -51,23 +56,23 @@ fn canonical(value: &Value) -> String {
 }
 
 /// Records that `request_id` is accepted for the request with `fingerprint`, routed to `tier` — unless it already
-/// was, for the same request (a retry) or another one.
+/// was, in any case, for the same request (a retry) or another one.
 pub(crate) async fn admit(
     store: &dyn ResultStore,
     request_id: RequestId,
     fingerprint: &str,
     tier: Tier,
 ) -> Result<Admission, StoreError> {
-    let record = serde_json::to_vec(&Record { fingerprint: fingerprint.to_owned(), tier })
-        .map_err(|e| StoreError::caused("encoding the acceptance record", e))?;
-    if store.record_acceptance(request_id, &record).await? == PutOutcome::Created {
+    let record = Record { fingerprint: fingerprint.to_owned(), tier, request_id: Some(request_id) };
+    let record = serde_json::to_vec(&record).map_err(|e| StoreError::caused("encoding the acceptance record", e))?;
+    if store.record_acceptance(request_id.canonical(), &record).await? == PutOutcome::Created {
         return Ok(Admission::New);
     }
-    let earlier = store.acceptance(request_id).await?.and_then(|bytes| serde_json::from_slice::<Record>(&bytes).ok());
-    match earlier {
+    match read(store, request_id).await?.flatten() {
         Some(earlier) if earlier.fingerprint == fingerprint => Ok(Admission::Retry(earlier.tier)),
-        _ => {
-            let document = store.get(request_id).await?;
+        earlier => {
+            let holder = earlier.and_then(|record| record.request_id).unwrap_or(request_id);
+            let document = store.get(holder).await?;
             let status =
                 document.as_deref().and_then(Ending::read).map_or("pending".into(), |e| e.status.as_str().into());
             Ok(Admission::Reused { status })
@@ -75,7 +80,21 @@ pub(crate) async fn admit(
     }
 }
 
-/// Whether a request with this id was accepted (and its record has not expired).
-pub(crate) async fn was_accepted(store: &dyn ResultStore, request_id: RequestId) -> Result<bool, StoreError> {
-    Ok(store.acceptance(request_id).await?.is_some())
+/// The id, as its request sent it, of the accepted request that holds `request_id` in any case; None when none
+/// does (or its record expired).
+pub(crate) async fn holder(store: &dyn ResultStore, request_id: RequestId) -> Result<Option<RequestId>, StoreError> {
+    let record = read(store, request_id).await?;
+    Ok(record.map(|record| record.and_then(|record| record.request_id).unwrap_or(request_id)))
+}
+
+/// Drops the record of accepting `request_id` (its enqueue failed, so the client's retry must be accepted).
+pub(crate) async fn forget(store: &dyn ResultStore, request_id: RequestId) -> Result<(), StoreError> {
+    store.forget_acceptance(request_id.canonical()).await
+}
+
+/// What is kept for `request_id`'s identity: None when nothing is, Some(None) for bytes that are not a record
+/// (counted as another request's).
+async fn read(store: &dyn ResultStore, request_id: RequestId) -> Result<Option<Option<Record>>, StoreError> {
+    let kept = store.acceptance(request_id.canonical()).await?;
+    Ok(kept.map(|bytes| serde_json::from_slice(&bytes).ok()))
 }

@@ -6,7 +6,7 @@ use crate::contract::request::InferenceRequest;
 use crate::contract::tier::Tier;
 use crate::ports::Classifier;
 
-/// Thresholds of the routing heuristics (seed defaults).
+/// Thresholds of the routing heuristics (the AWS sample's defaults).
 #[derive(Debug, Clone)]
 pub struct RoutingConfig {
     /// Prompts longer than this many characters go to the large tier.
@@ -20,7 +20,7 @@ pub struct RoutingConfig {
 }
 
 impl RoutingConfig {
-    /// The seed's thresholds; the command line's defaults read them.
+    /// The AWS sample's thresholds; the command line's defaults read them.
     pub(crate) const DEFAULT: RoutingConfig = RoutingConfig {
         prompt_length_threshold: 2000,
         max_tokens_threshold: 1024,
@@ -66,7 +66,7 @@ pub(crate) enum Heuristic {
     Ambiguous,
 }
 
-/// The seed's rules in order: override → prompt length → maxTokens → ambiguous zone → small.
+/// The AWS sample's rules in order: override → prompt length → maxTokens → ambiguous zone → small.
 pub(crate) fn heuristic(request: &InferenceRequest, config: &RoutingConfig) -> Heuristic {
     if let Some(tier) = request.route {
         return Heuristic::Decided(tier, Reason::Override);

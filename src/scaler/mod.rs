@@ -10,8 +10,8 @@
 //!   of the tier's lanes (visible + in flight + delayed), T the per-task backlog target (`QUEUE_DEPTH_THRESHOLD`),
 //!   R the running tasks, F the in-flight messages, and U = ⌈R × u / target⌉ when tasks run and their GPU
 //!   compute utilization u, averaged over the last minute, is above 1 % (else 0; the target is 80 %).
-//! - `InferenceScalingMetric` = 1 + TasksNeeded − DesiredTasks. As in the seed, 1.0 means balanced; unlike
-//!   the seed, the distance from 1 is exactly how many tasks to add (above 1) or remove (below 1).
+//! - `InferenceScalingMetric` = 1 + TasksNeeded − DesiredTasks. As in the AWS sample, 1.0 means balanced; unlike
+//!   the sample, the distance from 1 is exactly how many tasks to add (above 1) or remove (below 1).
 //! - `HasBacklogWithoutCapacity` = 1 while any message waits and no task runs, else 0 (for dashboards and a
 //!   "no capacity arrives" alarm; scaling itself needs only the first two).
 //! - `TaskStartsFailing` = 1 while no task runs and the service's current deployment has failed to start
@@ -137,9 +137,9 @@ pub struct Decision {
     pub starts_failing: bool,
 }
 
-/// Messages one task should carry unless configured (the seed's QueueDepthScaleThreshold).
+/// Messages one task should carry unless configured (the AWS sample's QueueDepthScaleThreshold).
 pub const DEFAULT_BACKLOG_PER_TASK: u32 = 5;
-/// Fewest and most tasks per tier unless configured (the seed's MinTaskCount, MaxTaskCount and
+/// Fewest and most tasks per tier unless configured (the AWS sample's MinTaskCount, MaxTaskCount and
 /// LargeModelMaxTaskCount).
 pub(crate) const DEFAULT_MIN_TASKS: u32 = 0;
 pub(crate) const DEFAULT_MAX_TASKS: PerTier<u32> = PerTier { small: 10, large: 4 };

@@ -1,8 +1,8 @@
-//! The scaling decision against the seed's counterexamples, term by term, and the checks on a policy.
+//! The scaling decision against the AWS sample's counterexamples, term by term, and the checks on a policy.
 
 use super::{PolicyError, Readings, START_FAILURES_TO_STOP, ScalingPolicy, decide};
 use crate::ports::{QueueCounts, TaskCounts};
-use crate::scaler::simulate::policy::seed_metric;
+use crate::scaler::simulate::policy::sample_metric;
 
 fn policy() -> ScalingPolicy {
     ScalingPolicy::new(5, 0, 10, 80.0).unwrap()
@@ -37,29 +37,29 @@ fn a_tier_whose_task_starts_keep_failing_asks_for_no_capacity_until_one_starts()
 }
 
 #[test]
-fn the_seeds_counterexamples_scale_the_right_way() {
-    // (case, readings, GPU memory the seed would read, tasks needed, our metric, seed's metric)
+fn the_samples_counterexamples_scale_the_right_way() {
+    // (case, readings, GPU memory the sample would read, tasks needed, our metric, the sample's metric)
     let cases = [
         ("one request on zero tasks", readings(1, 0, 0, 0, 0, None), None, 1, 2.0, 0.2),
         ("idle tier, GPU memory at 90 %", readings(0, 0, 0, 1, 1, Some(0.0)), Some(90.0), 0, 0.0, 1.125),
         ("40 queued on one task", readings(40, 0, 0, 1, 1, Some(50.0)), Some(90.0), 8, 8.0, 8.0),
         ("in-flight only, no GPU datapoint yet", readings(0, 3, 0, 1, 1, None), None, 1, 1.0, 0.0),
     ];
-    for (case, readings, gpu_memory, needed, ours, seed) in cases {
+    for (case, readings, gpu_memory, needed, ours, sample) in cases {
         let decision = decide(&readings, &policy());
         assert_eq!(decision.tasks_needed, needed, "{case}");
         assert_eq!(decision.scaling_metric, ours, "{case}");
-        assert_eq!(seed_metric(readings.queue.visible, gpu_memory, 5), seed, "{case}");
+        assert_eq!(sample_metric(readings.queue.visible, gpu_memory, 5), sample, "{case}");
     }
-    // What the alarms make of them: ours scales out above 1.0 by metric − 1 and in below 1.0; the seed
+    // What the alarms make of them: ours scales out above 1.0 by metric − 1 and in below 1.0; the sample
     // scales out by one above 1.0 and in by one below 0.1.
     let ours = |r| decide(&r, &policy()).scaling_metric;
     assert!(ours(readings(1, 0, 0, 0, 0, None)) > 1.0, "ours starts a task for one request");
-    assert!(seed_metric(1, None, 5) <= 1.0, "the seed never starts one for it");
+    assert!(sample_metric(1, None, 5) <= 1.0, "the sample never starts one for it");
     assert!(ours(readings(0, 0, 0, 1, 1, Some(0.0))) < 1.0, "ours lets an idle tier go");
-    assert!(seed_metric(0, Some(90.0), 5) > 1.0, "the seed scales an idle tier out");
+    assert!(sample_metric(0, Some(90.0), 5) > 1.0, "the sample scales an idle tier out");
     assert_eq!(ours(readings(0, 3, 0, 1, 1, None)), 1.0, "ours holds a tier while it works");
-    assert!(seed_metric(0, None, 5) < 0.1, "the seed scales in under in-flight work");
+    assert!(sample_metric(0, None, 5) < 0.1, "the sample scales in under in-flight work");
 }
 
 #[test]

@@ -5,7 +5,7 @@
 //!
 //! - **Quick round.** For `n` free slots the receiver asks the high lane for all of them but the normal lane's due
 //!   share, then the normal lane for whatever is left, then the high lane again for what the normal lane could not
-//!   fill. No call waits, so no slot stays free while either lane holds a visible message.
+//!   fill. No call waits, so no slot stays free while any lane holds a visible message.
 //! - **The share.** While the high and normal lanes both have work, at least one slot in [`NORMAL_SHARE`] goes to
 //!   the normal lane: the receiver counts the high starts since the last normal one, and the normal lane is due
 //!   one slot for every `NORMAL_SHARE` slots counted (with one slot free at a time: high, high, high, high,

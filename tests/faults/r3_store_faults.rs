@@ -21,7 +21,7 @@ use crate::support::faulty_store::FaultyStore;
 use crate::support::free_port;
 use crate::support::process::ChildProcess;
 use crate::support::{eventually, moto, report_figure, request_body};
-use gpuinfer::engine::simulator::{Behavior, EngineDouble};
+use gpuinfer::engine::simulator::{Behavior, EngineSimulator};
 
 const OUTAGE: Duration = Duration::from_secs(4);
 
@@ -60,7 +60,7 @@ async fn r3_a_result_store_refusing_for_a_window_delays_requests_on_the_embedded
     for i in 0..REQUESTS {
         queue.send(&request_body(&format!("store fault test {i}")).1).await.unwrap();
     }
-    let engine = EngineDouble::start(Behavior { latency: Duration::from_millis(20), ..Behavior::default() }).await;
+    let engine = EngineSimulator::start(Behavior { latency: Duration::from_millis(20), ..Behavior::default() }).await;
     let client = EngineClient::new(&EngineConfig {
         base_url: engine.url.clone(),
         model: None,

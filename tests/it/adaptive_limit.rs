@@ -1,4 +1,4 @@
-//! The worker's adaptive in-flight limit against the engine double's slots, read through the double's /metrics:
+//! The worker's adaptive in-flight limit against the engine simulator's slots, read through the simulator's /metrics:
 //! with default settings a backlog fills every slot and leaves next to nothing queued inside the engine, where a
 //! fixed limit above the slots queues the rest there; the limit is reported as an EMF metric. On an engine that keeps
 //! abandoned requests, one request waits inside it.

@@ -11,7 +11,7 @@ use gpuinfer::aws::cloudwatch::SaturationOrGpu;
 use gpuinfer::aws::s3::{S3Location, S3Store};
 use gpuinfer::aws::sqs::SqsQueue;
 use gpuinfer::contract::tier::{Lanes, Tier};
-use gpuinfer::engine::simulator::{Behavior, EngineDouble};
+use gpuinfer::engine::simulator::{Behavior, EngineSimulator};
 use gpuinfer::infra::metrics::Emf;
 use gpuinfer::ports::{GpuUtilization, PutOutcome, Queue, QueueCounts, QueueError, ResultStore, Service};
 use gpuinfer::worker::WorkerConfig;
@@ -93,7 +93,7 @@ async fn s3_store_writes_once_under_the_prefix_and_reads_back() {
     assert_eq!(
         moto::keys(&moto::s3().await, &bucket, "").await,
         [format!("team/a/{id}.json")],
-        "the seed's rule: destination prefix + {{requestId}}.json"
+        "the AWS sample's rule: destination prefix + {{requestId}}.json"
     );
 }
 
@@ -160,7 +160,7 @@ async fn the_samples_one_queue_per_tier_runs_without_high_lanes() {
     let (large, _) = moto::queue_with_dlq(&format!("{name}-large-request-queue"), 30, 3).await;
     let bucket = moto::bucket(&name).await;
     let destination = format!("s3://{bucket}/results/");
-    let engine = EngineDouble::start(Behavior::default()).await;
+    let engine = EngineSimulator::start(Behavior::default()).await;
     let port = free_port();
     let _router = gpuinfer(
         &["router", "--listen", &format!("127.0.0.1:{port}"), "--classifier", "none"],
@@ -194,7 +194,7 @@ async fn the_samples_one_queue_per_tier_runs_without_high_lanes() {
 }
 
 /// Fifty requests, half of them sent one by one and half in one POST /infer/batch, one in three on the high
-/// lane: router → SQS (both lanes of both tiers) → worker processes → S3.
+/// lane: router → SQS (the high and normal lanes of both tiers) → worker processes → S3.
 #[tokio::test]
 #[ignore = "needs moto: scripts/test.sh"]
 async fn router_sqs_worker_s3_carry_fifty_requests_end_to_end() {
@@ -202,7 +202,7 @@ async fn router_sqs_worker_s3_carry_fifty_requests_end_to_end() {
     let (small, dlq) = moto::lanes_with_dlq(&format!("{name}-small"), 30, 3).await;
     let (large, _) = moto::lanes_with_dlq(&format!("{name}-large"), 30, 3).await;
     let bucket = moto::bucket(&name).await;
-    let engine = EngineDouble::start(Behavior::default()).await;
+    let engine = EngineSimulator::start(Behavior::default()).await;
     let port = free_port();
     let destination = format!("s3://{bucket}/out/");
     let _router = gpuinfer(
@@ -295,7 +295,7 @@ async fn in_process_worker(
     lanes: &Lanes<String>,
     dlq: &str,
     store: Arc<dyn ResultStore>,
-    engine: &EngineDouble,
+    engine: &EngineSimulator,
     config: WorkerConfig,
     shutdown: &CancellationToken,
 ) -> tokio::task::JoinHandle<gpuinfer::worker::Stopped> {
@@ -320,7 +320,7 @@ async fn malformed_messages_are_dead_lettered_and_failing_requests_end_in_error_
     let bucket = moto::bucket(&name).await;
     let store: Arc<dyn ResultStore> =
         Arc::new(S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}/results/")).unwrap()));
-    let engine = EngineDouble::start(Behavior { fail_rate: 1.0, fail_status: 500, ..Behavior::default() }).await;
+    let engine = EngineSimulator::start(Behavior { fail_rate: 1.0, fail_status: 500, ..Behavior::default() }).await;
     let shutdown = CancellationToken::new();
     let worker = in_process_worker(&lanes, &dlq, Arc::clone(&store), &engine, worker_config(), &shutdown).await;
 
@@ -355,7 +355,7 @@ async fn two_workers_racing_on_one_request_store_exactly_one_result() {
     let bucket = moto::bucket(&name).await;
     let store: Arc<dyn ResultStore> =
         Arc::new(S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}/results/")).unwrap()));
-    let engine = EngineDouble::start(Behavior { latency: Duration::from_millis(1500), ..Behavior::default() }).await;
+    let engine = EngineSimulator::start(Behavior { latency: Duration::from_millis(1500), ..Behavior::default() }).await;
     let (id, body) = request_body("the same request twice");
     let sqs = moto::sqs().await;
     for _ in 0..2 {
@@ -418,7 +418,7 @@ async fn on_sqs_one_slot_fills_from_the_high_lane_first_and_normal_gets_every_fi
     let bucket = moto::bucket(&name).await;
     let store: Arc<dyn ResultStore> =
         Arc::new(S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}/results/")).unwrap()));
-    let engine = EngineDouble::start(Behavior { latency: Duration::from_millis(20), ..Behavior::default() }).await;
+    let engine = EngineSimulator::start(Behavior { latency: Duration::from_millis(20), ..Behavior::default() }).await;
     let shutdown = CancellationToken::new();
     let config = WorkerConfig { concurrency: 1, ..worker_config() };
     let worker = in_process_worker(&lanes, &dlq, store, &engine, config, &shutdown).await;
@@ -486,7 +486,7 @@ async fn on_sqs_a_worker_holds_a_receive_of_messages_ahead_of_its_engine_slots_a
     let store: Arc<dyn ResultStore> =
         Arc::new(S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}/results/")).unwrap()));
     let engine =
-        EngineDouble::start(Behavior { slots: 8, latency: Duration::from_secs(2), ..Behavior::default() }).await;
+        EngineSimulator::start(Behavior { slots: 8, latency: Duration::from_secs(2), ..Behavior::default() }).await;
     let bodies: Vec<String> = (0..30).map(|n| request_body(&format!("ahead {n}")).1).collect();
     moto::send_all(&lanes.normal, &bodies).await;
     let shutdown = CancellationToken::new();

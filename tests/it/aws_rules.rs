@@ -78,7 +78,7 @@ fn managed_instances_task_definitions_use_no_parameter_ecs_refuses_there() {
 
 /// ECS Developer Guide, task definition parameters, healthCheck: "You may specify between 0 and 300 seconds" of
 /// startPeriod. A GPU task's cold start (weights + load) is longer, so the service's HealthCheckGracePeriodSeconds
-/// ("ignores unhealthy … container health checks after a task has first started") must cover it: the seed's
+/// ("ignores unhealthy … container health checks after a task has first started") must cover it: the AWS sample's
 /// 600 s (small) and 1200 s (large), as parameters.
 #[test]
 fn a_cold_start_longer_than_the_health_check_start_period_is_covered_by_the_service_grace_period() {
@@ -91,7 +91,7 @@ fn a_cold_start_longer_than_the_health_check_start_period_is_covered_by_the_serv
         assert!(start_period.as_u64().unwrap() <= 300, "{task}: startPeriod is at most 300 s");
         let grace = &t["Resources"][service]["Properties"]["HealthCheckGracePeriodSeconds"];
         assert_eq!(grace, &json!({"Ref": parameter}), "{service} takes its cold-start budget from {parameter}");
-        assert_eq!(t["Parameters"][parameter]["Default"], default, "{parameter}: the seed's cold-start budget");
+        assert_eq!(t["Parameters"][parameter]["Default"], default, "{parameter}: the AWS sample's cold-start budget");
     }
 }
 

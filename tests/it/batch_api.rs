@@ -1,5 +1,5 @@
 //! The OpenAI Batch API, driven by the official `openai` Python client (tests/openai/batch_client.py, installed by
-//! scripts/openai-client.sh): on `gpuinfer dev` with the real llama.cpp engine, with the engine double for cancel
+//! scripts/openai-client.sh): on `gpuinfer dev` with the real llama.cpp engine, with the engine simulator for cancel
 //! and kill -9 mid-batch, and as router + worker on SQS + S3 (moto) with a worker killed mid-batch.
 
 use std::time::{Duration, Instant};
@@ -67,7 +67,7 @@ fn strings(value: &Value) -> Vec<String> {
     value.as_array().map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()).unwrap_or_default()
 }
 
-/// `gpuinfer dev` with the tests' API key and `flags`, in front of the engine double started with `engine_flags`.
+/// `gpuinfer dev` with the tests' API key and `flags`, in front of the engine simulator started with `engine_flags`.
 struct DevOnDouble {
     dev: Dev,
     engine: EngineProcess,

@@ -1,4 +1,4 @@
-//! `gpuinfer submit` and `gpuinfer get` as a user runs them: against `gpuinfer dev` in front of the engine-double
+//! `gpuinfer submit` and `gpuinfer get` as a user runs them: against `gpuinfer dev` in front of the engine-simulator
 //! process, every exit status, a signed callback through the whole pipeline, and SigV4 headers.
 
 use std::process::{Output, Stdio};
@@ -17,7 +17,7 @@ use tokio::io::AsyncWriteExt;
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-/// `gpuinfer dev` on the engine double, with callbacks allowed to local http receivers.
+/// `gpuinfer dev` on the engine simulator, with callbacks allowed to local http receivers.
 async fn pipeline(data: &tempfile::TempDir) -> (Dev, EngineProcess) {
     let engine = EngineProcess::start(&["--latency-ms", "50"]);
     let flags = [

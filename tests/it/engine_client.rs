@@ -1,10 +1,10 @@
-//! The OpenAI-compatible engine client against the engine double: endpoints, base URLs, error kinds.
+//! The OpenAI-compatible engine client against the engine simulator: endpoints, base URLs, error kinds.
 
 use std::time::Duration;
 
 use gpuinfer::contract::request::{InferenceRequest, Intake};
 use gpuinfer::engine::client::{EngineClient, EngineConfig, base_url};
-use gpuinfer::engine::simulator::{Behavior, EngineDouble, Reply};
+use gpuinfer::engine::simulator::{Behavior, EngineSimulator, Reply};
 use gpuinfer::ports::{Engine, EngineError};
 use serde_json::json;
 
@@ -26,7 +26,7 @@ fn base_urls_are_normalized() {
 
 #[tokio::test]
 async fn prompts_use_completions_and_messages_use_chat() {
-    let engine = EngineDouble::start(Behavior::default()).await;
+    let engine = EngineSimulator::start(Behavior::default()).await;
     let client = client(&engine.url, Some("my-model"), Duration::from_secs(5));
     let completion = client.generate(&request(json!({"prompt": "one two three", "maxTokens": 5}))).await.unwrap();
     assert_eq!(completion.generation.text, "echo: one two three");
@@ -43,14 +43,14 @@ async fn prompts_use_completions_and_messages_use_chat() {
 
 #[tokio::test]
 async fn failures_are_typed_by_what_the_worker_must_do() {
-    let engine = EngineDouble::start(Behavior::default()).await;
+    let engine = EngineSimulator::start(Behavior::default()).await;
     let client = client(&engine.url, Some("m"), Duration::from_secs(5));
     let hi = request(json!({"prompt": "hi"}));
     engine.script([Reply::Status(429), Reply::Status(502), Reply::Status(400), Reply::Status(404), Reply::Garbage]);
     assert!(matches!(client.generate(&hi).await, Err(EngineError::Retryable(m)) if m.contains("HTTP 429")));
     assert!(matches!(client.generate(&hi).await, Err(EngineError::Retryable(m)) if m.contains("HTTP 502")));
     assert!(
-        matches!(client.generate(&hi).await, Err(EngineError::Permanent(m)) if m == "HTTP 400: double failure 400")
+        matches!(client.generate(&hi).await, Err(EngineError::Permanent(m)) if m == "HTTP 400: simulated failure 400")
     );
     assert!(matches!(client.generate(&hi).await, Err(EngineError::Permanent(_))));
     assert!(matches!(client.generate(&hi).await, Err(EngineError::Retryable(m)) if m.contains("unreadable")));

@@ -1,4 +1,4 @@
-//! `gpuinfer dev` starting its engines on demand (`--small-engine-cmd`), each proof run with the engine double (a
+//! `gpuinfer dev` starting its engines on demand (`--small-engine-cmd`), each proof run with the engine simulator (a
 //! start delay like a model load) and with the real llama.cpp engine (`scripts/local-engine.sh serve`): zero
 //! engine processes while idle, one started by a request and stopped after the idle TTL; a burst scaled out to the
 //! maximum and back in with nothing lost; an engine killed mid-request replaced, every request ending once; no
@@ -24,9 +24,9 @@ const IDLE_TTL_SECONDS: u64 = 2;
 /// The engine a test's tier starts on demand.
 #[derive(Clone, Copy)]
 enum EngineKind {
-    /// The engine double, each request taking this many milliseconds, after a start delay like a model load.
-    Double { latency_ms: u64 },
-    /// The engine double behind a wrapper shell that takes a second to shut down after SIGTERM, as a script
+    /// The engine simulator, each request taking this many milliseconds, after a start delay like a model load.
+    Simulator { latency_ms: u64 },
+    /// The engine simulator behind a wrapper shell that takes a second to shut down after SIGTERM, as a script
     /// around a real server may, in a shell list (`…; exit`), so the engine command's own shell is its parent
     /// and exits at SIGTERM first.
     SlowToStop,
@@ -34,11 +34,11 @@ enum EngineKind {
     LlamaCpp,
 }
 
-/// The engine double's command line.
+/// The engine simulator's command line.
 fn double_command(latency_ms: u64) -> String {
     format!(
         "{} --listen 127.0.0.1:{{port}} --latency-ms {latency_ms} --start-delay-ms {START_DELAY_MS}",
-        env!("CARGO_BIN_EXE_engine-double")
+        env!("CARGO_BIN_EXE_engine-simulator")
     )
 }
 
@@ -46,7 +46,7 @@ impl EngineKind {
     /// The engine command, `{port}` left for dev to fill in.
     fn command(&self) -> String {
         match self {
-            EngineKind::Double { latency_ms } => double_command(*latency_ms),
+            EngineKind::Simulator { latency_ms } => double_command(*latency_ms),
             EngineKind::SlowToStop => format!(
                 "sh -c 'trap \"sleep 1; echo slow-stop-engine: stopped >&2; exit 0\" TERM; {} & wait'; exit",
                 double_command(LATENCY_MS)
@@ -60,7 +60,7 @@ impl EngineKind {
     /// What the engine writes on stderr once it has shut down cleanly after SIGTERM, if it says so.
     fn clean_stop_line(&self) -> Option<&'static str> {
         match self {
-            EngineKind::Double { .. } => None,
+            EngineKind::Simulator { .. } => None,
             EngineKind::SlowToStop => Some("slow-stop-engine: stopped"),
             EngineKind::LlamaCpp => Some("local_engine.py: stopped"),
         }
@@ -69,7 +69,7 @@ impl EngineKind {
     /// What an engine process's command line contains.
     fn program(&self) -> &'static str {
         match self {
-            EngineKind::Double { .. } => "engine-double",
+            EngineKind::Simulator { .. } => "engine-simulator",
             EngineKind::SlowToStop => "slow-stop-engine",
             EngineKind::LlamaCpp => "local_engine.py",
         }
@@ -86,7 +86,7 @@ struct OnDemand {
 }
 
 impl OnDemand {
-    /// `gpuinfer dev` whose small tier (and so the large one) starts engine doubles on demand; once it answers.
+    /// `gpuinfer dev` whose small tier (and so the large one) starts engine simulators on demand; once it answers.
     async fn start(data: &Path, engine: EngineKind, flags: &[&str]) -> OnDemand {
         let marker = format!("GPUINFER_TEST_ENGINE={}", uuid::Uuid::new_v4());
         let command = format!("{marker} {}", engine.command());
@@ -259,7 +259,7 @@ async fn idle_then_one_request_then_idle(engine: EngineKind, result_limit: Durat
 
 #[tokio::test]
 async fn an_idle_tier_runs_no_engine_until_a_request_starts_one_and_stops_it_after_the_idle_ttl() {
-    idle_then_one_request_then_idle(EngineKind::Double { latency_ms: LATENCY_MS }, Duration::from_secs(30)).await;
+    idle_then_one_request_then_idle(EngineKind::Simulator { latency_ms: LATENCY_MS }, Duration::from_secs(30)).await;
 }
 
 #[tokio::test]
@@ -305,7 +305,7 @@ async fn a_burst_scales_out_and_back_in(engine: EngineKind, max_tokens: u32, lim
 
 #[tokio::test]
 async fn a_burst_scales_out_to_the_maximum_and_back_in_with_nothing_lost() {
-    a_burst_scales_out_and_back_in(EngineKind::Double { latency_ms: 1000 }, 16, Duration::from_secs(60)).await;
+    a_burst_scales_out_and_back_in(EngineKind::Simulator { latency_ms: 1000 }, 16, Duration::from_secs(60)).await;
 }
 
 #[tokio::test]
@@ -357,7 +357,7 @@ async fn an_engine_killed_mid_request_is_replaced(engine: EngineKind, max_tokens
 
 #[tokio::test]
 async fn an_engine_killed_mid_request_is_replaced_and_every_request_ends_once() {
-    an_engine_killed_mid_request_is_replaced(EngineKind::Double { latency_ms: 3000 }, 16, Duration::from_secs(60))
+    an_engine_killed_mid_request_is_replaced(EngineKind::Simulator { latency_ms: 3000 }, 16, Duration::from_secs(60))
         .await;
 }
 
@@ -393,7 +393,7 @@ async fn an_engine_dies_with_a_killed_dev(engine: EngineKind, max_tokens: u32, l
 
 #[tokio::test]
 async fn an_engine_does_not_outlive_a_killed_dev_and_a_restart_completes_its_requests() {
-    an_engine_dies_with_a_killed_dev(EngineKind::Double { latency_ms: 5000 }, 16, Duration::from_secs(60)).await;
+    an_engine_dies_with_a_killed_dev(EngineKind::Simulator { latency_ms: 5000 }, 16, Duration::from_secs(60)).await;
 }
 
 #[tokio::test]

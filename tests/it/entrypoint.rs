@@ -1,4 +1,4 @@
-//! entrypoint.sh for real: engine (the engine double via ENGINE_CMD) + `gpuinfer worker`, supervised together, and
+//! entrypoint.sh for real: engine (the engine simulator via ENGINE_CMD) + `gpuinfer worker`, supervised together, and
 //! the users it runs them as (started as root: uid 1000 after opening the shared-memory directory).
 
 use std::fs::{self, Permissions};
@@ -90,7 +90,7 @@ impl Container {
         }
     }
 
-    /// entrypoint.sh as the image runs it, with `engine` (the engine double, or a stand-in) answering on `port`.
+    /// entrypoint.sh as the image runs it, with `engine` (the engine simulator, or a stand-in) answering on `port`.
     fn entrypoint(&self, port: u16, engine: &Path) -> Command {
         self.entrypoint_through(&[], port, engine)
     }
@@ -109,7 +109,7 @@ impl Container {
             .env("GPUINFER", env!("CARGO_BIN_EXE_gpuinfer"))
             .env("ENGINE_CMD", format!("{} --listen 127.0.0.1:{port} --latency-ms 300", engine.display()))
             .env("ENGINE_PORT", port.to_string())
-            .env("MODEL_NAME", "double-model")
+            .env("MODEL_NAME", "simulator-model")
             .env("MODEL_S3_PATH", "s3://none/none/")
             .env("MODEL_DIR", self.model_dir())
             .env("SHARED_MEMORY_DIR", self.shm())
@@ -123,8 +123,8 @@ impl Container {
     }
 }
 
-fn engine_double() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_engine-double"))
+fn engine_simulator() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_engine-simulator"))
 }
 
 /// A running entrypoint.sh. A test that fails before it stops the container sends it SIGTERM on the way out, so the
@@ -151,7 +151,7 @@ impl Drop for Running {
 
 fn start(container: &Container, port: u16) -> Running {
     container.hand_data_to_engine_user();
-    Running::spawn(&mut container.entrypoint(port, engine_double()))
+    Running::spawn(&mut container.entrypoint(port, engine_simulator()))
 }
 
 async fn exit_within(running: &mut Running, limit: Duration) -> ExitStatus {
@@ -224,7 +224,7 @@ async fn an_engine_crash_stops_the_worker_and_exits_non_zero() {
     let port = free_port();
     let mut entrypoint = start(&container, port);
     engine_answers(port).await;
-    signal("-KILL", &format!("engine-double --listen 127.0.0.1:{port}"));
+    signal("-KILL", &format!("engine-simulator --listen 127.0.0.1:{port}"));
     let status = exit_within(&mut entrypoint, Duration::from_secs(20)).await;
     assert!(!status.success(), "an engine crash must fail the container so ECS replaces it, got {status}");
 }
@@ -265,11 +265,11 @@ async fn started_as_root_the_engine_creates_shared_memory_and_every_process_runs
     assert!(running_as_root(), "this test starts entrypoint.sh as root; run it as root (CI does)");
     let container = Container::new();
     let probe = container.shm().join("engine-shm-probe");
-    // The stand-in: create a file where vLLM creates its shared memory, write the uid, then be the engine double.
+    // The stand-in: create a file where vLLM creates its shared memory, write the uid, then be the engine simulator.
     let engine = container.dir.path().join("engine.sh");
     let script = format!(
         "#!/bin/sh\nid -u > \"$SHARED_MEMORY_DIR/engine-shm-probe\" || exit 71\nexec {} \"$@\"\n",
-        engine_double().display()
+        engine_simulator().display()
     );
     fs::write(&engine, script).unwrap();
     fs::set_permissions(&engine, Permissions::from_mode(0o755)).unwrap();
@@ -311,7 +311,7 @@ async fn started_as_root_the_engine_creates_shared_memory_and_every_process_runs
     .await;
     let mut names: Vec<&str> = processes.iter().map(|(_, name)| name.as_str()).collect();
     names.sort_unstable();
-    assert_eq!(names, ["engine-double", "gpuinfer"], "the engine and the worker, nothing in between");
+    assert_eq!(names, ["engine-simulator", "gpuinfer"], "the engine and the worker, nothing in between");
     for (pid, name) in processes.iter().cloned().chain([(supervisor, "entrypoint.sh".to_owned())]) {
         // Real, effective, saved and filesystem ids: nothing is left to switch back to root with.
         assert_eq!(proc_status(pid, "Uid"), "1000 1000 1000 1000", "{name} (pid {pid}) runs as uid 1000");
@@ -348,7 +348,7 @@ async fn started_as_another_user_it_changes_no_permission_and_refuses_tensor_par
     let port = free_port();
 
     let refused = container
-        .entrypoint_through(launcher, port, engine_double())
+        .entrypoint_through(launcher, port, engine_simulator())
         .env("TP_SIZE", "2")
         .stderr(Stdio::piped())
         .output()
@@ -361,7 +361,7 @@ async fn started_as_another_user_it_changes_no_permission_and_refuses_tensor_par
     assert!(!container.model_dir().exists(), "refused before anything was prepared");
 
     container.hand_data_to_engine_user();
-    let mut command = container.entrypoint_through(launcher, port, engine_double());
+    let mut command = container.entrypoint_through(launcher, port, engine_simulator());
     let mut small = Running::spawn(command.env("TP_SIZE", "1"));
     engine_answers(port).await;
     let started_as = if running_as_root() { ENGINE_UID } else { current_uid() };

@@ -1,8 +1,8 @@
-//! `gpuinfer healthcheck` (the real binary) against the engine double: 0 when /health answers 2xx, 1 otherwise.
+//! `gpuinfer healthcheck` (the real binary) against the engine simulator: 0 when /health answers 2xx, 1 otherwise.
 
 use std::process::Output;
 
-use gpuinfer::engine::simulator::{Behavior, EngineDouble};
+use gpuinfer::engine::simulator::{Behavior, EngineSimulator};
 
 async fn healthcheck(engine_url: &str) -> Output {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_gpuinfer"))
@@ -18,7 +18,7 @@ fn stderr(output: &Output) -> String {
 
 #[tokio::test]
 async fn a_healthy_engine_exits_0() {
-    let engine = EngineDouble::start(Behavior::default()).await;
+    let engine = EngineSimulator::start(Behavior::default()).await;
     let output = healthcheck(&engine.url).await;
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), format!("the engine at {} is healthy", engine.url));
@@ -26,7 +26,7 @@ async fn a_healthy_engine_exits_0() {
 
 #[tokio::test]
 async fn an_unhealthy_engine_exits_1_with_its_answer() {
-    let engine = EngineDouble::start(Behavior { healthy: false, ..Behavior::default() }).await;
+    let engine = EngineSimulator::start(Behavior { healthy: false, ..Behavior::default() }).await;
     let output = healthcheck(&engine.url).await;
     assert_eq!(output.status.code(), Some(1));
     assert!(

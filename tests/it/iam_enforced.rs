@@ -9,7 +9,7 @@ use crate::support::iam_moto::{ADMIN, IamMoto, allows, as_moto_decides};
 use crate::support::process::ChildProcess;
 use crate::support::{eventually, free_port, moto, router_listening};
 use aws_sdk_sqs::types::QueueAttributeName;
-use gpuinfer::engine::simulator::{Behavior, EngineDouble, Reply};
+use gpuinfer::engine::simulator::{Behavior, EngineSimulator, Reply};
 use serde_json::{Value, json};
 
 /// How long a result, a dead letter or a scaling decision may take.
@@ -147,7 +147,7 @@ fn infer(route: &str, priority: &str, prompt: &str) -> Value {
     json!({"prompt": prompt, "maxTokens": 8, "route": route, "priority": priority})
 }
 
-/// The router with the RouterFunction's environment, as RouterRole: POST /infer to both lanes of both tiers
+/// The router with the RouterFunction's environment, as RouterRole: POST /infer to the high and normal lanes of both tiers
 /// and one /infer/batch (each lands on its queue), GET a pending request (404), DELETE it (200, canceled),
 /// GET it again (the canceled document, also found at OUTPUT_DESTINATION).
 async fn router_flow(overrides: &[(&str, &str)]) {
@@ -357,7 +357,7 @@ async fn worker_flow(tier: &str, overrides: &[(&str, &str)]) {
 
     let results = Results::of(&var(&env, "OUTPUT_DESTINATION"));
     results.create(&world).await;
-    let engine = EngineDouble::start(Behavior::default()).await;
+    let engine = EngineSimulator::start(Behavior::default()).await;
     engine.script([Reply::Status(500)]);
     let mut worker_env = env.clone();
     worker_env.extend([("ENGINE_URL".into(), engine.url.clone()), ("WAIT_TIME_SECONDS".into(), "1".into())]);

@@ -1,5 +1,5 @@
-//! Priority lanes, slot by slot: the share as a table, then a worker over both embedded lanes and the engine
-//! double (which records the order requests reach it): high first, one slot in five to normal, no free slot
+//! Priority lanes, slot by slot: the share as a table, then a worker over the embedded lanes and the engine
+//! simulator (which records the order requests reach it): high first, one slot in five to normal, no free slot
 //! left idle, no lane waiting behind the other's long poll.
 
 use std::time::{Duration, Instant};

@@ -65,8 +65,38 @@ async fn documents_older_than_the_retention_expire_and_newer_ones_stay() {
         let file = std::fs::File::options().write(true).open(dir.path().join("results").join(name)).unwrap();
         file.set_modified(long_ago).unwrap();
     }
-    assert_eq!(store.expire(Duration::from_secs(30 * 86_400)).unwrap(), 2);
+    assert_eq!(store.expire(Duration::from_secs(30 * 86_400), std::time::SystemTime::now()).unwrap(), 2);
     assert_eq!(store.get(old).await.unwrap(), None);
     assert_eq!(store.acceptance(old).await.unwrap(), None);
     assert!(store.get(new).await.unwrap().is_some(), "a recent document stays");
+}
+
+/// Every folder the Batch API keeps beside the results expires with them (the bucket's rule covers every key under
+/// the results prefix): files, batches, a batch's marks, uploads and their parts; a folder left empty by the sweep
+/// goes too, one with a recent object stays.
+#[test]
+fn objects_in_every_folder_expire_with_the_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path()).unwrap();
+    let results = dir.path().join("results");
+    let long_ago = std::time::SystemTime::now() - Duration::from_secs(40 * 86_400);
+    let old = [
+        "files/file-a.jsonl",
+        "batches/batch_a.json",
+        "batch-lines/batch_a/00000000.succeeded",
+        "uploads/upload_a/part_a",
+    ];
+    for path in old.iter().chain(&["batch-lines/batch_b/00000000.failed"]) {
+        let path = results.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, b"{}").unwrap();
+    }
+    for path in old.iter().chain(&["batch-lines/batch_a", "uploads/upload_a"]) {
+        std::fs::File::open(results.join(path)).unwrap().set_modified(long_ago).unwrap();
+    }
+    assert_eq!(store.expire(Duration::from_secs(30 * 86_400), std::time::SystemTime::now()).unwrap(), old.len());
+    for path in old.iter().chain(&["batch-lines/batch_a", "uploads/upload_a"]) {
+        assert!(!results.join(path).exists(), "{path} outlived the retention");
+    }
+    assert!(results.join("batch-lines/batch_b/00000000.failed").exists(), "a recent mark stays");
 }

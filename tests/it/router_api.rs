@@ -399,6 +399,44 @@ async fn a_reused_request_id_is_refused_and_a_retry_is_answered_as_before() {
     assert_eq!(queue.counts().await.unwrap().visible, 1, "nothing more was enqueued");
 }
 
+/// Two spellings of one UUID that differ only in case are one id: the second is refused as a reused id (409 with
+/// the holder's status, also in a batch, where `status` is the entry's HTTP code and `holderStatus` the holder's),
+/// two in one batch are refused as a repeat, a cancel in the other spelling names the holder's, and only the first
+/// request is ever enqueued.
+#[tokio::test]
+async fn ids_that_differ_only_in_case_are_one_id() {
+    let f = fixture();
+    let (lower, upper) = ("550e8400-e29b-41d4-a716-44665544abcd", "550E8400-E29B-41D4-A716-44665544ABCD");
+    let (status, _) = call(&f.state, post(json!({"requestId": lower, "prompt": "first"}).to_string())).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let (status, conflict) = call(&f.state, post(json!({"requestId": upper, "prompt": "first"}).to_string())).await;
+    assert_eq!((status, &conflict["status"]), (StatusCode::CONFLICT, &json!("pending")), "{conflict}");
+    assert_eq!(conflict["requestId"], upper, "answered with the id as sent");
+
+    let done = json!({"requestId": lower, "status": "success", "result": {"text": "ok"}});
+    f.backends.store.put_if_absent(RequestId::parse(lower).unwrap(), done.to_string().as_bytes()).await.unwrap();
+    let batch = json!([{"requestId": upper, "prompt": "again"}]).to_string();
+    let (status, answer) = call(&f.state, post_to("/infer/batch", batch)).await;
+    let entry = &answer["results"][0];
+    assert_eq!(status, StatusCode::MULTI_STATUS);
+    assert_eq!((&entry["status"], &entry["holderStatus"]), (&json!(409), &json!("success")), "{answer}");
+
+    let other = ("6ba7b810-9dad-41d1-80b4-00c04fd4a0c8", "6BA7B810-9DAD-41D1-80B4-00C04FD4A0C8");
+    let twice = json!([{"requestId": other.0, "prompt": "a"}, {"requestId": other.1, "prompt": "b"}]).to_string();
+    let (status, answer) = call(&f.state, post_to("/infer/batch", twice)).await;
+    assert_eq!((status, &answer["results"][1]["status"]), (StatusCode::MULTI_STATUS, &json!(400)), "{answer}");
+    assert!(answer["results"][1]["error"].as_str().unwrap().contains("repeats an earlier entry"), "{answer}");
+
+    let (status, refused) = call(&f.state, delete(&format!("/results/{}", other.1))).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{refused}");
+    assert!(refused["error"].as_str().unwrap().contains(&format!("holds this id as {}", other.0)), "{refused}");
+    assert_eq!(call(&f.state, delete(&format!("/results/{}", other.0))).await.0, StatusCode::OK);
+
+    let queued = queued(&f, Tier::Small, Priority::Normal).await;
+    let ids: Vec<&str> = queued.iter().map(|body| body["requestId"].as_str().unwrap()).collect();
+    assert_eq!(ids, [lower, other.0], "each id enqueued once, as first sent");
+}
+
 /// A request whose enqueue failed leaves no record behind: the client's retry is accepted and queued.
 #[tokio::test]
 async fn a_request_that_could_not_be_enqueued_can_be_retried_with_its_id() {

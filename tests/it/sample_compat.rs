@@ -26,7 +26,7 @@ use gpuinfer::contract::request::{InferenceRequest, Intake};
 use gpuinfer::contract::request_id::RequestId;
 use gpuinfer::contract::tier::{Lanes, Priority, Tier};
 use gpuinfer::engine::client::EngineConfig;
-use gpuinfer::engine::simulator::{Behavior, EngineDouble};
+use gpuinfer::engine::simulator::{Behavior, EngineSimulator};
 use gpuinfer::infra::metrics::Emf;
 use gpuinfer::local::LocalBackends;
 use gpuinfer::local::queue::LocalQueue;
@@ -249,7 +249,7 @@ async fn sqs_worker(
     lanes: &Lanes<String>,
     dlq: &str,
     bucket: &str,
-    engine: &EngineDouble,
+    engine: &EngineSimulator,
     shutdown: &CancellationToken,
 ) -> tokio::task::JoinHandle<Stopped> {
     let sqs = moto::sqs().await;
@@ -293,7 +293,7 @@ async fn every_kind_of_malformed_message_is_dead_lettered_with_its_reason_and_or
     let name = moto::unique("sample-malformed");
     let (lanes, dlq) = moto::lanes_with_dlq(&name, 30, 3).await;
     let bucket = moto::bucket(&name).await;
-    let engine = EngineDouble::start(Behavior::default()).await;
+    let engine = EngineSimulator::start(Behavior::default()).await;
     let shutdown = CancellationToken::new();
     let worker = sqs_worker(&lanes, &dlq, &bucket, &engine, &shutdown).await;
     let with = |fields: Value| {
@@ -363,7 +363,7 @@ async fn a_request_delivered_twice_is_run_once_and_its_result_written_once() {
     let (lanes, dlq) = moto::lanes_with_dlq(&name, 30, 3).await;
     let s3 = moto::s3().await;
     let bucket = moto::versioned_bucket(&s3, &name).await;
-    let engine = EngineDouble::start(Behavior::default()).await;
+    let engine = EngineSimulator::start(Behavior::default()).await;
     let shutdown = CancellationToken::new();
     let worker = sqs_worker(&lanes, &dlq, &bucket, &engine, &shutdown).await;
     let (id, body) = crate::support::request_body("What is 2 + 2?");
@@ -432,7 +432,7 @@ async fn an_idle_worker_long_polls_both_lanes_and_never_spins_on_short_polls() {
     let lanes = backends
         .tier_lanes(Tier::Small, Duration::from_secs(30), 3)
         .map(|inner| Arc::new(Recording { inner, waits: Arc::clone(&waits) }) as Arc<dyn Queue>);
-    let engine = EngineDouble::start(Behavior::default()).await;
+    let engine = EngineSimulator::start(Behavior::default()).await;
     let long_poll = Duration::from_millis(300);
     let config = WorkerConfig { wait_time: long_poll, ..crate::support::rig::config() };
     let engine = EngineConfig { base_url: engine.url.clone(), model: None, request_timeout: Duration::from_secs(10) };

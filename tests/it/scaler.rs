@@ -82,7 +82,7 @@ fn scheduled_event() -> LambdaEvent<ScheduledEvent> {
 }
 
 #[tokio::test]
-async fn a_tick_publishes_emf_per_tier_with_the_seeds_names_and_dimensions() {
+async fn a_tick_publishes_emf_per_tier_with_the_samples_names_and_dimensions() {
     let fleet = FakeFleet(vec![
         ("svc-small", TaskCounts { running: 0, desired: 0, failed_starts: 0 }, None),
         ("svc-large", TaskCounts { running: 2, desired: 2, failed_starts: 0 }, Some(0.0)),

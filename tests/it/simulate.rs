@@ -1,4 +1,4 @@
-//! The simulator: seeded traces, the alarm and step-scaling rules, and the two policies on the seed's failure
+//! The simulator: seeded traces, the alarm and step-scaling rules, and the two policies on the AWS sample's failure
 //! modes (a lone request, a tier that never goes back to zero) and on bursty traffic; `gpuinfer simulate`.
 
 use gpuinfer::contract::tier::Tier;
@@ -45,14 +45,14 @@ fn bursty(seed: u64) -> Vec<Millis> {
 }
 
 #[test]
-fn a_lone_request_is_never_served_by_the_seed_and_served_by_ours_which_then_returns_to_zero() {
+fn a_lone_request_is_never_served_by_the_sample_and_served_by_ours_which_then_returns_to_zero() {
     let model = small_tier();
     let comparison = event_loop::compare(&model, &timing(26 * HOUR), &[0]);
 
-    let seed = &comparison.seed;
-    assert!(seed.latencies.is_empty(), "the seed serves nothing: 1/5 = 0.2 never crosses 1.0");
-    assert_eq!(seed.expired, 1, "the request expires after the 1-day retention");
-    assert!(seed.samples.iter().all(|s| s.tasks == 0));
+    let sample = &comparison.sample;
+    assert!(sample.latencies.is_empty(), "the sample serves nothing: 1/5 = 0.2 never crosses 1.0");
+    assert_eq!(sample.expired, 1, "the request expires after the 1-day retention");
+    assert!(sample.samples.iter().all(|s| s.tasks == 0));
 
     let ours = &comparison.ours;
     assert_eq!(ours.latencies.len(), 1);
@@ -68,41 +68,43 @@ fn a_lone_request_is_never_served_by_the_seed_and_served_by_ours_which_then_retu
 }
 
 #[test]
-fn the_seed_never_returns_to_zero_under_the_90_percent_memory_reading_and_ours_does() {
+fn the_sample_never_returns_to_zero_under_the_90_percent_memory_reading_and_ours_does() {
     let model = small_tier();
     let burst: Vec<Millis> = (0..10).map(|i| i * SECOND).collect();
     let comparison = event_loop::compare(&model, &timing(12 * HOUR), &burst);
 
-    let seed = &comparison.seed;
-    assert_eq!(seed.latencies.len(), 10);
-    let first_task = seed.samples.iter().position(|s| s.tasks > 0).unwrap();
-    assert!(seed.samples[first_task..].iter().all(|s| s.tasks > 0), "the seed never scales back to zero");
-    assert_eq!(seed.samples.last().unwrap().tasks, 10, "it climbs to MaxTaskCount and stays");
+    let sample = &comparison.sample;
+    assert_eq!(sample.latencies.len(), 10);
+    let first_task = sample.samples.iter().position(|s| s.tasks > 0).unwrap();
+    assert!(sample.samples[first_task..].iter().all(|s| s.tasks > 0), "the sample never scales back to zero");
+    assert_eq!(sample.samples.last().unwrap().tasks, 10, "it climbs to MaxTaskCount and stays");
 
     let ours = &comparison.ours;
     assert_eq!(ours.latencies.len(), 10);
     assert!(settled_at_zero(ours).unwrap() < HOUR);
-    assert!(ours.task_time * 10 < seed.task_time);
+    assert!(ours.task_time * 10 < sample.task_time);
 
     let honest_memory = TierModel { gpu_memory_when_running: 5.0, ..small_tier() };
-    let seed_without_the_reading =
-        event_loop::run(&honest_memory, &Policy::new(PolicyKind::Seed, &honest_memory), &timing(12 * HOUR), &burst);
-    assert!(settled_at_zero(&seed_without_the_reading).is_some(), "the memory reading is what holds the seed up");
+    let sample_without_the_reading =
+        event_loop::run(&honest_memory, &Policy::new(PolicyKind::Sample, &honest_memory), &timing(12 * HOUR), &burst);
+    assert!(settled_at_zero(&sample_without_the_reading).is_some(), "the memory reading is what holds the sample up");
 }
 
 #[test]
-fn on_bursty_traffic_ours_serves_everything_for_no_more_than_the_seed() {
+fn on_bursty_traffic_ours_serves_everything_for_no_more_than_the_sample() {
     for seed in [1, 2, 3] {
         let arrivals = bursty(seed);
         let model = small_tier();
         let comparison = event_loop::compare(&model, &timing(26 * HOUR), &arrivals);
-        let (theirs, ours) =
-            (Summary::of(&comparison.seed, model.price_per_hour), Summary::of(&comparison.ours, model.price_per_hour));
+        let (theirs, ours) = (
+            Summary::of(&comparison.sample, model.price_per_hour),
+            Summary::of(&comparison.ours, model.price_per_hour),
+        );
         assert_eq!(ours.served, arrivals.len() as u64, "random seed {seed}");
         assert_eq!(ours.unfinished + ours.expired, 0);
         assert!(
             ours.dollars <= theirs.dollars,
-            "random seed {seed}: ours ${} vs seed ${}",
+            "random seed {seed}: ours ${} vs sample ${}",
             ours.dollars,
             theirs.dollars
         );
@@ -171,10 +173,10 @@ fn our_steps_change_capacity_by_exactly_metric_minus_one() {
             _ => assert_eq!(scale_in, Some(expected), "metric {metric}"),
         }
     }
-    let seed = Policy::new(PolicyKind::Seed, &small_tier());
-    assert_eq!(seed.scale_out.policy.adjustment(8.0 - 1.0), Some(1), "the seed adds one task for 40 queued");
-    assert!(!seed.scale_in.alarm.in_alarm(&[0.5; 5]), "and scales in only below 0.1");
-    assert!(!seed.scale_in.alarm.in_alarm(&[0.0; 4]), "for the whole window");
+    let sample = Policy::new(PolicyKind::Sample, &small_tier());
+    assert_eq!(sample.scale_out.policy.adjustment(8.0 - 1.0), Some(1), "the sample adds one task for 40 queued");
+    assert!(!sample.scale_in.alarm.in_alarm(&[0.5; 5]), "and scales in only below 0.1");
+    assert!(!sample.scale_in.alarm.in_alarm(&[0.0; 4]), "for the whole window");
 }
 
 #[test]
@@ -208,9 +210,11 @@ fn the_command_prints_the_table_and_writes_the_plot() {
         .unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let stdout = String::from_utf8(output.stdout).unwrap();
-    for expected in
-        ["| | small · seed | small · ours | large · seed | large · ours |", "| cost |", "| completion latency p99 |"]
-    {
+    for expected in [
+        "| | small · sample | small · ours | large · sample | large · ours |",
+        "| cost |",
+        "| completion latency p99 |",
+    ] {
         assert!(stdout.contains(expected), "{expected} in\n{stdout}");
     }
     let svg = std::fs::read_to_string(&plot).unwrap();

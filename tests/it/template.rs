@@ -224,7 +224,7 @@ fn no_role_is_allowed_every_action_of_a_service() {
 }
 
 #[test]
-fn queues_match_the_seed_and_redrive_to_the_dead_letter_queue() {
+fn queues_match_the_sample_and_redrive_to_the_dead_letter_queue() {
     let t = template();
     assert_eq!(t["Mappings"]["Tiers"]["Small"]["VisibilityTimeout"], 300);
     assert_eq!(t["Mappings"]["Tiers"]["Large"]["VisibilityTimeout"], 600);
@@ -297,7 +297,7 @@ fn security_defaults_hold() {
 }
 
 #[test]
-fn seed_parameters_keep_their_names_and_defaults() {
+fn sample_parameters_keep_their_names_and_defaults() {
     let t = template();
     let p = &t["Parameters"];
     for (name, default) in [
@@ -539,6 +539,52 @@ fn the_template_passes_the_workers_default_concurrency_as_the_string_ecs_takes()
         for variable in task["Properties"]["ContainerDefinitions"][0]["Environment"].as_array().unwrap() {
             let value = &variable["Value"];
             assert!(value.is_string() || value.is_object(), "{} is not a string: {value}", variable["Name"]);
+        }
+    }
+}
+
+/// S3 User Guide, "How Amazon S3 handles conflicts in lifecycle configurations": of two expiration rules that overlap,
+/// "the shorter expiration policy is honored"; S3 API Reference, LifecycleExpiration: `Days` "must be a non-zero
+/// positive integer", so a day is the least a rule keeps. Every prefix the router and the workers write under the
+/// results prefix has an enabled rule (`expire-results`, and `expire-uploads` for the Uploads API), the shortest of
+/// those that apply keeps it as long as `router::openai::expiry::PREFIXES` says, and each removes the noncurrent
+/// versions the versioned bucket keeps of what it expires.
+#[test]
+fn every_prefix_written_to_the_results_bucket_expires_by_a_lifecycle_rule() {
+    use gpuinfer::router::openai::expiry::{Kept, PREFIXES};
+    let t = template();
+    let mut destinations: Vec<Value> = of_type(&t, "AWS::Lambda::Function")
+        .map(|(_, f)| f["Properties"]["Environment"]["Variables"].clone())
+        .collect();
+    destinations.retain(|variables| variables.get("OUTPUT_DESTINATION").is_some());
+    let mut written: BTreeSet<String> =
+        destinations.iter().map(|variables| variables["OUTPUT_DESTINATION"].to_string()).collect();
+    for name in ["SmallTaskDefinition", "LargeTaskDefinition"] {
+        written.insert(container_variable(&t["Resources"][name], "OUTPUT_DESTINATION")["Value"].to_string());
+    }
+    assert_eq!(written.len(), 1, "the router and the workers write to one destination: {written:?}");
+    let destination: Value = serde_json::from_str(written.first().unwrap()).unwrap();
+    let url = destination["Fn::If"][1]["Fn::Sub"].as_str().unwrap();
+    let results = url.strip_prefix("s3://${ResultsBucket}/").unwrap_or_else(|| panic!("{url}"));
+
+    let rules = t["Resources"]["ResultsBucket"]["Properties"]["LifecycleConfiguration"]["Rules"].as_array().unwrap();
+    let applying = |key: &str| -> Vec<&Value> {
+        let rules = rules.iter().filter(|r| r["Status"] == "Enabled");
+        rules.filter(|r| r["Prefix"].as_str().is_some_and(|prefix| key.starts_with(prefix))).collect()
+    };
+    let with_results = json!({"Ref": "ResultRetentionDays"});
+    let mut checked = vec![(format!("{results}550e8400-e29b-41d4-a716-446655440000.json"), Kept::WithResults)];
+    checked.extend(PREFIXES.iter().map(|(prefix, kept)| (format!("{results}{prefix}x"), *kept)));
+    for (key, kept) in checked {
+        let rules = applying(&key);
+        assert!(!rules.is_empty(), "no lifecycle rule expires {key}");
+        for rule in &rules {
+            assert!(rule["NoncurrentVersionExpiration"]["NoncurrentDays"].is_u64(), "{rule} keeps old versions");
+        }
+        let days: Vec<&Value> = rules.iter().map(|rule| &rule["ExpirationInDays"]).collect();
+        match kept {
+            Kept::WithResults => assert!(days.iter().all(|d| **d == with_results), "{key} goes sooner: {days:?}"),
+            Kept::OneDay => assert!(days.contains(&&json!(1)), "{key} is not expired after a day: {days:?}"),
         }
     }
 }

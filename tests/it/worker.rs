@@ -1,4 +1,4 @@
-//! The worker over the embedded queues and file store, driving the engine double through the real engine client:
+//! The worker over the embedded queues and file store, driving the engine simulator through the real engine client:
 //! delivery, retries, drain, engine loss, deadlines and cancels.
 
 use std::time::{Duration, Instant};
@@ -23,7 +23,7 @@ async fn a_request_becomes_a_success_document_and_its_message_is_deleted() {
     assert_eq!((result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.total_tokens), (4, 8, 12));
     assert_eq!(result.finish_reason, "length");
     assert_eq!((doc.tier, doc.attempts, doc.task_arn.as_str()), (Tier::Small, 1, "local"));
-    assert_eq!(doc.model.as_deref(), Some("double-model"), "model discovered from /v1/models");
+    assert_eq!(doc.model.as_deref(), Some("simulator-model"), "model discovered from /v1/models");
     rig.drained().await;
     assert_eq!(rig.engine.calls(), 1);
     rig.stop().await;
@@ -76,7 +76,7 @@ async fn an_engine_rejection_ends_as_an_error_document_at_once() {
     assert_eq!(doc.status, Status::Error);
     let error = doc.error.unwrap();
     assert_eq!(error.code, ErrorCode::EngineRejected);
-    assert!(error.message.contains("HTTP 400: double failure 400"), "{}", error.message);
+    assert!(error.message.contains("HTTP 400: simulated failure 400"), "{}", error.message);
     assert_eq!(rig.engine.calls(), 1);
     rig.drained().await;
     rig.stop().await;

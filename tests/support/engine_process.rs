@@ -1,11 +1,11 @@
-//! The engine double as a child process (the engine-double binary), for tests that SIGKILL their engine.
+//! The engine simulator as a child process (the engine-simulator binary), for tests that SIGKILL their engine.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
-/// A running engine-double process; killed when dropped.
+/// A running engine-simulator process; killed when dropped.
 #[derive(Debug)]
 pub struct EngineProcess {
     child: Child,
@@ -21,7 +21,7 @@ impl EngineProcess {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .expect("start the engine-double process");
+            .expect("start the engine-simulator process");
         let mut url = String::new();
         BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut url).expect("its URL");
         EngineProcess { child, url: url.trim().to_owned() }
@@ -33,14 +33,14 @@ impl EngineProcess {
         let _ = self.child.wait();
     }
 
-    /// Requests received so far (`/double/stats`).
+    /// Requests received so far (`/simulator/stats`).
     pub async fn calls(&self) -> u64 {
         self.stat("calls").await
     }
 
-    /// One counter of `/double/stats`: calls, inFlight, maxInFlight, failed, hung, garbled.
+    /// One counter of `/simulator/stats`: calls, inFlight, maxInFlight, failed, hung, garbled.
     pub async fn stat(&self, name: &str) -> u64 {
-        let stats: Value = reqwest::get(format!("{}/double/stats", self.url)).await.unwrap().json().await.unwrap();
+        let stats: Value = reqwest::get(format!("{}/simulator/stats", self.url)).await.unwrap().json().await.unwrap();
         stats[name].as_u64().unwrap_or_else(|| panic!("no {name} in {stats}"))
     }
 }
@@ -51,7 +51,7 @@ impl Drop for EngineProcess {
     }
 }
 
-/// The engine-double binary (src/bin/engine-double.rs), which cargo builds for every integration test.
+/// The engine-simulator binary (src/bin/engine-simulator.rs), which cargo builds for every integration test.
 fn binary() -> &'static str {
-    env!("CARGO_BIN_EXE_engine-double")
+    env!("CARGO_BIN_EXE_engine-simulator")
 }

@@ -1,4 +1,4 @@
-//! Shared harness for the black-box tests: the engine double (in-process or as a child process) and small helpers.
+//! Shared harness for the black-box tests: the engine simulator (in-process or as a child process) and small helpers.
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
 
 pub mod answers;

@@ -204,7 +204,7 @@ pub async fn drain(url: &str) -> Vec<aws_sdk_sqs::types::Message> {
 }
 
 /// Creates the high-priority lane beside a queue (`<name>-high`) and returns its URL; a worker on SQS needs
-/// both lanes of its tier.
+/// a high and a normal lane for its tier.
 pub async fn high_lane_of(queue_url: &str) -> String {
     let name = queue_url.rsplit('/').next().expect("a queue URL ends in its name");
     let created =

@@ -1,4 +1,4 @@
-//! A worker on both embedded lanes and the file store of a temporary data directory, driving the engine double
+//! A worker on every embedded lane and the file store of a temporary data directory, driving the engine simulator
 //! through the real engine client; what the worker tests send, wait for and read back.
 
 use std::sync::Arc;
@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::faulty_store::FaultyStore;
 use super::{SharedBuf, eventually, request_body};
-use gpuinfer::engine::simulator::{Behavior, EngineDouble};
+use gpuinfer::engine::simulator::{Behavior, EngineSimulator};
 
 pub struct Rig {
     pub dir: tempfile::TempDir,
@@ -27,7 +27,7 @@ pub struct Rig {
     pub lanes: Lanes<Arc<LocalQueue>>,
     /// The normal lane.
     pub queue: Arc<LocalQueue>,
-    pub engine: EngineDouble,
+    pub engine: EngineSimulator,
     /// The worker's result store (the file store), which a test can make refuse or stall.
     pub store: Arc<FaultyStore>,
     pub shutdown: CancellationToken,
@@ -69,7 +69,7 @@ impl Rig {
         let backends = LocalBackends::open(dir.path()).unwrap();
         let lanes = backends.tier_lanes(Tier::Small, config.visibility_timeout, config.max_receive_count);
         before(lanes.clone()).await;
-        let engine = EngineDouble::start(behavior).await;
+        let engine = EngineSimulator::start(behavior).await;
         let client = EngineClient::new(&EngineConfig {
             base_url: format!("{}/v1/", engine.url),
             model: None,
@@ -123,13 +123,16 @@ impl Rig {
         serde_json::from_value(self.document(id).await).unwrap()
     }
 
-    /// Waits until both lanes are empty.
+    /// Waits until every lane is empty.
     pub async fn drained(&self) {
         let lanes = self.lanes.clone();
         eventually(Duration::from_secs(10), "empty lanes", || {
             let lanes = lanes.clone();
             async move {
-                let counts = lanes.high.counts().await.unwrap() + lanes.normal.counts().await.unwrap();
+                let mut counts = QueueCounts::default();
+                for lane in lanes.all() {
+                    counts = counts + lane.counts().await.unwrap();
+                }
                 (counts == QueueCounts::default()).then_some(())
             }
         })

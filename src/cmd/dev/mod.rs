@@ -1,6 +1,7 @@
 //! `gpuinfer dev`: router, one worker pool per tier, the scaler, embedded queues and result files, in one process.
 
 pub mod engine_fleet;
+mod expiry;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -25,7 +26,6 @@ use crate::http::server::HttpLimits;
 use crate::infra::metrics::Emf;
 use crate::local::RESULT_RETENTION_DAYS;
 use crate::local::fleet::FixedFleet;
-use crate::local::store::FileStore;
 use crate::ports::{Queue, ResultStore};
 use crate::router::DEFAULT_LISTEN_ADDR;
 use crate::router::body_budget::BodyBudget;
@@ -54,10 +54,15 @@ pub struct Args {
     /// Model name for the large engine [default: the first it lists].
     #[arg(long, env = "LARGE_MODEL_NAME")]
     pub large_model: Option<String>,
-    /// Days a result document (and the record of its request) is kept in the data directory, checked hourly: the
-    /// template's ResultRetentionDays, as the results bucket's lifecycle rule applies it on AWS.
+    /// Days a result document (and the record of its request, and the Batch API's files, batches and uploads) is
+    /// kept in the data directory: the template's ResultRetentionDays, as the results bucket's lifecycle rule
+    /// applies it on AWS.
     #[arg(long, env = "RESULT_RETENTION_DAYS", default_value_t = RESULT_RETENTION_DAYS, value_parser = clap::value_parser!(u64).range(1..))]
     pub result_retention_days: u64,
+    /// Seconds between two expiry sweeps of the data directory (old documents, uploads past their hour, files past
+    /// their expires_at).
+    #[arg(long, env = "EXPIRY_SWEEP_SECONDS", default_value_t = expiry::EXPIRY_SWEEP_SECONDS, value_parser = clap::value_parser!(u64).range(1..))]
+    pub expiry_sweep_seconds: u64,
     #[command(flatten)]
     pub routing: RoutingArgs,
     #[command(flatten)]
@@ -146,6 +151,7 @@ pub struct Config {
     webhooks: WebhookConfig,
     scaler: ScalerArgs,
     retention: Duration,
+    expiry_sweep: Duration,
     wiring: Wiring,
     engine_commands: EngineCommands,
     openai: crate::router::openai::settings::Settings,
@@ -183,6 +189,7 @@ impl Args {
             webhooks: self.webhooks.config(),
             scaler: self.scaler,
             retention: Duration::from_secs(self.result_retention_days * 24 * 3600),
+            expiry_sweep: Duration::from_secs(self.expiry_sweep_seconds),
             wiring,
             engine_commands,
         })
@@ -259,7 +266,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         tokio::spawn(Arc::clone(&fleet).wake_cold_tiers(backends.db.changes(), scaler.tick_now()));
         tokio::spawn(scaler.run(config.scaler.interval(), shutdown.clone(), move |reports| fleet.apply(reports)))
     };
-    let expiry = tokio::spawn(expire_hourly(Arc::clone(&backends.store), config.retention, shutdown.clone()));
+    let expiry = tokio::spawn(expiry::sweep_periodically(
+        Arc::clone(&backends.store),
+        config.retention,
+        config.expiry_sweep,
+        shutdown.clone(),
+    ));
     let state = Arc::new(AppState {
         queues: PerTier { small: lanes(Tier::Small), large: lanes(Tier::Large) },
         store,
@@ -291,24 +303,6 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     let _ = expiry.await;
     served?;
     lost.map_or(Ok(()), Err)
-}
-
-/// Removes documents older than `retention` now and every hour, until `shutdown`.
-async fn expire_hourly(store: Arc<FileStore>, retention: Duration, shutdown: CancellationToken) {
-    let mut hours = tokio::time::interval(Duration::from_secs(3600));
-    loop {
-        tokio::select! {
-            _ = hours.tick() => {}
-            () = shutdown.cancelled() => return,
-        }
-        match store.expire(retention) {
-            Ok(0) => {}
-            Ok(removed) => {
-                tracing::info!(removed, retention_days = retention.as_secs() / 86_400, "expired documents removed")
-            }
-            Err(error) => tracing::warn!(%error, "expiring old documents failed; trying again in an hour"),
-        }
-    }
 }
 
 /// Takes `<data_dir>/dev.lock`, or says which process holds the directory and what to do.

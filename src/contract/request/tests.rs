@@ -13,7 +13,7 @@ fn parse(value: serde_json::Value) -> Result<InferenceRequest, RequestError> {
 }
 
 #[test]
-fn accepts_the_seed_example_with_defaults_filled_in() {
+fn accepts_the_sample_example_with_defaults_filled_in() {
     let request = parse(json!({"requestId": ID, "prompt": "What is Amazon ECS?"})).unwrap();
     assert_eq!(request.request_id.to_string(), ID);
     assert_eq!(request.input, Input::Prompt("What is Amazon ECS?".into()));

@@ -13,6 +13,7 @@ use super::batch_input::{self, Endpoint, LineLabel};
 use super::files::{self, FileObject};
 use super::unix_now;
 use crate::contract::batch_line::BatchLine;
+use crate::contract::error_body;
 use crate::contract::request_id::RequestId;
 use crate::ports::{ObjectStore, ResultStore, StoreError};
 
@@ -132,7 +133,7 @@ fn place(label: &LineLabel, id: RequestId, document: Option<&[u8]>, batch: Finis
             json!({ "code": "batch_expired", "message": "the batch's completion window ended before this request ran" }),
         )),
         (_, "engine_rejected") => {
-            let body = json!({ "error": { "message": message, "type": "invalid_request_error", "param": null, "code": code } });
+            let body = error_body::openai(400, message, None, Some(code));
             Placed::Errors(line(json!({ "status_code": 400, "request_id": id, "body": body }), Value::Null))
         }
         (_, code) => Placed::Errors(line(Value::Null, json!({ "code": code, "message": message }))),

@@ -98,14 +98,17 @@ impl Batch {
     }
 }
 
+/// Where batches, their secrets and their marks are kept.
+pub(crate) const PREFIX: &str = "batches/";
+
 pub fn record_key(id: &str) -> String {
-    format!("batches/{id}.json")
+    format!("{PREFIX}{id}.json")
 }
 
 /// The batch's secret for its lines' request ids (`BatchLine::request_id`): an object of its own, so the Batch
 /// object the API answers (and lists) never carries it.
 fn line_key_key(id: &str) -> String {
-    format!("batches/{id}.key")
+    format!("{PREFIX}{id}.key")
 }
 
 /// A new batch's secret: 32 bytes from the operating system's random source (two v4 UUIDs).
@@ -120,7 +123,7 @@ async fn line_key(objects: &dyn ObjectStore, id: &str) -> Result<Option<Vec<u8>>
 
 /// The mark that every line of the batch was enqueued.
 fn enqueued_key(id: &str) -> String {
-    format!("batches/{id}.enqueued")
+    format!("{PREFIX}{id}.enqueued")
 }
 
 /// The batch's record, or 404.
@@ -400,7 +403,7 @@ async fn refresh(state: &AppState, objects: &dyn ObjectStore, mut batch: Batch) 
 /// The mark a cancel leaves before it saves the batch: a poll that read the record before the cancel still ends the
 /// batch canceled.
 fn cancel_key(id: &str) -> String {
-    format!("batches/{id}.cancel")
+    format!("{PREFIX}{id}.cancel")
 }
 
 /// Takes in a cancel that `batch`'s copy of the record does not show yet.
@@ -500,5 +503,5 @@ pub async fn list(
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Value>, OpenAiError> {
     let limit = query.limit.unwrap_or(20).clamp(1, 100);
-    Ok(Json(files::page(objects(&state)?, "batches/", query.after.as_deref(), limit, |_: &Batch| true).await?))
+    Ok(Json(files::page(objects(&state)?, PREFIX, query.after.as_deref(), limit, |_: &Batch| true).await?))
 }

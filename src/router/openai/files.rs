@@ -1,6 +1,7 @@
 //! The Files API: POST /v1/files (multipart, `purpose=batch`), GET /v1/files, GET /v1/files/{id},
 //! GET /v1/files/{id}/content, DELETE /v1/files/{id}. A file is `files/{id}.jsonl` with its record beside it,
-//! `files/{id}.json`; uploads and downloads stream.
+//! `files/{id}.json`; uploads and downloads stream. A file given `expires_after` is gone once its `expires_at` passes
+//! (the expiry sweep removes it where one runs, `expiry.rs`); one without is kept as long as the results.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,11 +15,14 @@ use futures_util::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::expires_after::{ExpiresAfter, FormFields};
 use super::{OpenAiError, ids, jsonl_check, objects, unix_now};
-use crate::ports::{ByteChunks, ObjectStore};
+use crate::ports::{ByteChunks, ObjectStore, StoreError};
 use crate::router::openai::object_io::{read_json, write_json};
 use crate::router::state::AppState;
 
+/// Where files and their records are kept.
+pub(crate) const PREFIX: &str = "files/";
 /// The only purpose gpuinfer keeps files for, as a client uploads them.
 const BATCH_PURPOSE: &str = "batch";
 /// How long a presigned download URL stays valid.
@@ -52,14 +56,19 @@ impl FileObject {
             expires_at: None,
         }
     }
+
+    /// Whether the file's `expires_at` has come at `now` (Unix seconds).
+    pub(super) fn expired_by(&self, now: i64) -> bool {
+        self.expires_at.is_some_and(|at| now >= at)
+    }
 }
 
 pub fn record_key(id: &str) -> String {
-    format!("files/{id}.json")
+    format!("{PREFIX}{id}.json")
 }
 
 pub fn content_key(id: &str) -> String {
-    format!("files/{id}.jsonl")
+    format!("{PREFIX}{id}.jsonl")
 }
 
 /// Stores a checked batch input file: its content from `chunks`, then its record. A refused file leaves nothing.
@@ -86,6 +95,17 @@ pub(super) async fn store_input(
     Ok(file)
 }
 
+/// Gives `file` the expiry a client asked for (none: kept as long as the results), saving its record again.
+pub(super) async fn expire_after(
+    objects: &dyn ObjectStore,
+    file: &mut FileObject,
+    expires_after: Option<&ExpiresAfter>,
+) -> Result<(), OpenAiError> {
+    let Some(expires_after) = expires_after else { return Ok(()) };
+    file.expires_at = Some(expires_after.expires_at(file.created_at));
+    write_json(objects, &record_key(&file.id), file).await.map_err(|e| OpenAiError::store(&e))
+}
+
 /// Checks the `purpose` a client gave.
 pub(super) fn check_purpose(purpose: Option<&str>) -> Result<(), OpenAiError> {
     match purpose {
@@ -102,14 +122,17 @@ fn bad_multipart(error: axum::extract::multipart::MultipartError) -> OpenAiError
     OpenAiError::invalid(format!("body: not a readable multipart/form-data upload ({error})"))
 }
 
-/// POST /v1/files: a multipart form with `purpose` and `file`.
+/// POST /v1/files: a multipart form with `purpose`, `file` and, optionally, `expires_after`.
 pub async fn create(State(state): State<Arc<AppState>>, mut form: Multipart) -> Result<Json<FileObject>, OpenAiError> {
     let objects = objects(&state)?;
     let mut purpose = None;
+    let mut expiry = FormFields::default();
     let mut file = None;
     while let Some(field) = form.next_field().await.map_err(bad_multipart)? {
         match field.name() {
             Some("purpose") => purpose = Some(field.text().await.map_err(bad_multipart)?),
+            Some("expires_after[anchor]") => expiry.anchor = Some(field.text().await.map_err(bad_multipart)?),
+            Some("expires_after[seconds]") => expiry.seconds = Some(field.text().await.map_err(bad_multipart)?),
             Some("file") if file.is_none() => {
                 if purpose.is_some() {
                     check_purpose(purpose.as_deref())?; // refused before a byte is kept
@@ -122,13 +145,17 @@ pub async fn create(State(state): State<Arc<AppState>>, mut form: Multipart) -> 
             _ => {}
         }
     }
-    let Some(file) = file else {
+    let Some(mut file) = file else {
         return Err(OpenAiError::invalid_param("file", "file: required (the batch input, JSONL)"));
     };
-    if let Err(refused) = check_purpose(purpose.as_deref()) {
-        remove(objects, &file.id).await?;
-        return Err(refused);
-    }
+    let expires_after = match check_purpose(purpose.as_deref()).and_then(|()| expiry.checked()) {
+        Ok(expires_after) => expires_after,
+        Err(refused) => {
+            remove(objects, &file.id).await.map_err(|e| OpenAiError::store(&e))?;
+            return Err(refused);
+        }
+    };
+    expire_after(objects, &mut file, expires_after.as_ref()).await?;
     Ok(Json(file))
 }
 
@@ -182,13 +209,18 @@ pub async fn list(
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Value>, OpenAiError> {
     let limit = query.limit.unwrap_or(10_000).clamp(1, 10_000);
-    let wanted = |file: &FileObject| query.purpose.as_ref().is_none_or(|p| *p == file.purpose);
-    Ok(Json(page(objects(&state)?, "files/", query.after.as_deref(), limit, wanted).await?))
+    let now = unix_now();
+    let wanted = |file: &FileObject| query.purpose.as_ref().is_none_or(|p| *p == file.purpose) && !file.expired_by(now);
+    Ok(Json(page(objects(&state)?, PREFIX, query.after.as_deref(), limit, wanted).await?))
 }
 
-/// The record of file `id`, or 404.
+/// The record of file `id`, or 404 (also once it expired).
 pub(super) async fn find(objects: &dyn ObjectStore, id: &str) -> Result<FileObject, OpenAiError> {
-    super::find_record(objects, ("file", "file-"), record_key, id).await
+    let file: FileObject = super::find_record(objects, ("file", "file-"), record_key, id).await?;
+    if file.expired_by(unix_now()) {
+        return Err(OpenAiError::not_found("file", id));
+    }
+    Ok(file)
 }
 
 /// GET /v1/files/{id}
@@ -219,15 +251,15 @@ pub async fn content(State(state): State<Arc<AppState>>, Path(id): Path<String>)
 }
 
 /// Removes a file's content and record.
-async fn remove(objects: &dyn ObjectStore, id: &str) -> Result<(), OpenAiError> {
-    objects.delete(&content_key(id)).await.map_err(|e| OpenAiError::store(&e))?;
-    objects.delete(&record_key(id)).await.map_err(|e| OpenAiError::store(&e))
+pub(super) async fn remove(objects: &dyn ObjectStore, id: &str) -> Result<(), StoreError> {
+    objects.delete(&content_key(id)).await?;
+    objects.delete(&record_key(id)).await
 }
 
 /// DELETE /v1/files/{id}
 pub async fn delete(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<Value>, OpenAiError> {
     let objects = objects(&state)?;
     find(objects, &id).await?;
-    remove(objects, &id).await?;
+    remove(objects, &id).await.map_err(|e| OpenAiError::store(&e))?;
     Ok(Json(json!({ "id": id, "object": "file", "deleted": true })))
 }

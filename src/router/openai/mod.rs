@@ -1,20 +1,24 @@
 //! The OpenAI-compatible API beside the pipeline's own, under `/v1`: Files, Uploads, Batches and Models, in
 //! OpenAI's shapes and error format, so OpenAI's clients work by changing their base URL.
 //!
-//! - `files`: the Files API; `uploads`: the Uploads API (large files in parts); `jsonl_check`: the checks an
-//!   uploaded batch input passes as it streams in
+//! - `files`: the Files API; `uploads`: the Uploads API (large files in parts), `upload_parts`: its parts and their
+//!   bounds; `jsonl_check`: the checks an uploaded batch input passes as it streams in; `expires_after`: a file's
+//!   expiry as a client asks for it; `expiry`: how long each prefix is kept, the sweep that ends what is due
 //! - `batches`: the Batches API and a batch's lifecycle; `batch_input`: input lines → pipeline requests;
 //!   `batch_output`: the output and error files; `models`: model → tier, GET /v1/models; `ids`: object ids
 
 pub mod batch_input;
 pub mod batch_output;
 pub mod batches;
+pub mod expires_after;
+pub mod expiry;
 pub mod files;
 pub mod ids;
 pub mod jsonl_check;
 pub mod models;
 pub mod object_io;
 pub mod settings;
+pub mod upload_parts;
 pub mod uploads;
 
 use std::sync::Arc;
@@ -24,8 +28,8 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde_json::json;
 
+use crate::contract::error_body;
 use crate::ports::{ObjectStore, StoreError};
 use crate::router::state::AppState;
 
@@ -33,15 +37,20 @@ use crate::router::state::AppState;
 /// every 3): downloads larger than 4 MiB (5.6 MB encoded) are redirected to S3.
 pub const LAMBDA_DOWNLOAD_LIMIT: u64 = 4 * 1024 * 1024;
 
-/// The `/v1` routes, with the body limits of file uploads.
-pub fn routes() -> Router<Arc<AppState>> {
-    let upload_limit = usize::try_from(jsonl_check::MAX_FILE_BYTES).unwrap_or(usize::MAX) + 1024 * 1024;
+/// Room in a body limit for the multipart form around a file or a part.
+const FORM_BYTES: usize = 1024 * 1024;
+
+/// The `/v1` routes, with the body limits of file uploads and of upload parts (a part's own bound,
+/// `upload_parts::MAX_PART_BYTES`, is met first and refused with a 400 that names it).
+pub fn endpoints() -> Router<Arc<AppState>> {
+    let limit = |bytes: u64| DefaultBodyLimit::max(usize::try_from(bytes).unwrap_or(usize::MAX) + FORM_BYTES);
+    let (upload_limit, part_limit) = (limit(jsonl_check::MAX_FILE_BYTES), limit(upload_parts::MAX_PART_BYTES));
     Router::new()
-        .route("/v1/files", post(files::create).get(files::list).layer(DefaultBodyLimit::max(upload_limit)))
+        .route("/v1/files", post(files::create).get(files::list).layer(upload_limit))
         .route("/v1/files/{file_id}", get(files::retrieve).delete(files::delete))
         .route("/v1/files/{file_id}/content", get(files::content))
         .route("/v1/uploads", post(uploads::create))
-        .route("/v1/uploads/{upload_id}/parts", post(uploads::add_part).layer(DefaultBodyLimit::max(upload_limit)))
+        .route("/v1/uploads/{upload_id}/parts", post(uploads::add_part).layer(part_limit))
         .route("/v1/uploads/{upload_id}/complete", post(uploads::complete))
         .route("/v1/uploads/{upload_id}/cancel", post(uploads::cancel))
         .route("/v1/batches", post(batches::create).get(batches::list))
@@ -112,25 +121,11 @@ impl OpenAiError {
     pub fn is_not_found(&self) -> bool {
         self.status == StatusCode::NOT_FOUND
     }
-
-    fn kind(&self) -> &'static str {
-        match self.status.as_u16() {
-            401 => "authentication_error",
-            404 => "not_found_error",
-            500..=599 => "server_error",
-            _ => "invalid_request_error",
-        }
-    }
 }
 
 impl IntoResponse for OpenAiError {
     fn into_response(self) -> Response {
-        let body = json!({ "error": {
-            "message": self.message,
-            "type": self.kind(),
-            "param": self.param,
-            "code": self.code,
-        }});
+        let body = error_body::openai(self.status.as_u16(), &self.message, self.param.as_deref(), self.code);
         (self.status, axum::Json(body)).into_response()
     }
 }

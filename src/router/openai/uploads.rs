@@ -1,24 +1,28 @@
 //! The Uploads API, for files larger than one request may carry (API Gateway → Lambda takes about 6 MB): POST
-//! /v1/uploads opens an upload, POST …/parts adds a part (`uploads/{id}/{part}`), POST …/complete joins the parts
-//! in the order given into a file, checked as any upload, POST …/cancel drops it.
+//! /v1/uploads opens an upload, POST …/parts adds a part (`upload_parts.rs`: where parts are kept, their bounds),
+//! POST …/complete joins the parts in the order given into a file, checked as any upload, POST …/cancel drops it.
+//! An upload stays open an hour (OpenAI's); after it, it reads `expired`, and the expiry sweep saves it so and
+//! removes its parts where one runs (`expiry.rs`).
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Multipart, Path, State};
-use futures_util::{StreamExt, TryStreamExt, stream};
+use futures_util::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::expires_after::ExpiresAfter;
 use super::files::{self, FileObject};
 use super::jsonl_check::MAX_FILE_BYTES;
+use super::upload_parts::{self, Added, PREFIX};
 use super::{OpenAiError, ids, objects, unix_now};
-use crate::ports::{ByteChunks, ObjectStore};
+use crate::ports::{ByteChunks, ObjectStore, StoreError};
 use crate::router::openai::object_io::write_json;
 use crate::router::state::AppState;
 
-/// How long an upload stays open (OpenAI's: an hour).
+/// How long an upload stays open (OpenAI's: an hour after its creation).
 const UPLOAD_SECONDS: i64 = 3600;
 
 /// OpenAI's Upload object, as stored and as answered.
@@ -33,34 +37,53 @@ pub struct Upload {
     pub status: String,
     pub expires_at: i64,
     pub file: Option<FileObject>,
+    /// The expiry the file it becomes is given, when the client asked for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_after: Option<ExpiresAfter>,
+}
+
+impl Upload {
+    /// Whether the upload is past its hour at `now` (Unix seconds) without having ended: expired, whether or not
+    /// its record says so yet.
+    pub(super) fn expired_by(&self, now: i64) -> bool {
+        self.status == "pending" && now >= self.expires_at
+    }
 }
 
 fn record_key(id: &str) -> String {
-    format!("uploads/{id}.json")
+    format!("{PREFIX}{id}.json")
 }
 
-fn part_key(upload: &str, part: &str) -> String {
-    format!("uploads/{upload}/{part}")
-}
-
+/// The upload `id`, `expired` once past its hour.
 async fn find(objects: &dyn ObjectStore, id: &str) -> Result<Upload, OpenAiError> {
-    super::find_record(objects, ("upload", "upload_"), record_key, id).await
+    let mut upload: Upload = super::find_record(objects, ("upload", "upload_"), record_key, id).await?;
+    if upload.expired_by(unix_now()) {
+        upload.status = "expired".into();
+    }
+    Ok(upload)
 }
 
 /// The upload `id` while it is still open for parts.
 async fn find_pending(objects: &dyn ObjectStore, id: &str) -> Result<Upload, OpenAiError> {
     let upload = find(objects, id).await?;
-    if upload.status != "pending" {
-        return Err(OpenAiError::conflict(format!("the upload is {}; parts go to a pending upload", upload.status)));
+    match upload.status.as_str() {
+        "pending" => Ok(upload),
+        "expired" => Err(OpenAiError::conflict(
+            "the upload expired (an upload stays open an hour after its creation); start a new one",
+        )),
+        other => Err(OpenAiError::conflict(format!("the upload is {other}; parts go to a pending upload"))),
     }
-    if unix_now() > upload.expires_at {
-        return Err(OpenAiError::conflict("the upload expired (an upload stays open an hour); start a new one"));
-    }
-    Ok(upload)
 }
 
 async fn save(objects: &dyn ObjectStore, upload: &Upload) -> Result<(), OpenAiError> {
     write_json(objects, &record_key(&upload.id), upload).await.map_err(|e| OpenAiError::store(&e))
+}
+
+/// Ends an upload past its hour: saved `expired`, its parts removed.
+pub(super) async fn expire(objects: &dyn ObjectStore, mut upload: Upload) -> Result<(), StoreError> {
+    upload.status = "expired".into();
+    write_json(objects, &record_key(&upload.id), &upload).await?;
+    upload_parts::drop_all(objects, &upload.id).await
 }
 
 #[derive(Debug, Deserialize)]
@@ -68,6 +91,7 @@ pub struct Opening {
     filename: String,
     purpose: String,
     bytes: u64,
+    expires_after: Option<ExpiresAfter>,
 }
 
 /// POST /v1/uploads
@@ -76,6 +100,7 @@ pub async fn create(State(state): State<Arc<AppState>>, body: Bytes) -> Result<J
     let opening: Opening = serde_json::from_slice(&body)
         .map_err(|e| OpenAiError::invalid(format!("body: filename, purpose, bytes and mime_type ({e})")))?;
     files::check_purpose(Some(&opening.purpose))?;
+    let expires_after = opening.expires_after.map(ExpiresAfter::checked).transpose()?;
     if opening.bytes > MAX_FILE_BYTES {
         return Err(OpenAiError::invalid_param(
             "bytes",
@@ -93,6 +118,7 @@ pub async fn create(State(state): State<Arc<AppState>>, body: Bytes) -> Result<J
         status: "pending".into(),
         expires_at: created_at + UPLOAD_SECONDS,
         file: None,
+        expires_after,
     };
     save(objects, &upload).await?;
     Ok(Json(upload))
@@ -105,15 +131,14 @@ pub async fn add_part(
     mut form: Multipart,
 ) -> Result<Json<Value>, OpenAiError> {
     let objects = objects(&state)?;
-    find_pending(objects, &id).await?;
-    let part = ids::new("part_");
+    let upload = find_pending(objects, &id).await?;
     let bad = |e: axum::extract::multipart::MultipartError| {
         OpenAiError::invalid(format!("body: not a readable multipart upload ({e})"))
     };
     while let Some(field) = form.next_field().await.map_err(bad)? {
         if field.name() == Some("data") {
             let chunks: ByteChunks<'_> = Box::pin(field.map_err(std::io::Error::other));
-            objects.put(&part_key(&id, &part), chunks).await.map_err(|e| OpenAiError::store(&e))?;
+            let part = upload_parts::store(objects, (&id, upload.bytes), chunks).await?;
             let answer =
                 serde_json::json!({ "id": part, "object": "upload.part", "created_at": unix_now(), "upload_id": id });
             return Ok(Json(answer));
@@ -137,26 +162,14 @@ pub async fn complete(
     let mut upload = find_pending(objects, &id).await?;
     let completion: Completion = serde_json::from_slice(&body)
         .map_err(|e| OpenAiError::invalid(format!("body: part_ids, the parts in order ({e})")))?;
-    if let Some(bad) = completion.part_ids.iter().find(|part| !ids::is_valid("part_", part)) {
-        return Err(OpenAiError::invalid_param("part_ids", format!("part_ids: {bad:?} is not a part of this upload")));
-    }
-    let keys: Vec<String> = completion.part_ids.iter().map(|part| part_key(&id, part)).collect();
-    let joined = stream::iter(keys)
-        .then(move |key| async move {
-            match objects.get(&key).await {
-                Ok(Some((_, chunks))) => Ok(chunks),
-                Ok(None) => Err(std::io::Error::other(format!("part {key} was never added"))),
-                Err(error) => Err(std::io::Error::other(error)),
-            }
-        })
-        .try_flatten();
-    let file = files::store_input(objects, ids::new("file-"), upload.filename.clone(), Box::pin(joined)).await?;
-    if file.bytes != upload.bytes {
-        let message = format!("bytes: the parts hold {} bytes, the upload was opened for {}", file.bytes, upload.bytes);
-        objects.delete(&files::content_key(&file.id)).await.map_err(|e| OpenAiError::store(&e))?;
-        objects.delete(&files::record_key(&file.id)).await.map_err(|e| OpenAiError::store(&e))?;
+    let total = Added::list(objects, &id).await?.total_of(&completion.part_ids)?;
+    if total != upload.bytes {
+        let message = format!("bytes: the parts hold {total} bytes, the upload was opened for {}", upload.bytes);
         return Err(OpenAiError::invalid_param("bytes", message));
     }
+    let joined = upload_parts::joined(objects, &id, &completion.part_ids);
+    let mut file = files::store_input(objects, ids::new("file-"), upload.filename.clone(), joined).await?;
+    files::expire_after(objects, &mut file, upload.expires_after.as_ref()).await?;
     upload.status = "completed".into();
     upload.file = Some(file);
     save(objects, &upload).await?;
@@ -174,15 +187,9 @@ pub async fn cancel(State(state): State<Arc<AppState>>, Path(id): Path<String>) 
     Ok(Json(upload))
 }
 
-/// Removes an upload's parts; one left behind is only logged (the store's lifecycle removes it).
+/// Removes the parts of an upload that ended; failing that, they expire with the results.
 async fn drop_parts(objects: &dyn ObjectStore, id: &str) {
-    let parts = match objects.list(&format!("uploads/{id}/")).await {
-        Ok(parts) => parts,
-        Err(error) => return tracing::warn!(upload_id = id, %error, "could not list the upload's parts to remove them"),
-    };
-    for part in parts {
-        if let Err(error) = objects.delete(&part).await {
-            tracing::warn!(upload_id = id, %error, "could not remove an upload part");
-        }
+    if let Err(error) = upload_parts::drop_all(objects, id).await {
+        tracing::warn!(upload_id = id, %error, "could not list the upload's parts to remove them");
     }
 }

@@ -1,4 +1,4 @@
-//! Routing: every branch of the heuristics at the seed's threshold edges, and the classifier's fallbacks.
+//! Routing: every branch of the heuristics at the AWS sample's threshold edges, and the classifier's fallbacks.
 
 use std::time::Duration;
 
@@ -21,7 +21,7 @@ fn request(chars: usize, max_tokens: u32, route: Option<&str>) -> InferenceReque
 }
 
 #[test]
-fn heuristics_follow_the_seed_table_at_every_edge() {
+fn heuristics_follow_the_sample_table_at_every_edge() {
     let config = RoutingConfig::default();
     let cases = [
         (request(5000, 2048, Some("small")), Heuristic::Decided(Tier::Small, Reason::Override)),

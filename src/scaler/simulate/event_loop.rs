@@ -50,23 +50,23 @@ pub struct Run {
 /// Both policies' runs on the same arrivals.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Comparison {
-    pub seed: Run,
+    pub sample: Run,
     pub ours: Run,
 }
 
 impl Comparison {
     pub fn get(&self, kind: PolicyKind) -> &Run {
         match kind {
-            PolicyKind::Seed => &self.seed,
+            PolicyKind::Sample => &self.sample,
             PolicyKind::Ours => &self.ours,
         }
     }
 }
 
-/// Runs the seed's policy and ours on one tier over the same `arrivals` (sorted times).
+/// Runs the AWS sample's policy and ours on one tier over the same `arrivals` (sorted times).
 pub fn compare(model: &TierModel, timing: &Timing, arrivals: &[Millis]) -> Comparison {
     let run_with = |kind| run(model, &Policy::new(kind, model), timing, arrivals);
-    Comparison { seed: run_with(PolicyKind::Seed), ours: run_with(PolicyKind::Ours) }
+    Comparison { sample: run_with(PolicyKind::Sample), ours: run_with(PolicyKind::Ours) }
 }
 
 /// Runs one tier under one policy over `arrivals` (sorted times).

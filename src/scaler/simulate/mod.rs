@@ -1,4 +1,4 @@
-//! The scaling simulator behind `gpuinfer simulate`: the seed's policy and ours on the same traffic, in
+//! The scaling simulator behind `gpuinfer simulate`: the AWS sample's policy and ours on the same traffic, in
 //! simulated time, so their cost, losses and latency can be compared before anything is deployed.
 //!
 //! Layout:

@@ -1,4 +1,4 @@
-//! `gpuinfer simulate --plot`: tasks and backlog over time, the seed's policy against ours, one row of two
+//! `gpuinfer simulate --plot`: tasks and backlog over time, the AWS sample's policy against ours, one row of two
 //! charts per tier, as an SVG file.
 
 use std::path::Path;
@@ -14,7 +14,7 @@ use crate::contract::tier::Tier;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TierSeries<'a> {
     pub tier: Tier,
-    pub seed: &'a [Sample],
+    pub sample: &'a [Sample],
     pub ours: &'a [Sample],
 }
 
@@ -25,7 +25,7 @@ pub(crate) struct PlotError {
     detail: String,
 }
 
-const SEED_COLOR: RGBColor = RGBColor(214, 39, 40);
+const SAMPLE_COLOR: RGBColor = RGBColor(214, 39, 40);
 const OURS_COLOR: RGBColor = RGBColor(31, 119, 180);
 
 pub(crate) fn write_svg(path: &Path, tiers: &[TierSeries<'_>]) -> Result<(), PlotError> {
@@ -54,9 +54,9 @@ fn chart(
     value: impl Fn(&Sample) -> f64,
 ) -> DrawResult {
     let points = |samples: &[Sample]| samples.iter().map(|s| (hours(s.at), value(s))).collect::<Vec<_>>();
-    let (seed, ours) = (points(series.seed), points(series.ours));
-    let x_max = seed.iter().chain(&ours).map(|p| p.0).fold(1.0, f64::max);
-    let y_max = seed.iter().chain(&ours).map(|p| p.1).fold(1.0, f64::max) * 1.1;
+    let (sample, ours) = (points(series.sample), points(series.ours));
+    let x_max = sample.iter().chain(&ours).map(|p| p.0).fold(1.0, f64::max);
+    let y_max = sample.iter().chain(&ours).map(|p| p.1).fold(1.0, f64::max) * 1.1;
     let mut chart = ChartBuilder::on(area)
         .caption(title, ("sans-serif", 18))
         .margin(12)
@@ -64,7 +64,7 @@ fn chart(
         .y_label_area_size(48)
         .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
     chart.configure_mesh().x_desc("hours").draw()?;
-    for (name, color, points) in [("seed", SEED_COLOR, seed), ("ours", OURS_COLOR, ours)] {
+    for (name, color, points) in [("sample", SAMPLE_COLOR, sample), ("ours", OURS_COLOR, ours)] {
         chart
             .draw_series(LineSeries::new(points, color.stroke_width(2)))?
             .label(name)

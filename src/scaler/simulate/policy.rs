@@ -1,5 +1,5 @@
 //! The two policies under comparison, each a metric and two alarm → step-policy rules:
-//! - the seed's, as its template and metric Lambda publish them: max(visible / threshold, GPU memory / 80),
+//! - the AWS sample's, as its template and metric Lambda publish them: max(visible / threshold, GPU memory / 80),
 //!   one task more when above 1.0 for a period (cooldown 120 s small, 180 s large), one task fewer when
 //!   below 0.1 for the whole idle window;
 //! - ours: `scaler::decide`'s metric, with the alarms docs/scaling.md specifies for template.yaml: as many tasks
@@ -21,16 +21,16 @@ const OUR_SCALE_OUT_COOLDOWN: Millis = 60 * SECOND;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PolicyKind {
-    Seed,
+    Sample,
     Ours,
 }
 
 impl PolicyKind {
-    pub(crate) const BOTH: [PolicyKind; 2] = [PolicyKind::Seed, PolicyKind::Ours];
+    pub(crate) const BOTH: [PolicyKind; 2] = [PolicyKind::Sample, PolicyKind::Ours];
 
     pub fn name(self) -> &'static str {
         match self {
-            PolicyKind::Seed => "seed",
+            PolicyKind::Sample => "sample",
             PolicyKind::Ours => "ours",
         }
     }
@@ -65,10 +65,10 @@ impl Policy {
             policy: StepPolicy { steps, cooldown },
         };
         let (scale_out, scale_in) = match kind {
-            PolicyKind::Seed => (
+            PolicyKind::Sample => (
                 one_period(
                     vec![Step { lower: Some(0.0), upper: None, adjustment: 1 }],
-                    seed_scale_out_cooldown(model.tier),
+                    sample_scale_out_cooldown(model.tier),
                 ),
                 idle_window(0.1, vec![Step { lower: None, upper: Some(0.0), adjustment: -1 }]),
             ),
@@ -82,9 +82,9 @@ impl Policy {
     /// The metric this policy's scaler publishes for `observation`.
     pub fn metric(&self, observation: &Observation) -> f64 {
         match self.kind {
-            PolicyKind::Seed => {
+            PolicyKind::Sample => {
                 let gpu_memory = (observation.tasks.running > 0).then_some(self.model.gpu_memory_when_running);
-                seed_metric(observation.queue.visible, gpu_memory, self.model.scaling.backlog_per_task())
+                sample_metric(observation.queue.visible, gpu_memory, self.model.scaling.backlog_per_task())
             }
             PolicyKind::Ours => {
                 let readings = Readings {
@@ -98,13 +98,13 @@ impl Policy {
     }
 }
 
-/// The seed's metric: max(visible / threshold, GPU memory / 80), memory 0 when there is no datapoint.
-pub(crate) fn seed_metric(visible: u64, gpu_memory_percent: Option<f64>, threshold: u32) -> f64 {
+/// The AWS sample's metric: max(visible / threshold, GPU memory / 80), memory 0 when there is no datapoint.
+pub(crate) fn sample_metric(visible: u64, gpu_memory_percent: Option<f64>, threshold: u32) -> f64 {
     (visible as f64 / f64::from(threshold)).max(gpu_memory_percent.unwrap_or(0.0) / 80.0).max(0.0)
 }
 
-/// The seed template's scale-out cooldown.
-fn seed_scale_out_cooldown(tier: Tier) -> Millis {
+/// The AWS sample template's scale-out cooldown.
+fn sample_scale_out_cooldown(tier: Tier) -> Millis {
     match tier {
         Tier::Small => 120 * SECOND,
         Tier::Large => 180 * SECOND,

@@ -1,0 +1,68 @@
+//! What every API request passes first: the bearer-token check, and the framework's own refusals answered in
+//! the API's JSON shape.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::contract::error_body;
+use crate::router::api_error::ApiError;
+use crate::router::state::AppState;
+
+/// Largest framework refusal text turned into JSON (they are a line or two).
+const REFUSAL_TEXT_BYTES: usize = 16 * 1024;
+
+/// Answers the framework's own refusals (a query, path or multipart body it cannot read, a body over a route's
+/// limit: text/plain from axum) in the API's JSON shape, OpenAI's under /v1.
+pub(super) async fn refusals_as_json(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let openai = request.uri().path().starts_with("/v1/");
+    let response = next.run(request).await;
+    let status = response.status();
+    let content_type = response.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+    if !(status.is_client_error() || status.is_server_error()) || !content_type.is_some_and(|t| t.starts_with("text/"))
+    {
+        return response;
+    }
+    let text = match axum::body::to_bytes(response.into_body(), REFUSAL_TEXT_BYTES).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_owned(),
+        Err(_) => status.canonical_reason().unwrap_or("refused").to_owned(),
+    };
+    refusal(openai, status, text)
+}
+
+/// A refusal in the API's JSON shape: OpenAI's error object under /v1, `{"error": "..."}` elsewhere.
+fn refusal(openai: bool, status: StatusCode, text: String) -> Response {
+    if openai {
+        crate::router::openai::OpenAiError::refused(status, text).into_response()
+    } else {
+        ApiError::new(status, text).into_response()
+    }
+}
+
+/// Refuses a request without the configured bearer token (401 in OpenAI's error shape, which its clients read).
+pub(super) async fn require_api_key(
+    State(state): State<Arc<AppState>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let Some(key) = &state.openai.api_key else {
+        return next.run(request).await;
+    };
+    let sent = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    // The scheme is case-insensitive (RFC 9110 §11.1): "bearer" and "BEARER" are Bearer too.
+    let token = sent.and_then(|v| v.split_once(' ')).filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"));
+    if token.is_some_and(|(_, token)| constant_time_eq(token.trim().as_bytes(), key.as_bytes())) {
+        return next.run(request).await;
+    }
+    let message = "a valid API key is required: send Authorization: Bearer <the token gpuinfer was started with>";
+    let error = error_body::openai(StatusCode::UNAUTHORIZED.as_u16(), message, None, Some("invalid_api_key"));
+    (StatusCode::UNAUTHORIZED, Json(error)).into_response()
+}
+
+/// Compares two secrets in time that does not depend on where they differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+}

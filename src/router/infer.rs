@@ -1,0 +1,226 @@
+//! POST /infer and the bulk submit (POST /infer/batch): validate, route, admit the id, enqueue, answer 202.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use chrono::Utc;
+use serde_json::{Value, json};
+use tokio::task::JoinSet;
+
+use crate::contract::request::{InferenceRequest, Intake, MAX_REQUEST_BYTES, RequestError};
+use crate::contract::request_id::RequestId;
+use crate::contract::tier::{Priority, Tier};
+use crate::infra::metrics::{self, Metric};
+use crate::ports::{Queue, StoreError};
+use crate::router::acceptance;
+use crate::router::acceptance::Admission;
+use crate::router::api_error::ApiError;
+use crate::router::json_body::read_body;
+use crate::router::routing;
+use crate::router::routing::Reason;
+use crate::router::state::AppState;
+
+/// Most requests in one bulk submit (POST /infer/batch).
+pub(crate) const MAX_BULK_REQUESTS: usize = 100;
+/// Largest bulk submit body (under Lambda's 6 MB invocation payload).
+pub(crate) const MAX_BULK_BODY_BYTES: usize = 5 * 1024 * 1024;
+
+/// A validated request and the body its queue gets.
+struct Admitted {
+    request: InferenceRequest,
+    body: String,
+}
+
+/// The operator's rules a valid request must also meet: an accepted callback URL, a queue body within limits.
+fn admit(state: &AppState, request: InferenceRequest) -> Result<Admitted, RequestError> {
+    if request.callback_url.is_some() && !state.callbacks_sent {
+        let problem = "no callback can be sent: no webhook secret is configured to sign it (gpuinfer dev \
+                       --webhook-secret, or WEBHOOK_SECRET); configure one, or leave callbackUrl out and poll";
+        return Err(RequestError::Invalid { field: "callbackUrl".into(), problem: problem.into() });
+    }
+    if let Some(url) = &request.callback_url {
+        let refused = reqwest::Url::parse(url).ok().and_then(|url| state.callbacks.check_url(&url).err());
+        if let Some(refusal) = refused {
+            return Err(RequestError::Invalid { field: "callbackUrl".into(), problem: refusal.to_string() });
+        }
+    }
+    let body = request.to_queue_body();
+    if body.len() > MAX_REQUEST_BYTES {
+        return Err(RequestError::QueueMessageTooLarge { queued: body.len(), limit: MAX_REQUEST_BYTES });
+    }
+    Ok(Admitted { request, body })
+}
+
+/// Logs and counts a request its queue took.
+fn accepted(state: &AppState, request: &InferenceRequest, tier: Tier, reason: Reason) {
+    tracing::info!(request_id = %request.request_id, %tier, priority = %request.priority, reason = reason.as_str(), chars = request.input.char_count(), max_tokens = request.max_tokens, deadline = ?request.deadline, "request accepted");
+    let mut counted = vec![Metric::count(metrics::ROUTED_REQUESTS, 1)];
+    if reason == Reason::ClassifierFallback {
+        counted.push(Metric::count(metrics::CLASSIFIER_FALLBACKS, 1));
+    }
+    state.metrics.emit(&[("Tier", tier.as_str())], &counted);
+}
+
+fn lane(state: &AppState, tier: Tier, priority: Priority) -> &dyn Queue {
+    state.queues.get(tier).get(priority).as_ref()
+}
+
+pub(super) async fn infer(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let (body, _held) = read_body(&state, &headers, body, MAX_REQUEST_BYTES).await?;
+    let request = InferenceRequest::parse(&body, Intake::Api(Utc::now()))?;
+    let fingerprint = acceptance::fingerprint(&crate::contract::request::parse_json(&body).unwrap_or_default());
+    let Admitted { request, body } = admit(&state, request)?;
+    let (tier, reason) = routing::route(&request, &state.routing, state.classifier.as_deref()).await;
+    let id = request.request_id;
+    let admission = acceptance::admit(state.store.as_ref(), id, &fingerprint, tier).await;
+    match admission.map_err(|error| ApiError::store_unavailable(id, &error))? {
+        Admission::New => {}
+        Admission::Retry(tier) => return Ok((StatusCode::ACCEPTED, Json(json!({ "requestId": id, "tier": tier })))),
+        Admission::Reused { status } => return Ok(reused(id, &status)),
+    }
+    if let Err(error) = lane(&state, tier, request.priority).send(&body).await {
+        tracing::error!(request_id = %id, %tier, %error, "enqueue failed");
+        forget(&state, id).await;
+        return Err(ApiError::queue_unavailable());
+    }
+    accepted(&state, &request, tier, reason);
+    Ok((StatusCode::ACCEPTED, Json(json!({ "requestId": id, "tier": tier }))))
+}
+
+/// 409 for a request whose id another request holds: say where that one stands and what to do.
+fn reused(request_id: RequestId, status: &str) -> (StatusCode, Json<Value>) {
+    let error = format!(
+        "requestId: already used by another request (its status: {status}); send this one with a new requestId, or \
+         none and the router makes one"
+    );
+    (StatusCode::CONFLICT, Json(json!({ "requestId": request_id, "status": status, "error": error })))
+}
+
+/// Drops the record of an acceptance whose enqueue failed, so that the client's retry is accepted; if even that
+/// fails, the retry is answered 202 for the lost request (logged here).
+async fn forget(state: &AppState, request_id: RequestId) {
+    if let Err(error) = acceptance::forget(state.store.as_ref(), request_id).await {
+        tracing::error!(%request_id, %error, "could not drop the acceptance of a request that was not enqueued");
+    }
+}
+
+/// A bulk submit's entry that passed validation, routed to its tier, and what its id means.
+struct Routed {
+    index: usize,
+    admitted: Admitted,
+    tier: Tier,
+    reason: Reason,
+    admission: Result<Admission, StoreError>,
+}
+
+/// Up to 100 requests at once: each is validated, routed and answered on its own (`results[i]` answers
+/// entry i), and each lane's share goes to its queue in batches. 202 when every entry was queued, else 207.
+pub(super) async fn infer_bulk(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let (body, held) = read_body(&state, &headers, body, MAX_BULK_BODY_BYTES).await?;
+    let entries = bulk_entries(&body)?;
+    drop((body, held)); // parsed: the raw bytes are not kept while the entries are routed and queued
+    let now = Utc::now();
+    let mut answers = vec![Value::Null; entries.len()];
+    let mut seen = HashSet::new();
+    let mut routing = JoinSet::new();
+    for (index, entry) in entries.into_iter().enumerate() {
+        let fingerprint = acceptance::fingerprint(&entry);
+        let admitted = InferenceRequest::from_value(entry, Intake::Api(now))
+            .and_then(|request| match seen.insert(request.request_id.canonical()) {
+                true => Ok(request),
+                false => Err(RequestError::Invalid {
+                    field: "requestId".into(),
+                    problem: "repeats an earlier entry of this batch (ids that differ only in case are one id)".into(),
+                }),
+            })
+            .and_then(|request| admit(&state, request));
+        match admitted {
+            Ok(admitted) => {
+                let state = Arc::clone(&state);
+                routing.spawn(async move {
+                    let (tier, reason) =
+                        routing::route(&admitted.request, &state.routing, state.classifier.as_deref()).await;
+                    let id = admitted.request.request_id;
+                    let admission = acceptance::admit(state.store.as_ref(), id, &fingerprint, tier).await;
+                    Routed { index, admitted, tier, reason, admission }
+                });
+            }
+            Err(error) => {
+                let error = ApiError::from(error);
+                answers[index] = json!({ "index": index, "status": error.status.as_u16(), "error": error.message });
+            }
+        }
+    }
+    let mut by_lane: HashMap<(Tier, Priority), Vec<Routed>> = HashMap::new();
+    while let Some(done) = routing.join_next().await {
+        let routed =
+            done.map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("routing failed: {e}")))?;
+        let (index, id) = (routed.index, routed.admitted.request.request_id);
+        answers[index] = match &routed.admission {
+            Ok(Admission::New) => {
+                by_lane.entry((routed.tier, routed.admitted.request.priority)).or_default().push(routed);
+                continue;
+            }
+            Ok(Admission::Retry(tier)) => json!({ "index": index, "status": 202, "requestId": id, "tier": tier }),
+            Ok(Admission::Reused { status }) => {
+                let (code, Json(answer)) = reused(id, status);
+                let error = &answer["error"];
+                json!({ "index": index, "status": code.as_u16(), "requestId": id, "holderStatus": status, "error": error })
+            }
+            Err(error) => {
+                let error = ApiError::store_unavailable(id, error);
+                json!({ "index": index, "status": error.status.as_u16(), "requestId": id, "error": error.message })
+            }
+        };
+    }
+    for ((tier, priority), mut group) in by_lane {
+        let bodies: Vec<String> = group.iter_mut().map(|routed| std::mem::take(&mut routed.admitted.body)).collect();
+        let outcomes = lane(&state, tier, priority).send_batch(&bodies).await;
+        for (Routed { index, admitted, reason, .. }, outcome) in group.into_iter().zip(outcomes) {
+            let id = admitted.request.request_id;
+            answers[index] = match outcome {
+                Ok(()) => {
+                    accepted(&state, &admitted.request, tier, reason);
+                    json!({ "index": index, "status": 202, "requestId": id, "tier": tier })
+                }
+                Err(error) => {
+                    tracing::error!(request_id = %id, %tier, %error, "enqueue failed");
+                    forget(&state, id).await;
+                    let error = ApiError::queue_unavailable();
+                    json!({ "index": index, "status": error.status.as_u16(), "requestId": id, "error": error.message })
+                }
+            };
+        }
+    }
+    let all_queued = answers.iter().all(|answer| answer["status"] == 202);
+    let status = if all_queued { StatusCode::ACCEPTED } else { StatusCode::MULTI_STATUS };
+    Ok((status, Json(json!({ "results": answers }))))
+}
+
+/// The entries of a bulk submit's body: a JSON array of 1 to 100 requests.
+fn bulk_entries(body: &[u8]) -> Result<Vec<Value>, ApiError> {
+    let entries = match crate::contract::request::parse_json(body) {
+        Ok(Value::Array(entries)) => entries,
+        Ok(_) => return Err(ApiError::new(StatusCode::BAD_REQUEST, "body: must be a JSON array of requests")),
+        Err(e) => return Err(ApiError::new(StatusCode::BAD_REQUEST, format!("body: not valid JSON ({e})"))),
+    };
+    if entries.is_empty() || entries.len() > MAX_BULK_REQUESTS {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("body: give 1 to {MAX_BULK_REQUESTS} requests, got {}", entries.len()),
+        ));
+    }
+    Ok(entries)
+}

@@ -1,0 +1,80 @@
+//! The worker's settings: `WorkerConfig`, its defaults (which the command line shows too), the retry back-off.
+
+use std::time::Duration;
+
+use crate::contract::tier::Tier;
+use crate::ports::{DEFAULT_MAX_RECEIVE_COUNT, Service};
+
+/// The worker's defaults: `WorkerConfig::new` and the command line (`cmd::args::TuningArgs`) both read them.
+pub mod defaults {
+    /// The ceiling of the adaptive in-flight limit: above the generation slots of any one engine it serves, with
+    /// room for the queue the limit keeps inside it (`adaptive_limit`). vLLM's OpenAI server runs at most 256
+    /// sequences at once by default on a GPU under 70 GiB (the L40S of both tiers), 1024 on larger ones.
+    pub(crate) const CONCURRENCY: u32 = 2048;
+    pub const WAIT_TIME_SECONDS: u64 = crate::ports::MAX_RECEIVE_WAIT.as_secs();
+    pub(crate) const RETRY_BASE_SECONDS: f64 = 2.0;
+    pub(crate) const ENGINE_LOSS_WINDOW_SECONDS: u64 = 30;
+    pub(crate) const CANCEL_POLL_SECONDS: f64 = 5.0;
+    pub const DRAIN_TIMEOUT_SECONDS: u64 = 100;
+    pub(crate) const TASK_ARN: &str = "local";
+}
+
+/// How often the engine's health is probed, before receiving and all along.
+pub(crate) const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    pub tier: Tier,
+    /// Requests in flight at most: the ceiling of the adaptive limit, which follows the engine's free slots.
+    /// Never receives more messages than free slots.
+    pub concurrency: usize,
+    /// Whether the in-flight limit adapts to the engine's load (else it stays at `concurrency`).
+    pub adaptive: bool,
+    /// Long-poll wait of one receive.
+    pub wait_time: Duration,
+    /// Visibility the heartbeat keeps renewing while a request runs (renewed every third of it).
+    pub visibility_timeout: Duration,
+    /// The queue's maxReceiveCount: the attempt with this receive count is the last.
+    pub max_receive_count: u32,
+    /// Back-off after a transient failure: base × 2^(attempt−1), at most the visibility timeout.
+    pub retry_base: Duration,
+    /// How often to probe the engine's health: before starting, and all along while running.
+    pub health_interval: Duration,
+    /// How long the engine may fail its health probes before the worker gives up on it (GPU lost).
+    pub engine_loss_window: Duration,
+    /// How often a running request looks for a document stored meanwhile (a cancel): then its engine call is
+    /// dropped, which aborts the generation in vLLM (the local llama.cpp engine finishes it anyway).
+    pub cancel_poll: Duration,
+    /// How long a stopping worker keeps finishing the requests in flight; then it hands every unfinished
+    /// message back (visibility 0), so a stop timeout shorter than a long generation costs no visibility wait.
+    pub drain_timeout: Duration,
+    pub task_arn: String,
+    /// The ECS service the worker runs in: the dimensions its saturation is published under (`saturation_report`).
+    pub service: Service,
+}
+
+impl WorkerConfig {
+    pub fn new(tier: Tier) -> Self {
+        WorkerConfig {
+            tier,
+            concurrency: defaults::CONCURRENCY as usize,
+            adaptive: true,
+            wait_time: Duration::from_secs(defaults::WAIT_TIME_SECONDS),
+            visibility_timeout: tier.default_visibility_timeout(),
+            max_receive_count: DEFAULT_MAX_RECEIVE_COUNT,
+            retry_base: Duration::from_secs_f64(defaults::RETRY_BASE_SECONDS),
+            health_interval: HEALTH_INTERVAL,
+            engine_loss_window: Duration::from_secs(defaults::ENGINE_LOSS_WINDOW_SECONDS),
+            cancel_poll: Duration::from_secs_f64(defaults::CANCEL_POLL_SECONDS),
+            drain_timeout: Duration::from_secs(defaults::DRAIN_TIMEOUT_SECONDS),
+            task_arn: defaults::TASK_ARN.into(),
+            service: Service::of_tier(Service::DEFAULT_CLUSTER, Service::DEFAULT_NAME, tier),
+        }
+    }
+
+    /// Delay before a message that failed on attempt `receive_count` is seen again.
+    pub fn retry_delay(&self, receive_count: u32) -> Duration {
+        let exponent = receive_count.saturating_sub(1).min(16);
+        self.retry_base.saturating_mul(1 << exponent).min(self.visibility_timeout)
+    }
+}
