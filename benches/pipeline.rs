@@ -166,7 +166,7 @@ async fn worker_ceiling(requests: usize) -> Ceiling {
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let idle = memory(worker.pid());
     let bodies: Vec<String> = (0..requests).map(request).collect();
-    assert!(queue.send_batch(&bodies).await.iter().all(Result::is_ok));
+    assert!(queue.send_many(&bodies).await.iter().all(Result::is_ok));
     let ((user_before, system_before), started) = (cpu_time(worker.pid()), Instant::now());
     let mut loaded = Memory::default();
     while count_results(&dir) < requests {
@@ -201,7 +201,7 @@ async fn worker_profile(requests: usize) -> Result<String, String> {
     let dir = run_dir();
     let queue = LocalBackends::open(&dir).unwrap().lane_handles(Tier::Small).normal;
     let bodies: Vec<String> = (0..requests).map(request).collect();
-    assert!(queue.send_batch(&bodies).await.iter().all(Result::is_ok));
+    assert!(queue.send_many(&bodies).await.iter().all(Result::is_ok));
     let out = dir.join("callgrind.out");
     let mut worker = Process(
         Command::new("valgrind")

@@ -156,7 +156,7 @@ pub(crate) const DEFAULT_MAX_RECEIVE_COUNT: u32 = 3;
 pub trait Queue: Send + Sync {
     async fn send(&self, body: &str) -> Result<(), QueueError>;
     /// Sends every body in as few calls as the queue allows; one outcome per body, in order.
-    async fn send_batch(&self, bodies: &[String]) -> Vec<Result<(), QueueError>>;
+    async fn send_many(&self, bodies: &[String]) -> Vec<Result<(), QueueError>>;
     /// Waits up to `wait` for messages and returns at most `max` of them.
     async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Message>, QueueError>;
     async fn change_visibility(&self, receipt: &str, timeout: Duration) -> Result<(), QueueError>;
@@ -272,6 +272,11 @@ pub trait Classifier: Send + Sync {
     async fn classify(&self, text: &str) -> Result<Tier, ClassifyError>;
 }
 
+/// The cluster's name unless configured (locally).
+pub(crate) const DEFAULT_CLUSTER_NAME: &str = "local";
+/// The name pattern of a tier's service unless configured; `{tier}` stands for the tier's name.
+pub(crate) const DEFAULT_SERVICE_NAME: &str = "gpuinfer-{tier}";
+
 /// The ECS service that runs one tier's tasks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Service {
@@ -280,11 +285,6 @@ pub struct Service {
 }
 
 impl Service {
-    /// The cluster's default name when none is configured (locally).
-    pub const DEFAULT_CLUSTER: &str = "local";
-    /// The default name pattern of a tier's service; `{tier}` stands for the tier's name.
-    pub const DEFAULT_NAME: &str = "gpuinfer-{tier}";
-
     /// `tier`'s service in `cluster`, its name from `pattern` (`{tier}` replaced by the tier's name).
     pub fn of_tier(cluster: &str, pattern: &str, tier: Tier) -> Service {
         Service { cluster: cluster.to_owned(), name: pattern.replace("{tier}", tier.as_str()) }

@@ -15,7 +15,7 @@ use crate::aws::sqs_deletes::{BatchDelete, DeleteBatcher};
 use crate::ports::{MAX_MESSAGES_PER_CALL, MAX_RECEIVE_WAIT, Message, Queue, QueueCounts, QueueError};
 
 /// Largest total body size of one SendMessageBatch.
-const MAX_SEND_BATCH_BYTES: usize = 1024 * 1024;
+const MAX_SEND_CALL_BYTES: usize = 1024 * 1024;
 /// Longest visibility timeout SQS takes (12 hours).
 const MAX_VISIBILITY_SECONDS: u64 = 43_200;
 
@@ -138,7 +138,7 @@ fn chunks(bodies: &[String]) -> Vec<&[String]> {
     let mut chunks = Vec::new();
     let (mut start, mut bytes) = (0, 0);
     for (i, body) in bodies.iter().enumerate() {
-        if i > start && (i - start == MAX_MESSAGES_PER_CALL || bytes + body.len() > MAX_SEND_BATCH_BYTES) {
+        if i > start && (i - start == MAX_MESSAGES_PER_CALL || bytes + body.len() > MAX_SEND_CALL_BYTES) {
             chunks.push(&bodies[start..i]);
             (start, bytes) = (i, 0);
         }
@@ -184,7 +184,7 @@ impl Queue for SqsQueue {
         Ok(())
     }
 
-    async fn send_batch(&self, bodies: &[String]) -> Vec<Result<(), QueueError>> {
+    async fn send_many(&self, bodies: &[String]) -> Vec<Result<(), QueueError>> {
         let mut outcomes = Vec::with_capacity(bodies.len());
         for chunk in chunks(bodies) {
             outcomes.extend(self.send_chunk(chunk).await);

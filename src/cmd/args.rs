@@ -10,26 +10,39 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::ValueEnum;
 
-use crate::aws::bedrock::BedrockClassifier;
+use crate::aws::bedrock::{BedrockClassifier, DEFAULT_MODEL_ID};
 use crate::classifier::openai::OpenAiClassifier;
 use crate::cmd::backends::{QueueSource, Wiring};
 use crate::cmd::running_on_lambda;
 use crate::contract::tier::{Lanes, PerTier, Tier};
 use crate::engine::client::{DEFAULT_REQUEST_TIMEOUT_SECONDS, EngineClient, EngineConfig};
-use crate::http::server::HttpLimits;
+use crate::http::server::{
+    DEFAULT_BODY_MIN_BYTES_PER_SECOND, DEFAULT_BODY_TIMEOUT_SECONDS, DEFAULT_HEADER_TIMEOUT_SECONDS,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_SHUTDOWN_SECONDS, DEFAULT_WRITE_TIMEOUT_SECONDS, HttpLimits,
+};
 use crate::infra::metrics::Emf;
 use crate::local::DEFAULT_DATA_DIR;
-use crate::ports::{Classifier, DEFAULT_MAX_RECEIVE_COUNT, GpuUtilization, Queue, Service, ServiceTasks};
+use crate::ports::{
+    Classifier, DEFAULT_CLUSTER_NAME, DEFAULT_MAX_RECEIVE_COUNT, DEFAULT_SERVICE_NAME, GpuUtilization, Queue, Service,
+    ServiceTasks,
+};
 use crate::router::body_budget::{BodyBudget, DEFAULT_BODY_MEMORY_MIB};
 use crate::router::openai::settings::{ModelTiers, Settings};
-use crate::router::routing::RoutingConfig;
+use crate::router::routing::{
+    DEFAULT_AMBIGUOUS_MIN_CHARS, DEFAULT_CLASSIFIER_TIMEOUT_MS, DEFAULT_MAX_TOKENS_THRESHOLD,
+    DEFAULT_PROMPT_LENGTH_THRESHOLD, RoutingConfig,
+};
 use crate::scaler::{
     DEFAULT_BACKLOG_PER_TASK, DEFAULT_INTERVAL_SECONDS, DEFAULT_MAX_TASKS, DEFAULT_MIN_TASKS,
     DEFAULT_UTILIZATION_TARGET, ScaledTier, Scaler, ScalingPolicy,
 };
 use crate::worker::callbacks::outbound::OutboundPolicy;
 use crate::worker::callbacks::webhook::{self, WebhookConfig, WebhookSecret, Webhooks};
-use crate::worker::{HEALTH_INTERVAL, WorkerConfig, defaults};
+use crate::worker::{
+    DEFAULT_CANCEL_POLL_SECONDS, DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT_SECONDS,
+    DEFAULT_ENGINE_LOSS_WINDOW_SECONDS, DEFAULT_RETRY_BASE_SECONDS, DEFAULT_TASK_ARN, DEFAULT_WAIT_TIME_SECONDS,
+    HEALTH_INTERVAL, WorkerConfig,
+};
 
 /// The data directory of the embedded queues and results; shared by `router`, `worker`, `scaler` and `dev`.
 #[derive(Debug, Clone, clap::Args)]
@@ -145,13 +158,13 @@ pub enum ClassifierKind {
 #[derive(Debug, Clone, clap::Args)]
 pub struct RoutingArgs {
     /// Prompts longer than this many characters go to the large tier.
-    #[arg(long, env = "PROMPT_LENGTH_THRESHOLD", default_value_t = RoutingConfig::DEFAULT.prompt_length_threshold)]
+    #[arg(long, env = "PROMPT_LENGTH_THRESHOLD", default_value_t = DEFAULT_PROMPT_LENGTH_THRESHOLD)]
     pub prompt_length_threshold: usize,
     /// Requests with maxTokens above this go to the large tier.
-    #[arg(long, env = "MAX_TOKENS_THRESHOLD", default_value_t = RoutingConfig::DEFAULT.max_tokens_threshold)]
+    #[arg(long, env = "MAX_TOKENS_THRESHOLD", default_value_t = DEFAULT_MAX_TOKENS_THRESHOLD)]
     pub max_tokens_threshold: u32,
     /// Prompts longer than this (and under the thresholds) are asked of the classifier.
-    #[arg(long, env = "AMBIGUOUS_MIN_CHARS", default_value_t = RoutingConfig::DEFAULT.ambiguous_min_chars)]
+    #[arg(long, env = "AMBIGUOUS_MIN_CHARS", default_value_t = DEFAULT_AMBIGUOUS_MIN_CHARS)]
     pub ambiguous_min_chars: usize,
     /// Who decides the ambiguous zone.
     #[arg(long, env = "CLASSIFIER", value_enum, default_value = "auto")]
@@ -162,12 +175,13 @@ pub struct RoutingArgs {
     /// Model name for the OpenAI-compatible classifier [default: the first one the endpoint lists].
     #[arg(long, env = "CLASSIFIER_MODEL")]
     pub classifier_model: Option<String>,
-    /// Bedrock model or cross-Region inference profile for the Bedrock classifier [default: Amazon Nova Micro through
-    /// the inference profile of the Region (us., eu. or apac.amazon.nova-micro-v1:0), else the model itself].
-    #[arg(long, env = "BEDROCK_MODEL_ID")]
+    #[arg(long, env = "BEDROCK_MODEL_ID", help = format!(
+        "Bedrock model or cross-Region inference profile for the Bedrock classifier [default: Amazon Nova Micro \
+         through the inference profile of the Region (us., eu. or apac.{DEFAULT_MODEL_ID}), else {DEFAULT_MODEL_ID}]"
+    ))]
     pub bedrock_model_id: Option<String>,
     /// Longest wait for the classifier before routing to small.
-    #[arg(long, env = "CLASSIFIER_TIMEOUT_MS", default_value_t = RoutingConfig::DEFAULT.classifier_timeout.as_millis() as u64)]
+    #[arg(long, env = "CLASSIFIER_TIMEOUT_MS", default_value_t = DEFAULT_CLASSIFIER_TIMEOUT_MS)]
     pub classifier_timeout_ms: u64,
     /// Which tier a Batch API line's `model` runs on: model=tier pairs, comma-separated (e.g.
     /// mistral-7b=small,llama-2-70b=large). "small" and "large" always name their tier; any other model is routed
@@ -245,28 +259,28 @@ pub struct HttpServerArgs {
     /// Seconds a client has to send a request's headers, counted from the connection's opening or the end of its
     /// previous response: a connection that sends nothing, half a header, or stays idle between requests this
     /// long is closed. A real client sends its headers at once.
-    #[arg(long, env = "HTTP_HEADER_TIMEOUT_SECONDS", default_value_t = HttpLimits::DEFAULT.header_timeout.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "HTTP_HEADER_TIMEOUT_SECONDS", default_value_t = DEFAULT_HEADER_TIMEOUT_SECONDS, value_parser = clap::value_parser!(u64).range(1..))]
     pub http_header_timeout_seconds: u64,
     /// Seconds a request's body may pause, or come slower than --http-body-min-bytes-per-second: a body that does
     /// (half sent, or trickled) gets a 400 and its connection is closed. A body that keeps coming is taken whole
     /// however long it takes; the time the server itself takes between reads does not count.
-    #[arg(long, env = "HTTP_BODY_TIMEOUT_SECONDS", default_value_t = HttpLimits::DEFAULT.body_timeout.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "HTTP_BODY_TIMEOUT_SECONDS", default_value_t = DEFAULT_BODY_TIMEOUT_SECONDS, value_parser = clap::value_parser!(u64).range(1..))]
     pub http_body_timeout_seconds: u64,
     /// Bytes a second a request's body must average, with --http-body-timeout-seconds of slack (0: no rate, only
     /// no pause). The default takes a 5 MiB batch in 80 s, a 200 MB upload in 51 minutes.
-    #[arg(long, env = "HTTP_BODY_MIN_BYTES_PER_SECOND", default_value_t = HttpLimits::DEFAULT.body_min_rate)]
+    #[arg(long, env = "HTTP_BODY_MIN_BYTES_PER_SECOND", default_value_t = DEFAULT_BODY_MIN_BYTES_PER_SECOND)]
     pub http_body_min_bytes_per_second: u64,
     /// Seconds a response may wait for the client to take a byte of it: a client that stops reading (a download
     /// it leaves) loses its connection, and the slot it held under --http-max-connections.
-    #[arg(long, env = "HTTP_WRITE_TIMEOUT_SECONDS", default_value_t = HttpLimits::DEFAULT.write_timeout.as_secs(), value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "HTTP_WRITE_TIMEOUT_SECONDS", default_value_t = DEFAULT_WRITE_TIMEOUT_SECONDS, value_parser = clap::value_parser!(u64).range(1..))]
     pub http_write_timeout_seconds: u64,
     /// Connections open at once; further ones wait, unaccepted, until one closes. Keep it under the process's
     /// open-file limit (ulimit -n).
-    #[arg(long, env = "HTTP_MAX_CONNECTIONS", default_value_t = HttpLimits::DEFAULT.max_connections, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, env = "HTTP_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS, value_parser = clap::value_parser!(u32).range(1..))]
     pub http_max_connections: u32,
     /// Seconds a stopping server (SIGTERM, Ctrl-C) lets requests in flight finish before it drops the
     /// connections still open. A request's own work (validate, classify, enqueue) takes a few seconds at most.
-    #[arg(long, env = "HTTP_SHUTDOWN_SECONDS", default_value_t = HttpLimits::DEFAULT.shutdown_timeout.as_secs())]
+    #[arg(long, env = "HTTP_SHUTDOWN_SECONDS", default_value_t = DEFAULT_SHUTDOWN_SECONDS)]
     pub http_shutdown_seconds: u64,
     /// MiB that the bodies of requests being read may hold in memory at once, across all requests: a body beyond
     /// it is refused (503, Retry-After: 1) as it arrives, so memory stays bounded whatever clients send.
@@ -312,39 +326,42 @@ impl HttpServerArgs {
 pub struct TuningArgs {
     /// Requests in flight at most. The worker adapts its in-flight limit below this ceiling to the engine's free
     /// generation slots (from its /metrics, else from latency); with --fixed-concurrency it keeps exactly this many.
-    #[arg(long, env = "WORKER_CONCURRENCY", default_value_t = defaults::CONCURRENCY, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(long, env = "WORKER_CONCURRENCY", default_value_t = DEFAULT_CONCURRENCY, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub concurrency: u32,
     /// Keep --concurrency requests in flight whatever the engine's load, instead of adapting to it.
     #[arg(long, env = "WORKER_FIXED_CONCURRENCY")]
     pub fixed_concurrency: bool,
-    /// Seconds a received message stays invisible (asked on every receive, whatever the queue's own visibility
-    /// timeout), renewed while it runs [default: 300 small, 600 large].
-    #[arg(long, env = "VISIBILITY_TIMEOUT")]
+    #[arg(long, env = "VISIBILITY_TIMEOUT", help = format!(
+        "Seconds a received message stays invisible (asked on every receive, whatever the queue's own visibility \
+         timeout), renewed while it runs [default: {} small, {} large]",
+        Tier::Small.default_visibility_timeout().as_secs(),
+        Tier::Large.default_visibility_timeout().as_secs(),
+    ))]
     pub visibility_timeout: Option<u64>,
     /// The queue's maxReceiveCount: the last attempt writes an error result instead of retrying.
     #[arg(long, env = "MAX_RECEIVE_COUNT", default_value_t = DEFAULT_MAX_RECEIVE_COUNT, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_receive_count: u32,
     /// First retry delay in seconds after a transient failure; doubles with each attempt.
-    #[arg(long, env = "RETRY_BASE_SECONDS", default_value_t = defaults::RETRY_BASE_SECONDS)]
+    #[arg(long, env = "RETRY_BASE_SECONDS", default_value_t = DEFAULT_RETRY_BASE_SECONDS)]
     pub retry_base_seconds: f64,
     /// Long-poll wait of one receive, in seconds: from 1 to SQS's most; 0 would poll an idle queue in a tight loop.
-    #[arg(long, env = "WAIT_TIME_SECONDS", default_value_t = defaults::WAIT_TIME_SECONDS, value_parser = clap::value_parser!(u64).range(1..=crate::ports::MAX_RECEIVE_WAIT.as_secs()))]
+    #[arg(long, env = "WAIT_TIME_SECONDS", default_value_t = DEFAULT_WAIT_TIME_SECONDS, value_parser = clap::value_parser!(u64).range(1..=crate::ports::MAX_RECEIVE_WAIT.as_secs()))]
     pub wait_time_seconds: u64,
     /// Longest single generation, in seconds, before it counts as a transient failure.
     #[arg(long, env = "ENGINE_TIMEOUT_SECONDS", default_value_t = DEFAULT_REQUEST_TIMEOUT_SECONDS)]
     pub engine_timeout_seconds: u64,
     /// Seconds the engine may fail its health probe before the worker releases its messages and exits non-zero.
-    #[arg(long, env = "ENGINE_LOSS_WINDOW_SECONDS", default_value_t = defaults::ENGINE_LOSS_WINDOW_SECONDS, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "ENGINE_LOSS_WINDOW_SECONDS", default_value_t = DEFAULT_ENGINE_LOSS_WINDOW_SECONDS, value_parser = clap::value_parser!(u64).range(1..))]
     pub engine_loss_window_seconds: u64,
     /// Seconds between two looks for a cancel while a request runs (a cancel then aborts the engine call).
-    #[arg(long, env = "CANCEL_POLL_SECONDS", default_value_t = defaults::CANCEL_POLL_SECONDS)]
+    #[arg(long, env = "CANCEL_POLL_SECONDS", default_value_t = DEFAULT_CANCEL_POLL_SECONDS)]
     pub cancel_poll_seconds: f64,
     /// Seconds a stopping worker (SIGTERM) keeps finishing requests in flight before it hands the unfinished
     /// ones back to the queue; keep it below the container's stop timeout (the template: 100 of 120).
-    #[arg(long, env = "DRAIN_TIMEOUT_SECONDS", default_value_t = defaults::DRAIN_TIMEOUT_SECONDS)]
+    #[arg(long, env = "DRAIN_TIMEOUT_SECONDS", default_value_t = DEFAULT_DRAIN_TIMEOUT_SECONDS)]
     pub drain_timeout_seconds: u64,
     /// Task identifier written into each result when the ECS metadata endpoint does not give one.
-    #[arg(long, env = "ECS_TASK_ARN", default_value = defaults::TASK_ARN)]
+    #[arg(long, env = "ECS_TASK_ARN", default_value = DEFAULT_TASK_ARN)]
     pub task_arn: String,
 }
 
@@ -417,15 +434,18 @@ impl TuningArgs {
 /// What each tier is scaled toward; shared by `scaler`, `dev` and `simulate`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct PolicyArgs {
-    /// Messages (queued, delayed or in flight) one task should carry: a backlog of B asks for ⌈B / this⌉
-    /// tasks. One value (`5`) or per tier (`small=5,large=2`) [default: 5].
-    #[arg(long, env = "QUEUE_DEPTH_THRESHOLD", value_delimiter = ',')]
+    #[arg(long, env = "QUEUE_DEPTH_THRESHOLD", value_delimiter = ',', help = format!(
+        "Messages (queued, delayed or in flight) one task should carry: a backlog of B asks for ⌈B / this⌉ tasks. \
+         One value (`5`) or per tier (`small=5,large=2`) [default: {DEFAULT_BACKLOG_PER_TASK}]"
+    ))]
     pub queue_depth_threshold: Vec<TierSetting<u32>>,
-    /// Fewest tasks per tier, e.g. `0` or `small=1,large=0` [default: 0].
-    #[arg(long, env = "MIN_TASK_COUNT", value_delimiter = ',')]
+    #[arg(long, env = "MIN_TASK_COUNT", value_delimiter = ',', help = format!(
+        "Fewest tasks per tier, e.g. `0` or `small=1,large=0` [default: {DEFAULT_MIN_TASKS}]"
+    ))]
     pub min_tasks: Vec<TierSetting<u32>>,
-    /// Most tasks per tier [default: small=10,large=4].
-    #[arg(long, env = "MAX_TASK_COUNT", value_delimiter = ',')]
+    #[arg(long, env = "MAX_TASK_COUNT", value_delimiter = ',', help = format!(
+        "Most tasks per tier [default: {}]", TierSetting::per_tier(&DEFAULT_MAX_TASKS)
+    ))]
     pub max_tasks: Vec<TierSetting<u32>>,
     /// GPU compute utilization, in percent, above which running tasks ask for more.
     #[arg(long, env = "GPU_UTILIZATION_TARGET", default_value_t = DEFAULT_UTILIZATION_TARGET)]
@@ -460,10 +480,10 @@ pub struct ScalerArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServiceArgs {
     /// ECS cluster of the tiers' services: the `ClusterName` dimension of the scaling and saturation metrics.
-    #[arg(long, env = "CLUSTER_NAME", default_value = Service::DEFAULT_CLUSTER)]
+    #[arg(long, env = "CLUSTER_NAME", default_value = DEFAULT_CLUSTER_NAME)]
     pub cluster_name: String,
     /// ECS service of each tier, `{tier}` standing for the tier's name: the `ServiceName` dimension.
-    #[arg(long, env = "SERVICE_NAME", default_value = Service::DEFAULT_NAME)]
+    #[arg(long, env = "SERVICE_NAME", default_value = DEFAULT_SERVICE_NAME)]
     pub service_name: String,
 }
 
@@ -531,5 +551,12 @@ impl<T: Copy> TierSetting<T> {
     /// The value `settings` give `tier`, or `default` when none names it.
     pub fn pick(settings: &[TierSetting<T>], tier: Tier, default: T) -> T {
         settings.iter().rev().find(|s| s.tier.is_none_or(|t| t == tier)).map_or(default, |s| s.value)
+    }
+}
+
+impl<T: Display> TierSetting<T> {
+    /// `values` as the flags take them, for the help to state a per-tier default: `small=10,large=4`.
+    pub fn per_tier(values: &PerTier<T>) -> String {
+        Tier::ALL.map(|tier| format!("{tier}={}", values.get(tier))).join(",")
     }
 }

@@ -16,15 +16,21 @@ use crate::scaler::simulate::report::{self, Column, Summary};
 use crate::scaler::simulate::trace::{self, RawArrival, Traffic};
 use crate::scaler::simulate::{HOUR, SECOND, seconds};
 
+/// Requests per hour of each generated trace unless --rate says otherwise.
+const DEFAULT_POISSON_RATE: f64 = 60.0;
+const DEFAULT_BURSTY_RATE: f64 = 600.0;
+const DEFAULT_DIURNAL_RATE: f64 = 60.0;
 /// The AWS sample's README: ~7 min for g6e.xlarge + Mistral-7B, 15–20 min for g6e.48xlarge + Llama-2-70B.
-const COLD_START_MINUTES: PerTier<f64> = PerTier { small: 7.0, large: 17.0 };
+const DEFAULT_COLD_START_MINUTES: PerTier<f64> = PerTier { small: 7.0, large: 17.0 };
 /// The AWS sample's README: a small request took ~5 s once warm; the large model is assumed six times slower.
-const SERVICE_SECONDS: PerTier<f64> = PerTier { small: 5.0, large: 30.0 };
+const DEFAULT_SERVICE_SECONDS: PerTier<f64> = PerTier { small: 5.0, large: 30.0 };
+/// Requests one task serves at once unless configured.
+const DEFAULT_TASK_CONCURRENCY: u32 = 8;
 /// On-demand g6e.xlarge and g6e.48xlarge.
-const PRICE_PER_HOUR: PerTier<f64> = PerTier { small: 1.01, large: 13.35 };
+const DEFAULT_PRICE_PER_HOUR: PerTier<f64> = PerTier { small: 1.01, large: 13.35 };
 /// The AWS sample's template: scale-in alarm evaluation periods and scale-in cooldowns.
-const SCALE_IN_PERIODS: PerTier<u32> = PerTier { small: 5, large: 10 };
-const SCALE_IN_COOLDOWN_SECONDS: PerTier<u64> = PerTier { small: 300, large: 600 };
+const DEFAULT_SCALE_IN_PERIODS: PerTier<u32> = PerTier { small: 5, large: 10 };
+const DEFAULT_SCALE_IN_COOLDOWN_SECONDS: PerTier<u64> = PerTier { small: 300, large: 600 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum TraceKind {
@@ -55,9 +61,10 @@ pub struct Args {
     /// Hours simulated after the last arrival could come, so both policies can drain and scale in.
     #[arg(long, env = "SIM_TAIL_HOURS", default_value_t = 2.0)]
     pub tail_hours: f64,
-    /// Requests per hour: the Poisson rate, the rate during a burst, or the diurnal daily mean
-    /// [default: poisson 60, bursty 600, diurnal 60].
-    #[arg(long, env = "SIM_RATE")]
+    #[arg(long, env = "SIM_RATE", help = format!(
+        "Requests per hour: the Poisson rate, the rate during a burst, or the diurnal daily mean [default: poisson \
+         {DEFAULT_POISSON_RATE}, bursty {DEFAULT_BURSTY_RATE}, diurnal {DEFAULT_DIURNAL_RATE}]"
+    ))]
     pub rate: Option<f64>,
     /// Bursty traffic: mean length of a burst, in minutes.
     #[arg(long, env = "SIM_BURST_MINUTES", default_value_t = 10.0)]
@@ -74,23 +81,33 @@ pub struct Args {
     /// With both tiers: the share of requests the trace does not assign that go to the large tier.
     #[arg(long, env = "SIM_LARGE_SHARE", default_value_t = 0.2)]
     pub large_share: f64,
-    /// Minutes from a task being asked for to its first request [default: small=7,large=17].
-    #[arg(long, env = "SIM_COLD_START_MINUTES", value_delimiter = ',')]
+    #[arg(long, env = "SIM_COLD_START_MINUTES", value_delimiter = ',', help = format!(
+        "Minutes from a task being asked for to its first request [default: {}]",
+        TierSetting::per_tier(&DEFAULT_COLD_START_MINUTES)
+    ))]
     pub cold_start_minutes: Vec<TierSetting<f64>>,
-    /// Seconds one request takes on a warm task [default: small=5,large=30].
-    #[arg(long, env = "SIM_SERVICE_SECONDS", value_delimiter = ',')]
+    #[arg(long, env = "SIM_SERVICE_SECONDS", value_delimiter = ',', help = format!(
+        "Seconds one request takes on a warm task [default: {}]", TierSetting::per_tier(&DEFAULT_SERVICE_SECONDS)
+    ))]
     pub service_seconds: Vec<TierSetting<f64>>,
-    /// Requests one task serves at once [default: 8].
-    #[arg(long, env = "SIM_TASK_CONCURRENCY", value_delimiter = ',')]
+    #[arg(long, env = "SIM_TASK_CONCURRENCY", value_delimiter = ',', help = format!(
+        "Requests one task serves at once [default: {DEFAULT_TASK_CONCURRENCY}]"
+    ))]
     pub task_concurrency: Vec<TierSetting<u32>>,
-    /// Dollars per task-hour [default: small=1.01 (g6e.xlarge), large=13.35 (g6e.48xlarge)].
-    #[arg(long, env = "SIM_PRICE_PER_HOUR", value_delimiter = ',')]
+    #[arg(long, env = "SIM_PRICE_PER_HOUR", value_delimiter = ',', help = format!(
+        "Dollars per task-hour [default: small={} (g6e.xlarge), large={} (g6e.48xlarge)]",
+        DEFAULT_PRICE_PER_HOUR.small, DEFAULT_PRICE_PER_HOUR.large
+    ))]
     pub price_per_hour: Vec<TierSetting<f64>>,
-    /// The idle window: scaler periods the scale-in alarm must see below its threshold [default: small=5,large=10].
-    #[arg(long, env = "SIM_SCALE_IN_PERIODS", value_delimiter = ',')]
+    #[arg(long, env = "SIM_SCALE_IN_PERIODS", value_delimiter = ',', help = format!(
+        "The idle window: scaler periods the scale-in alarm must see below its threshold [default: {}]",
+        TierSetting::per_tier(&DEFAULT_SCALE_IN_PERIODS)
+    ))]
     pub scale_in_periods: Vec<TierSetting<u32>>,
-    /// Seconds after a scale-in before the next one [default: small=300,large=600].
-    #[arg(long, env = "SIM_SCALE_IN_COOLDOWN_SECONDS", value_delimiter = ',')]
+    #[arg(long, env = "SIM_SCALE_IN_COOLDOWN_SECONDS", value_delimiter = ',', help = format!(
+        "Seconds after a scale-in before the next one [default: {}]",
+        TierSetting::per_tier(&DEFAULT_SCALE_IN_COOLDOWN_SECONDS)
+    ))]
     pub scale_in_cooldown_seconds: Vec<TierSetting<u64>>,
     /// GPU memory utilization (percent) the AWS sample's metric reads while a task runs (vLLM reserves ~90 %).
     #[arg(long, env = "SIM_SAMPLE_GPU_MEMORY", default_value_t = 90.0)]
@@ -154,13 +171,15 @@ impl Args {
                 let arrivals = trace::parse_csv(&text).with_context(|| format!("in {}", path.display()))?;
                 return Ok((arrivals, format!("arrivals from {}", path.display())));
             }
-            TraceKind::Poisson => Traffic::Poisson { rate: self.rate.unwrap_or(60.0) },
+            TraceKind::Poisson => Traffic::Poisson { rate: self.rate.unwrap_or(DEFAULT_POISSON_RATE) },
             TraceKind::Bursty => Traffic::Bursty {
-                rate: self.rate.unwrap_or(600.0),
+                rate: self.rate.unwrap_or(DEFAULT_BURSTY_RATE),
                 burst_minutes: self.burst_minutes,
                 gap_minutes: self.gap_minutes,
             },
-            TraceKind::Diurnal => Traffic::Diurnal { rate: self.rate.unwrap_or(60.0), peak_hour: self.peak_hour },
+            TraceKind::Diurnal => {
+                Traffic::Diurnal { rate: self.rate.unwrap_or(DEFAULT_DIURNAL_RATE), peak_hour: self.peak_hour }
+            }
         };
         let mut rng = fastrand::Rng::with_seed(self.random_seed);
         let description = format!("{traffic} for {} h, random seed {}", self.hours, self.random_seed);
@@ -168,23 +187,23 @@ impl Args {
     }
 
     fn model(&self, tier: Tier) -> anyhow::Result<TierModel> {
-        let concurrency = TierSetting::pick(&self.task_concurrency, tier, 8);
+        let concurrency = TierSetting::pick(&self.task_concurrency, tier, DEFAULT_TASK_CONCURRENCY);
         ensure!(concurrency > 0, "--task-concurrency must be at least 1");
         Ok(TierModel {
             tier,
             cold_start: seconds(
-                TierSetting::pick(&self.cold_start_minutes, tier, *COLD_START_MINUTES.get(tier)) * 60.0,
+                TierSetting::pick(&self.cold_start_minutes, tier, *DEFAULT_COLD_START_MINUTES.get(tier)) * 60.0,
             ),
-            service_time: seconds(TierSetting::pick(&self.service_seconds, tier, *SERVICE_SECONDS.get(tier))),
+            service_time: seconds(TierSetting::pick(&self.service_seconds, tier, *DEFAULT_SERVICE_SECONDS.get(tier))),
             concurrency,
-            price_per_hour: TierSetting::pick(&self.price_per_hour, tier, *PRICE_PER_HOUR.get(tier)),
+            price_per_hour: TierSetting::pick(&self.price_per_hour, tier, *DEFAULT_PRICE_PER_HOUR.get(tier)),
             scaling: self.policy.policy(tier)?,
-            scale_in_periods: TierSetting::pick(&self.scale_in_periods, tier, *SCALE_IN_PERIODS.get(tier)).max(1)
-                as usize,
+            scale_in_periods: TierSetting::pick(&self.scale_in_periods, tier, *DEFAULT_SCALE_IN_PERIODS.get(tier))
+                .max(1) as usize,
             scale_in_cooldown: TierSetting::pick(
                 &self.scale_in_cooldown_seconds,
                 tier,
-                *SCALE_IN_COOLDOWN_SECONDS.get(tier),
+                *DEFAULT_SCALE_IN_COOLDOWN_SECONDS.get(tier),
             ) * SECOND,
             gpu_memory_when_running: self.sample_gpu_memory,
         })

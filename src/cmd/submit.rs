@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::cmd::get::{ClientArgs, EXIT_STATUS};
+use crate::contract::request::{DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P};
 use crate::contract::tier::{Priority, Tier};
 
 #[derive(Debug, clap::Args)]
@@ -22,14 +23,15 @@ pub struct Args {
     /// requestId (UUID v4) [default: the router generates one].
     #[arg(long, env = "GPUINFER_REQUEST_ID")]
     pub request_id: Option<crate::contract::request_id::RequestId>,
-    /// Most tokens to generate (1–2048) [router default: 256].
-    #[arg(long, env = "GPUINFER_MAX_TOKENS")]
+    #[arg(long, env = "GPUINFER_MAX_TOKENS", help = format!(
+        "Most tokens to generate (1–2048) [router default: {DEFAULT_MAX_TOKENS}]"
+    ))]
     pub max_tokens: Option<u32>,
-    /// Sampling temperature (0.0–2.0) [router default: 0.7].
-    #[arg(long, env = "GPUINFER_TEMPERATURE")]
+    #[arg(long, env = "GPUINFER_TEMPERATURE", help = format!(
+        "Sampling temperature (0.0–2.0) [router default: {DEFAULT_TEMPERATURE}]"
+    ))]
     pub temperature: Option<f64>,
-    /// Nucleus sampling (0, 1] [router default: 1.0].
-    #[arg(long, env = "GPUINFER_TOP_P")]
+    #[arg(long, env = "GPUINFER_TOP_P", help = format!("Nucleus sampling (0, 1] [router default: {DEFAULT_TOP_P}]"))]
     pub top_p: Option<f64>,
     /// Skip classification: send to this tier.
     #[arg(long, env = "GPUINFER_ROUTE", value_enum)]

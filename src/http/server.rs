@@ -39,16 +39,13 @@ pub struct HttpLimits {
     pub shutdown_timeout: Duration,
 }
 
-impl HttpLimits {
-    pub(crate) const DEFAULT: HttpLimits = HttpLimits {
-        header_timeout: Duration::from_secs(10),
-        body_timeout: Duration::from_secs(10),
-        body_min_rate: 64 * 1024,
-        write_timeout: Duration::from_secs(30),
-        max_connections: 512,
-        shutdown_timeout: Duration::from_secs(10),
-    };
-}
+/// The server's limits unless configured: `HttpLimits`'s fields, in the command line's units.
+pub(crate) const DEFAULT_HEADER_TIMEOUT_SECONDS: u64 = 10;
+pub(crate) const DEFAULT_BODY_TIMEOUT_SECONDS: u64 = 10;
+pub(crate) const DEFAULT_BODY_MIN_BYTES_PER_SECOND: u64 = 64 * 1024;
+pub(crate) const DEFAULT_WRITE_TIMEOUT_SECONDS: u64 = 30;
+pub(crate) const DEFAULT_MAX_CONNECTIONS: u32 = 512;
+pub(crate) const DEFAULT_SHUTDOWN_SECONDS: u64 = 10;
 
 /// The least time between two warnings that the connection cap is reached.
 const CAP_WARNING_INTERVAL: Duration = Duration::from_secs(60);

@@ -207,7 +207,7 @@ impl Queue for LocalQueue {
         self.insert([body])
     }
 
-    async fn send_batch(&self, bodies: &[String]) -> Vec<Result<(), QueueError>> {
+    async fn send_many(&self, bodies: &[String]) -> Vec<Result<(), QueueError>> {
         let outcome = self.insert(bodies.iter().map(String::as_str));
         bodies.iter().map(|_| outcome.clone()).collect()
     }

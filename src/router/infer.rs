@@ -187,7 +187,7 @@ pub(super) async fn infer_bulk(
     }
     for ((tier, priority), mut group) in by_lane {
         let bodies: Vec<String> = group.iter_mut().map(|routed| std::mem::take(&mut routed.admitted.body)).collect();
-        let outcomes = lane(&state, tier, priority).send_batch(&bodies).await;
+        let outcomes = lane(&state, tier, priority).send_many(&bodies).await;
         for (Routed { index, admitted, reason, .. }, outcome) in group.into_iter().zip(outcomes) {
             let id = admitted.request.request_id;
             answers[index] = match outcome {

@@ -19,19 +19,21 @@ pub struct RoutingConfig {
     pub classifier_timeout: Duration,
 }
 
-impl RoutingConfig {
-    /// The AWS sample's thresholds; the command line's defaults read them.
-    pub(crate) const DEFAULT: RoutingConfig = RoutingConfig {
-        prompt_length_threshold: 2000,
-        max_tokens_threshold: 1024,
-        ambiguous_min_chars: 500,
-        classifier_timeout: Duration::from_millis(1500),
-    };
-}
+/// The AWS sample's thresholds, used unless configured.
+pub(crate) const DEFAULT_PROMPT_LENGTH_THRESHOLD: usize = 2000;
+pub(crate) const DEFAULT_MAX_TOKENS_THRESHOLD: u32 = 1024;
+pub(crate) const DEFAULT_AMBIGUOUS_MIN_CHARS: usize = 500;
+/// The classifier's budget unless configured, in milliseconds.
+pub(crate) const DEFAULT_CLASSIFIER_TIMEOUT_MS: u64 = 1500;
 
 impl Default for RoutingConfig {
     fn default() -> Self {
-        RoutingConfig::DEFAULT
+        RoutingConfig {
+            prompt_length_threshold: DEFAULT_PROMPT_LENGTH_THRESHOLD,
+            max_tokens_threshold: DEFAULT_MAX_TOKENS_THRESHOLD,
+            ambiguous_min_chars: DEFAULT_AMBIGUOUS_MIN_CHARS,
+            classifier_timeout: Duration::from_millis(DEFAULT_CLASSIFIER_TIMEOUT_MS),
+        }
     }
 }
 

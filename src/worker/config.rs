@@ -1,23 +1,26 @@
-//! The worker's settings: `WorkerConfig`, its defaults (which the command line shows too), the retry back-off.
+//! The worker's settings: `WorkerConfig`, its defaults (which the command line reads too), the retry back-off.
 
 use std::time::Duration;
 
 use crate::contract::tier::Tier;
-use crate::ports::{DEFAULT_MAX_RECEIVE_COUNT, Service};
+use crate::ports::{DEFAULT_CLUSTER_NAME, DEFAULT_MAX_RECEIVE_COUNT, DEFAULT_SERVICE_NAME, Service};
 
-/// The worker's defaults: `WorkerConfig::new` and the command line (`cmd::args::TuningArgs`) both read them.
-pub mod defaults {
-    /// The ceiling of the adaptive in-flight limit: above the generation slots of any one engine it serves, with
-    /// room for the queue the limit keeps inside it (`adaptive_limit`). vLLM's OpenAI server runs at most 256
-    /// sequences at once by default on a GPU under 70 GiB (the L40S of both tiers), 1024 on larger ones.
-    pub(crate) const CONCURRENCY: u32 = 2048;
-    pub const WAIT_TIME_SECONDS: u64 = crate::ports::MAX_RECEIVE_WAIT.as_secs();
-    pub(crate) const RETRY_BASE_SECONDS: f64 = 2.0;
-    pub(crate) const ENGINE_LOSS_WINDOW_SECONDS: u64 = 30;
-    pub(crate) const CANCEL_POLL_SECONDS: f64 = 5.0;
-    pub const DRAIN_TIMEOUT_SECONDS: u64 = 100;
-    pub(crate) const TASK_ARN: &str = "local";
-}
+/// The ceiling of the adaptive in-flight limit unless configured: above the generation slots of any one engine it
+/// serves, with room for the queue the limit keeps inside it (`adaptive_limit`). vLLM's OpenAI server runs at most
+/// 256 sequences at once by default on a GPU under 70 GiB (the L40S of both tiers), 1024 on larger ones.
+pub(crate) const DEFAULT_CONCURRENCY: u32 = 2048;
+/// Long-poll wait of one receive unless configured: SQS's most.
+pub(crate) const DEFAULT_WAIT_TIME_SECONDS: u64 = crate::ports::MAX_RECEIVE_WAIT.as_secs();
+/// First retry delay after a transient failure unless configured.
+pub(crate) const DEFAULT_RETRY_BASE_SECONDS: f64 = 2.0;
+/// How long the engine may fail its health probes unless configured.
+pub(crate) const DEFAULT_ENGINE_LOSS_WINDOW_SECONDS: u64 = 30;
+/// How often a running request looks for a cancel unless configured.
+pub(crate) const DEFAULT_CANCEL_POLL_SECONDS: f64 = 5.0;
+/// How long a stopping worker finishes requests in flight unless configured (the template: 100 of a 120 s stop).
+pub(crate) const DEFAULT_DRAIN_TIMEOUT_SECONDS: u64 = 100;
+/// The task identifier written into results when the ECS metadata endpoint gives none.
+pub(crate) const DEFAULT_TASK_ARN: &str = "local";
 
 /// How often the engine's health is probed, before receiving and all along.
 pub(crate) const HEALTH_INTERVAL: Duration = Duration::from_secs(1);
@@ -57,18 +60,18 @@ impl WorkerConfig {
     pub fn new(tier: Tier) -> Self {
         WorkerConfig {
             tier,
-            concurrency: defaults::CONCURRENCY as usize,
+            concurrency: DEFAULT_CONCURRENCY as usize,
             adaptive: true,
-            wait_time: Duration::from_secs(defaults::WAIT_TIME_SECONDS),
+            wait_time: Duration::from_secs(DEFAULT_WAIT_TIME_SECONDS),
             visibility_timeout: tier.default_visibility_timeout(),
             max_receive_count: DEFAULT_MAX_RECEIVE_COUNT,
-            retry_base: Duration::from_secs_f64(defaults::RETRY_BASE_SECONDS),
+            retry_base: Duration::from_secs_f64(DEFAULT_RETRY_BASE_SECONDS),
             health_interval: HEALTH_INTERVAL,
-            engine_loss_window: Duration::from_secs(defaults::ENGINE_LOSS_WINDOW_SECONDS),
-            cancel_poll: Duration::from_secs_f64(defaults::CANCEL_POLL_SECONDS),
-            drain_timeout: Duration::from_secs(defaults::DRAIN_TIMEOUT_SECONDS),
-            task_arn: defaults::TASK_ARN.into(),
-            service: Service::of_tier(Service::DEFAULT_CLUSTER, Service::DEFAULT_NAME, tier),
+            engine_loss_window: Duration::from_secs(DEFAULT_ENGINE_LOSS_WINDOW_SECONDS),
+            cancel_poll: Duration::from_secs_f64(DEFAULT_CANCEL_POLL_SECONDS),
+            drain_timeout: Duration::from_secs(DEFAULT_DRAIN_TIMEOUT_SECONDS),
+            task_arn: DEFAULT_TASK_ARN.into(),
+            service: Service::of_tier(DEFAULT_CLUSTER_NAME, DEFAULT_SERVICE_NAME, tier),
         }
     }
 

@@ -32,8 +32,12 @@ use crate::worker::callbacks::webhook::{DRAIN_GRACE, Webhooks};
 use crate::worker::lanes::{LaneReceiver, Lease};
 use crate::worker::preemption::{Preemptible, Preemption};
 use crate::worker::slots::{Slot, Slots};
-pub(crate) use config::HEALTH_INTERVAL;
-pub use config::{WorkerConfig, defaults};
+pub use config::WorkerConfig;
+pub(crate) use config::{
+    DEFAULT_CANCEL_POLL_SECONDS, DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT_SECONDS,
+    DEFAULT_ENGINE_LOSS_WINDOW_SECONDS, DEFAULT_RETRY_BASE_SECONDS, DEFAULT_TASK_ARN, DEFAULT_WAIT_TIME_SECONDS,
+    HEALTH_INTERVAL,
+};
 use engine_watch::wait_until_answering;
 use limit_loop::LimitState;
 

@@ -25,8 +25,8 @@ impl Queue for SharedLane {
         self.normal.send(body).await
     }
 
-    async fn send_batch(&self, bodies: &[String]) -> Vec<Result<(), QueueError>> {
-        self.normal.send_batch(bodies).await
+    async fn send_many(&self, bodies: &[String]) -> Vec<Result<(), QueueError>> {
+        self.normal.send_many(bodies).await
     }
 
     /// An empty long poll: what was sent here is received on the normal lane.

@@ -27,7 +27,7 @@ async fn loads_on(behavior: Behavior, config: WorkerConfig) -> (Rig, Vec<EngineL
     let rig = Rig::start(behavior, config, None, |lanes| async move {
         let bodies: Vec<String> = (0..BACKLOG).map(|n| request_body(&format!("backlog {n}")).1).collect();
         for chunk in bodies.chunks(10) {
-            assert!(lanes.normal.send_batch(chunk).await.iter().all(Result::is_ok));
+            assert!(lanes.normal.send_many(chunk).await.iter().all(Result::is_ok));
         }
     })
     .await;

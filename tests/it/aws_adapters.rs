@@ -54,7 +54,7 @@ async fn sqs_deletes_at_once_share_batch_calls_and_each_gets_its_own_outcome() {
     let (url, dlq_url) = moto::queue_with_dlq(&moto::unique("delete-batch"), 30, 3).await;
     let queue = Arc::new(SqsQueue::new(moto::sqs().await, url, Some(dlq_url)));
     let bodies: Vec<String> = (0..25).map(|i| format!("m{i}")).collect();
-    assert!(queue.send_batch(&bodies).await.iter().all(Result::is_ok));
+    assert!(queue.send_many(&bodies).await.iter().all(Result::is_ok));
     let mut receipts = Vec::new();
     while receipts.len() < bodies.len() {
         receipts.extend(queue.receive(10, Duration::from_secs(1)).await.unwrap().into_iter().map(|m| m.receipt));
@@ -383,7 +383,7 @@ async fn send_batch_goes_out_ten_at_a_time_and_answers_for_each_body() {
     let (url, _) = moto::queue_with_dlq(&moto::unique("batch"), 30, 3).await;
     let queue = SqsQueue::new(moto::sqs().await, url.clone(), None);
     let mut bodies: Vec<String> = (0..23).map(|i| format!("body {i:02}")).collect();
-    let outcomes = queue.send_batch(&bodies).await;
+    let outcomes = queue.send_many(&bodies).await;
     assert_eq!(outcomes.len(), 23);
     assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
     let mut received: Vec<String> = moto::drain(&url).await.into_iter().filter_map(|m| m.body).collect();
@@ -392,7 +392,7 @@ async fn send_batch_goes_out_ten_at_a_time_and_answers_for_each_body() {
     assert_eq!(received, bodies);
 
     let too_big = "x".repeat(1024 * 1024 + 1);
-    let outcomes = queue.send_batch(&["before".into(), too_big, "after".into()]).await;
+    let outcomes = queue.send_many(&["before".into(), too_big, "after".into()]).await;
     assert!(
         outcomes[0].is_ok() && outcomes[1].is_err() && outcomes[2].is_ok(),
         "only the oversized one fails: {outcomes:?}"
@@ -412,7 +412,7 @@ async fn on_sqs_one_slot_fills_from_the_high_lane_first_and_normal_gets_every_fi
                 json!({"requestId": gpuinfer::contract::request_id::RequestId::new_v4(), "prompt": format!("{lane} {i}"), "maxTokens": 4}).to_string()
             })
             .collect();
-        let sent = SqsQueue::new(sqs.clone(), url.clone(), None).send_batch(&bodies).await;
+        let sent = SqsQueue::new(sqs.clone(), url.clone(), None).send_many(&bodies).await;
         assert!(sent.iter().all(Result::is_ok));
     }
     let bucket = moto::bucket(&name).await;

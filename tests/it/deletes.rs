@@ -38,7 +38,7 @@ async fn received(
 ) -> (Arc<LocalQueue>, Vec<String>, DeleteBatcher<SlowDeletes>, Arc<Mutex<Vec<usize>>>) {
     let backends = LocalBackends::open(dir).unwrap();
     let queue = backends.lane_queue(Tier::Small, Priority::Normal, Duration::from_secs(30), 3);
-    queue.send_batch(&(0..count).map(|i| format!("m{i}")).collect::<Vec<_>>()).await;
+    queue.send_many(&(0..count).map(|i| format!("m{i}")).collect::<Vec<_>>()).await;
     let receipts = queue.receive(count, Duration::ZERO).await.unwrap().into_iter().map(|m| m.receipt).collect();
     let batches = Arc::new(Mutex::new(Vec::new()));
     let batcher = DeleteBatcher::new(SlowDeletes { queue: Arc::clone(&queue), batches: Arc::clone(&batches) });

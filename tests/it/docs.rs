@@ -1,5 +1,6 @@
 //! The documentation against the binary: the configuration table in docs/configuration.md names every
-//! environment variable the subcommands read, and each default it states is the one clap applies. And the deploy
+//! environment variable the subcommands read, and each default it states is the one clap applies, or the one the
+//! setting's help states where clap applies none. And the deploy
 //! commands the docs give (docs/deploy.md's walkthrough of the AWS sample's steps above all) against what they
 //! name: the repository's files, template.yaml's outputs and parameters, the flags of scripts/deploy.sh and
 //! scripts/destroy.sh.
@@ -9,8 +10,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use clap::CommandFactory;
 use gpuinfer::cli::Cli;
 
+/// A setting's default: the one clap applies, or the one its help states (`[default: …]`) when clap has none.
+enum SettingDefault {
+    Applied(String),
+    Stated(String),
+}
+
 /// Every environment variable the command line reads (hidden ones excepted), with its default when it has one.
-fn clap_settings() -> BTreeMap<String, Option<String>> {
+fn clap_settings() -> BTreeMap<String, Option<SettingDefault>> {
     let mut settings = BTreeMap::new();
     let cli = Cli::command();
     let commands = std::iter::once(&cli).chain(cli.get_subcommands());
@@ -19,11 +26,22 @@ fn clap_settings() -> BTreeMap<String, Option<String>> {
             let Some(env) = arg.get_env() else { continue };
             let defaults: Vec<String> =
                 arg.get_default_values().iter().map(|v| v.to_string_lossy().into_owned()).collect();
-            let default = (!defaults.is_empty()).then(|| defaults.join(","));
+            let help = arg.get_long_help().or(arg.get_help()).map(ToString::to_string).unwrap_or_default();
+            let stated = help.split_once("[default: ").and_then(|(_, rest)| rest.split_once(']')).map(|(d, _)| d);
+            let default = if defaults.is_empty() {
+                stated.map(|stated| SettingDefault::Stated(normalized(stated)))
+            } else {
+                Some(SettingDefault::Applied(defaults.join(",")))
+            };
             settings.insert(env.to_string_lossy().into_owned(), default);
         }
     }
     settings
+}
+
+/// `text` with its runs of whitespace made one space, and without the backticks of Markdown code spans.
+fn normalized(text: &str) -> String {
+    text.replace('`', "").split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The settings table: each row's variables (backticked names in the first column) and its default column.
@@ -56,20 +74,33 @@ fn the_configuration_table_names_every_variable_the_binary_reads() {
     assert!(missing.is_empty(), "docs/configuration.md does not list {missing:?}");
 }
 
+/// The default a single-variable row of the table states is the one clap applies, or for a setting clap gives no
+/// default, the one its help states (`[default: …]`, rendered from the constant the code reads).
 #[test]
 fn each_default_the_configuration_table_states_is_the_one_clap_applies() {
     let settings = clap_settings();
-    let mut compared = 0;
-    for (names, default) in documented_settings() {
+    let (mut applied, mut stated, mut wrong) = (0, 0, Vec::new());
+    for (names, documented) in documented_settings() {
         let [name] = names.as_slice() else { continue };
-        let Some(Some(applied)) = settings.get(name) else { continue };
-        assert!(
-            same_value(&default, applied),
-            "{name}: docs/configuration.md says `{default}`, clap applies `{applied}`"
-        );
-        compared += 1;
+        match settings.get(name) {
+            Some(Some(SettingDefault::Applied(default))) => {
+                applied += 1;
+                if !same_value(&documented, default) {
+                    wrong.push(format!("{name}: docs/configuration.md says `{documented}`, clap applies `{default}`"));
+                }
+            }
+            Some(Some(SettingDefault::Stated(default))) => {
+                stated += 1;
+                if normalized(&documented) != *default {
+                    wrong.push(format!("{name}: docs/configuration.md says `{documented}`, its help `{default}`"));
+                }
+            }
+            _ => {}
+        }
     }
-    assert!(compared >= 25, "only {compared} defaults compared: is the table parsed right?");
+    assert!(wrong.is_empty(), "defaults the table states wrong:\n{}", wrong.join("\n"));
+    assert!(applied >= 25, "only {applied} clap defaults compared: is the table parsed right?");
+    assert!(stated >= 10, "only {stated} help-stated defaults compared: is the table parsed right?");
 }
 
 // ---- the deploy commands the docs give, against the repository, template.yaml and the scripts

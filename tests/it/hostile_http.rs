@@ -87,8 +87,10 @@ async fn downloads_the_client_stops_reading_are_dropped_after_the_write_timeout_
     let waited = stalled.elapsed();
     assert!(matches!(served, Ok(Some(()))), "GET /healthz not served in {waited:?} with eight downloads stalled");
     assert!(waited + EARLY >= timeout, "served after {waited:?}: the downloads held no connection");
+    // Each is closed once its writes have waited a whole timeout; on a loaded machine the server may take a while to
+    // fill a connection's socket buffers (megabytes each) before its writes start waiting, hence the long bound.
     for download in downloads {
-        let (received, _) = read_until_closed(download, MARGIN).await;
+        let (received, _) = read_until_closed(download, Duration::from_secs(30)).await;
         assert!(received.len() < content.len(), "a stalled download came whole: {} bytes", received.len());
     }
 }

@@ -131,7 +131,7 @@ impl Queue for RefusingQueue {
     async fn send(&self, _body: &str) -> Result<(), QueueError> {
         Err(QueueError::unavailable("throttled"))
     }
-    async fn send_batch(&self, bodies: &[String]) -> Vec<Result<(), QueueError>> {
+    async fn send_many(&self, bodies: &[String]) -> Vec<Result<(), QueueError>> {
         bodies.iter().map(|_| Err(QueueError::unavailable("throttled"))).collect()
     }
     async fn receive(&self, _max: usize, _wait: Duration) -> Result<Vec<Message>, QueueError> {

@@ -394,8 +394,8 @@ impl Queue for Recording {
     async fn send(&self, body: &str) -> Result<(), QueueError> {
         self.inner.send(body).await
     }
-    async fn send_batch(&self, bodies: &[String]) -> Vec<Result<(), QueueError>> {
-        self.inner.send_batch(bodies).await
+    async fn send_many(&self, bodies: &[String]) -> Vec<Result<(), QueueError>> {
+        self.inner.send_many(bodies).await
     }
     async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Message>, QueueError> {
         self.waits.lock().unwrap().push(wait);

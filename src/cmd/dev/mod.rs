@@ -1,7 +1,9 @@
 //! `gpuinfer dev`: router, one worker pool per tier, the scaler, embedded queues and result files, in one process.
 
 pub mod engine_fleet;
+mod engine_run;
 mod expiry;
+mod fleet_state;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -14,9 +16,10 @@ use tokio_util::sync::CancellationToken;
 use crate::cmd::args::{DataDirArgs, HttpServerArgs, RoutingArgs, ScalerArgs, TierSetting, TuningArgs, WebhookArgs};
 use crate::cmd::backends::Wiring;
 use crate::cmd::dev::engine_fleet::{
-    DEFAULT_IDLE_TTL_SECONDS, DEFAULT_MAX_ENGINES, DEFAULT_START_TIMEOUT_SECONDS, EngineFleet, EngineTier,
-    FleetSettings, PORT_PLACEHOLDER, PoolOutputs,
+    DEFAULT_IDLE_TTL_SECONDS, DEFAULT_MAX_ENGINES, DEFAULT_START_TIMEOUT_SECONDS, EngineFleet,
 };
+use crate::cmd::dev::engine_run::PORT_PLACEHOLDER;
+use crate::cmd::dev::fleet_state::{EngineTier, FleetSettings, PoolOutputs};
 use crate::cmd::router::serve;
 use crate::cmd::worker::{build, engine_lost};
 use crate::contract::tier::{Lanes, PerTier, Tier};
@@ -89,8 +92,10 @@ pub struct EngineFleetArgs {
     /// command when --large-engine-url is not given].
     #[arg(long, env = "LARGE_ENGINE_CMD")]
     pub large_engine_cmd: Option<String>,
-    /// Most engines per tier started by an engine command, e.g. `2` or `small=2,large=1` [default: 1].
-    #[arg(long, env = "MAX_ENGINES", value_delimiter = ',')]
+    #[arg(long, env = "MAX_ENGINES", value_delimiter = ',', help = format!(
+        "Most engines per tier started by an engine command, e.g. `2` or `small=2,large=1` [default: \
+         {DEFAULT_MAX_ENGINES}]"
+    ))]
     pub max_engines: Vec<TierSetting<u32>>,
     /// Seconds a tier must need fewer engines than it runs before one is stopped (drained first).
     #[arg(long, env = "ENGINE_IDLE_TTL_SECONDS", default_value_t = DEFAULT_IDLE_TTL_SECONDS)]
@@ -139,8 +144,6 @@ impl EngineFleetArgs {
 }
 
 pub struct Config {
-    /// Held for the life of the process: a second `gpuinfer dev` on the same data directory is refused.
-    _lock: std::fs::File,
     listen: SocketAddr,
     http: HttpLimits,
     bodies: BodyBudget,
@@ -174,10 +177,7 @@ impl Args {
             self.scaler.policy.policy(tier)?;
         }
         let wiring = Wiring::new(self.data.data_dir.clone());
-        wiring.local()?;
-        let lock = lock_data_dir(&self.data.data_dir)?;
         Ok(Config {
-            _lock: lock,
             listen: self.listen,
             http: self.http.limits(),
             bodies: self.http.body_budget(),
@@ -198,6 +198,8 @@ impl Args {
 
 pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     let backends = config.wiring.local()?;
+    // Held for the life of the process: a second `gpuinfer dev` on the same data directory is refused.
+    let _lock = lock_data_dir(&config.data_dir)?;
     let store: Arc<dyn ResultStore> = backends.store.clone();
     let metrics_path = config.data_dir.join("metrics.jsonl");
     let metrics_file = std::fs::OpenOptions::new()

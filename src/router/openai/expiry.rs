@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use super::files::{self, FileObject};
 use super::object_io::read_json;
 use super::uploads::{self, Upload};
-use super::{batches, upload_parts};
+use super::{batch_record, upload_parts};
 use crate::contract::batch_line;
 use crate::ports::{ObjectStore, StoreError};
 
@@ -27,7 +27,7 @@ pub enum Kept {
 /// Every prefix the Batch, Files and Uploads API write under, beside the results, and how long each is kept.
 pub const PREFIXES: [(&str, Kept); 4] = [
     (files::PREFIX, Kept::WithResults),
-    (batches::PREFIX, Kept::WithResults),
+    (batch_record::PREFIX, Kept::WithResults),
     (batch_line::MARKS_PREFIX, Kept::WithResults),
     (upload_parts::PREFIX, Kept::OneDay),
 ];

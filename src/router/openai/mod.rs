@@ -9,6 +9,7 @@
 
 pub mod batch_input;
 pub mod batch_output;
+pub mod batch_record;
 pub mod batches;
 pub mod expires_after;
 pub mod expiry;

@@ -104,7 +104,7 @@ async fn a_failing_lane_does_not_drop_what_the_other_lanes_brought() {
         async fn send(&self, _body: &str) -> Result<(), QueueError> {
             Err(QueueError::unavailable("down"))
         }
-        async fn send_batch(&self, bodies: &[String]) -> Vec<Result<(), QueueError>> {
+        async fn send_many(&self, bodies: &[String]) -> Vec<Result<(), QueueError>> {
             bodies.iter().map(|_| Err(QueueError::unavailable("down"))).collect()
         }
         async fn receive(&self, _max: usize, _wait: Duration) -> Result<Vec<Message>, QueueError> {

@@ -1,0 +1,101 @@
+//! A batch as the Batches API keeps it: the Batch object OpenAI's reference defines, and where it, its lines'
+//! secret and its marks are stored.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::OpenAiError;
+use super::batch_input::{Endpoint, LineError};
+use crate::ports::{ObjectStore, StoreError};
+use crate::router::openai::object_io::{read_all, write_json};
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RequestCounts {
+    pub total: u64,
+    pub completed: u64,
+    pub failed: u64,
+}
+
+/// OpenAI's Batch object, as stored and as answered.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Batch {
+    pub id: String,
+    pub object: String,
+    pub endpoint: String,
+    pub errors: Option<Value>,
+    pub input_file_id: String,
+    pub completion_window: String,
+    pub status: String,
+    pub output_file_id: Option<String>,
+    pub error_file_id: Option<String>,
+    pub created_at: i64,
+    pub in_progress_at: Option<i64>,
+    pub expires_at: i64,
+    pub finalizing_at: Option<i64>,
+    pub completed_at: Option<i64>,
+    pub failed_at: Option<i64>,
+    pub expired_at: Option<i64>,
+    pub cancelling_at: Option<i64>,
+    pub cancelled_at: Option<i64>,
+    pub request_counts: RequestCounts,
+    pub metadata: Option<Map<String, Value>>,
+}
+
+impl Batch {
+    pub(super) fn endpoint(&self) -> Endpoint {
+        Endpoint::parse(&self.endpoint).unwrap_or(Endpoint::ChatCompletions)
+    }
+
+    pub(super) fn is_running(&self) -> bool {
+        matches!(self.status.as_str(), "in_progress" | "cancelling" | "finalizing")
+    }
+
+    pub(super) fn expires(&self) -> DateTime<Utc> {
+        DateTime::from_timestamp(self.expires_at, 0).unwrap_or_else(Utc::now)
+    }
+
+    pub(super) fn failed(&mut self, errors: Vec<LineError>) {
+        let data = serde_json::to_value(errors).unwrap_or_default();
+        self.errors = Some(serde_json::json!({ "object": "list", "data": data }));
+        self.status = "failed".into();
+        self.failed_at = Some(Utc::now().timestamp());
+    }
+}
+
+/// Where batches, their secrets and their marks are kept.
+pub(crate) const PREFIX: &str = "batches/";
+
+pub fn record_key(id: &str) -> String {
+    format!("{PREFIX}{id}.json")
+}
+
+/// The batch's secret for its lines' request ids (`BatchLine::request_id`): an object of its own, so the Batch
+/// object the API answers (and lists) never carries it.
+pub(super) fn line_key_key(id: &str) -> String {
+    format!("{PREFIX}{id}.key")
+}
+
+/// A new batch's secret: 32 bytes from the operating system's random source (two v4 UUIDs).
+pub(super) fn new_line_key() -> Vec<u8> {
+    [uuid::Uuid::new_v4(), uuid::Uuid::new_v4()].iter().flat_map(|u| *u.as_bytes()).collect()
+}
+
+/// The batch's secret for its lines' ids; None for a batch created before its lines had one.
+pub(super) async fn line_key(objects: &dyn ObjectStore, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    read_all(objects, &line_key_key(id)).await
+}
+
+/// The mark that every line of the batch was enqueued.
+pub(super) fn enqueued_key(id: &str) -> String {
+    format!("{PREFIX}{id}.enqueued")
+}
+
+/// The batch's record, or 404.
+pub(super) async fn find(objects: &dyn ObjectStore, id: &str) -> Result<Batch, OpenAiError> {
+    super::find_record(objects, ("batch", "batch_"), record_key, id).await
+}
+
+pub(super) async fn save(objects: &dyn ObjectStore, batch: &Batch) -> Result<(), OpenAiError> {
+    write_json(objects, &record_key(&batch.id), batch).await.map_err(|e| OpenAiError::store(&e))
+}
