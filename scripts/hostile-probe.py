@@ -459,7 +459,8 @@ class Row:
 
     def line(self):
         requests, connections = self.requests.split(" / ")
-        return (f"probe {self.number} {self.name}: {self.figures}; {requests} requests on {connections} connections; "
+        requests = requests.replace(" + ", " requests + ") if " + " in requests else f"{requests} requests"
+        return (f"probe {self.number} {self.name}: {self.figures}; {requests} on {connections} connections; "
                 f"RSS peak {self.rss:.0f} MiB")
 
 

@@ -56,7 +56,7 @@ impl std::ops::Add for QueueCounts {
 pub(crate) type Cause = Arc<dyn std::error::Error + Send + Sync + 'static>;
 
 /// The name a port's errors begin with.
-pub trait PortName {
+pub(crate) trait PortName {
     const NAME: &'static str;
 }
 
@@ -145,7 +145,7 @@ impl QueueError {
 /// ReceiveMessage, SendMessageBatch and DeleteMessageBatch, which the embedded queue keeps too).
 pub const MAX_MESSAGES_PER_CALL: usize = 10;
 /// Longest wait of one receive (SQS's longest long poll).
-pub const MAX_RECEIVE_WAIT: Duration = Duration::from_secs(20);
+pub(crate) const MAX_RECEIVE_WAIT: Duration = Duration::from_secs(20);
 
 /// The queues' maxReceiveCount unless one is configured (the template's redrive policy): the attempt with this
 /// receive count is a message's last.
@@ -206,7 +206,7 @@ pub trait ResultStore: Send + Sync {
 }
 
 /// An object's bytes, read or written a chunk at a time.
-pub type ByteChunks<'a> = Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> + Send + 'a>>;
+pub(crate) type ByteChunks<'a> = Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> + Send + 'a>>;
 
 /// Named objects beside the results (`files/…`, `batches/…`): what the Batch and Files API keep. Keys are relative
 /// to the results' place, `/`-separated.

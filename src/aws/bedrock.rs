@@ -19,7 +19,7 @@ pub(crate) const DEFAULT_MODEL_ID: &str = "amazon.nova-micro-v1:0";
 
 /// Amazon Nova Micro's system-defined cross-Region inference profile for calls from `region` (Bedrock User Guide,
 /// "Supported Regions and models for inference profiles"); None where the guide lists none.
-pub fn nova_micro_profile(region: &str) -> Option<&'static str> {
+pub(crate) fn nova_micro_profile(region: &str) -> Option<&'static str> {
     match region {
         "us-east-1" | "us-east-2" | "us-west-2" => Some("us.amazon.nova-micro-v1:0"),
         "eu-central-1" | "eu-north-1" | "eu-south-1" | "eu-south-2" | "eu-west-1" | "eu-west-3" => {
@@ -34,7 +34,7 @@ pub fn nova_micro_profile(region: &str) -> Option<&'static str> {
 
 /// Why a Converse call did not classify, by what the operator must do about it. Each message ends with the fix.
 #[derive(Debug, thiserror::Error)]
-pub enum ConverseFailure {
+pub(crate) enum ConverseFailure {
     /// IAM denied bedrock:InvokeModel to the caller.
     #[error(
         "Bedrock denied bedrock:InvokeModel on {model_id} to this role ({message}); grant bedrock:InvokeModel on {grant}"

@@ -3,13 +3,13 @@
 pub mod bedrock;
 pub mod cloudwatch;
 pub mod ecs;
-pub mod ecs_metadata;
+pub(crate) mod ecs_metadata;
 pub mod model_download;
 pub mod s3;
-pub mod s3_objects;
+pub(crate) mod s3_objects;
 pub mod sqs;
 pub mod sqs_deletes;
-pub mod sqs_results;
+pub(crate) mod sqs_results;
 
 use aws_config::retry::RetryConfig;
 use aws_config::{BehaviorVersion, SdkConfig};

@@ -43,7 +43,7 @@ impl S3Location {
     }
 
     /// The router's record of accepting the request, beside its result (so the same lifecycle expires it).
-    pub fn acceptance_key(&self, request_id: RequestId) -> String {
+    pub(crate) fn acceptance_key(&self, request_id: RequestId) -> String {
         format!("{}{request_id}.accepted", self.prefix)
     }
 }

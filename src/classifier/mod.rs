@@ -23,7 +23,7 @@ pub(crate) fn parse_answer(answer: &str) -> Option<Tier> {
 /// How often a classifier that keeps failing is reported at ERROR: its first failure, then at most one per this
 /// interval (sooner when it starts failing for another reason). Every failure still falls back to small, is logged
 /// at WARN with its request and counted in `ClassifierFallbacks` by the router.
-pub const FAILURE_REPORT_INTERVAL: Duration = Duration::from_secs(300);
+pub(crate) const FAILURE_REPORT_INTERVAL: Duration = Duration::from_secs(300);
 
 /// One classifier's failures, reported at ERROR with what to do about them, so a stack whose classifier cannot be
 /// invoked says so once, not once per request.
@@ -48,7 +48,7 @@ impl Default for FailureReports {
 }
 
 impl FailureReports {
-    pub(crate) fn new(interval: Duration) -> Self {
+    pub fn new(interval: Duration) -> Self {
         FailureReports { interval, state: Mutex::default() }
     }
 

@@ -46,7 +46,7 @@ use crate::worker::{
 
 /// The data directory of the embedded queues and results; shared by `router`, `worker`, `scaler` and `dev`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct DataDirArgs {
+pub(crate) struct DataDirArgs {
     /// Data directory: queue.db (embedded queues), results/, metrics.jsonl (dev's EMF lines).
     #[arg(long, env = "GPUINFER_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
     pub data_dir: PathBuf,
@@ -54,26 +54,26 @@ pub struct DataDirArgs {
 
 /// The SQS queue URLs of every lane of both tiers; shared by `router` and `scaler`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct TierQueueArgs {
+pub(crate) struct TierQueueArgs {
     /// SQS queue URL of the small tier (or --embedded-queues for the embedded queue in --data-dir).
     #[arg(long, env = "SMALL_QUEUE_URL")]
-    pub small_queue_url: Option<String>,
+    pub(crate) small_queue_url: Option<String>,
     /// SQS queue URL of the small tier's high-priority lane [default: high-priority requests share SMALL_QUEUE_URL].
     #[arg(long, env = "SMALL_HIGH_QUEUE_URL")]
-    pub small_high_queue_url: Option<String>,
+    pub(crate) small_high_queue_url: Option<String>,
     /// SQS queue URL of the large tier (or --embedded-queues for the embedded queue in --data-dir).
     #[arg(long, env = "LARGE_QUEUE_URL")]
-    pub large_queue_url: Option<String>,
+    pub(crate) large_queue_url: Option<String>,
     /// SQS queue URL of the large tier's high-priority lane [default: high-priority requests share LARGE_QUEUE_URL].
     #[arg(long, env = "LARGE_HIGH_QUEUE_URL")]
-    pub large_high_queue_url: Option<String>,
+    pub(crate) large_high_queue_url: Option<String>,
     /// SQS queue URL of the small tier's batch lane (Batch API lines, overtaken by every other request) [default:
     /// batch lines share SMALL_QUEUE_URL].
     #[arg(long, env = "SMALL_BATCH_QUEUE_URL")]
-    pub small_batch_queue_url: Option<String>,
+    pub(crate) small_batch_queue_url: Option<String>,
     /// SQS queue URL of the large tier's batch lane [default: batch lines share LARGE_QUEUE_URL].
     #[arg(long, env = "LARGE_BATCH_QUEUE_URL")]
-    pub large_batch_queue_url: Option<String>,
+    pub(crate) large_batch_queue_url: Option<String>,
     #[command(flatten)]
     pub embedded: EmbeddedQueueArgs,
 }
@@ -81,10 +81,10 @@ pub struct TierQueueArgs {
 /// The explicit ask for the embedded queues: without a queue URL and without this, a process refuses to start, so
 /// a missing or misspelled URL never leaves it serving a queue nobody sends to.
 #[derive(Debug, Clone, clap::Args)]
-pub struct EmbeddedQueueArgs {
+pub(crate) struct EmbeddedQueueArgs {
     /// Serve the embedded queues of --data-dir (a SQLite file) instead of SQS; required when no queue URL is set.
     #[arg(long, env = "GPUINFER_EMBEDDED_QUEUES")]
-    pub embedded_queues: bool,
+    pub(crate) embedded_queues: bool,
 }
 
 impl EmbeddedQueueArgs {
@@ -143,7 +143,7 @@ impl TierQueueArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ClassifierKind {
+pub(crate) enum ClassifierKind {
     /// Bedrock on Lambda; the OpenAI-compatible endpoint when one is known; else none.
     Auto,
     /// No classifier: the ambiguous zone goes to the small tier.
@@ -156,38 +156,38 @@ pub enum ClassifierKind {
 
 /// Routing thresholds and the classifier for the ambiguous zone.
 #[derive(Debug, Clone, clap::Args)]
-pub struct RoutingArgs {
+pub(crate) struct RoutingArgs {
     /// Prompts longer than this many characters go to the large tier.
     #[arg(long, env = "PROMPT_LENGTH_THRESHOLD", default_value_t = DEFAULT_PROMPT_LENGTH_THRESHOLD)]
-    pub prompt_length_threshold: usize,
+    pub(crate) prompt_length_threshold: usize,
     /// Requests with maxTokens above this go to the large tier.
     #[arg(long, env = "MAX_TOKENS_THRESHOLD", default_value_t = DEFAULT_MAX_TOKENS_THRESHOLD)]
-    pub max_tokens_threshold: u32,
+    pub(crate) max_tokens_threshold: u32,
     /// Prompts longer than this (and under the thresholds) are asked of the classifier.
     #[arg(long, env = "AMBIGUOUS_MIN_CHARS", default_value_t = DEFAULT_AMBIGUOUS_MIN_CHARS)]
-    pub ambiguous_min_chars: usize,
+    pub(crate) ambiguous_min_chars: usize,
     /// Who decides the ambiguous zone.
     #[arg(long, env = "CLASSIFIER", value_enum, default_value = "auto")]
     pub classifier: ClassifierKind,
     /// Base URL of the OpenAI-compatible classifier model [dev: the small tier's engine].
     #[arg(long, env = "CLASSIFIER_URL")]
-    pub classifier_url: Option<String>,
+    pub(crate) classifier_url: Option<String>,
     /// Model name for the OpenAI-compatible classifier [default: the first one the endpoint lists].
     #[arg(long, env = "CLASSIFIER_MODEL")]
-    pub classifier_model: Option<String>,
+    pub(crate) classifier_model: Option<String>,
     #[arg(long, env = "BEDROCK_MODEL_ID", help = format!(
         "Bedrock model or cross-Region inference profile for the Bedrock classifier [default: Amazon Nova Micro \
          through the inference profile of the Region (us., eu. or apac.{DEFAULT_MODEL_ID}), else {DEFAULT_MODEL_ID}]"
     ))]
-    pub bedrock_model_id: Option<String>,
+    pub(crate) bedrock_model_id: Option<String>,
     /// Longest wait for the classifier before routing to small.
     #[arg(long, env = "CLASSIFIER_TIMEOUT_MS", default_value_t = DEFAULT_CLASSIFIER_TIMEOUT_MS)]
-    pub classifier_timeout_ms: u64,
+    pub(crate) classifier_timeout_ms: u64,
     /// Which tier a Batch API line's `model` runs on: model=tier pairs, comma-separated (e.g.
     /// mistral-7b=small,llama-2-70b=large). "small" and "large" always name their tier; any other model is routed
     /// by the thresholds. GET /v1/models lists them all.
     #[arg(long, env = "MODEL_TIERS", value_parser = ModelTiers::parse)]
-    pub model_tiers: Option<ModelTiers>,
+    pub(crate) model_tiers: Option<ModelTiers>,
 }
 
 impl RoutingArgs {
@@ -237,14 +237,14 @@ impl RoutingArgs {
 
 /// Which callback URLs are accepted; shared by `router`, `worker` and `dev`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct CallbackPolicyArgs {
+pub(crate) struct CallbackPolicyArgs {
     /// Accept http:// callback URLs (local development); https only otherwise.
     #[arg(long, env = "ALLOW_HTTP_CALLBACKS")]
-    pub allow_http_callbacks: bool,
+    pub(crate) allow_http_callbacks: bool,
     /// Let callbacks reach loopback and private-network addresses (local development); link-local and
     /// instance-metadata addresses stay refused.
     #[arg(long, env = "ALLOW_PRIVATE_CALLBACKS")]
-    pub allow_private_callbacks: bool,
+    pub(crate) allow_private_callbacks: bool,
 }
 
 impl CallbackPolicyArgs {
@@ -255,37 +255,37 @@ impl CallbackPolicyArgs {
 
 /// The local HTTP server's limits; shared by `router` and `dev` (unused on Lambda, where API Gateway fronts the API).
 #[derive(Debug, Clone, clap::Args)]
-pub struct HttpServerArgs {
+pub(crate) struct HttpServerArgs {
     /// Seconds a client has to send a request's headers, counted from the connection's opening or the end of its
     /// previous response: a connection that sends nothing, half a header, or stays idle between requests this
     /// long is closed. A real client sends its headers at once.
     #[arg(long, env = "HTTP_HEADER_TIMEOUT_SECONDS", default_value_t = DEFAULT_HEADER_TIMEOUT_SECONDS, value_parser = clap::value_parser!(u64).range(1..))]
-    pub http_header_timeout_seconds: u64,
+    pub(crate) http_header_timeout_seconds: u64,
     /// Seconds a request's body may pause, or come slower than --http-body-min-bytes-per-second: a body that does
     /// (half sent, or trickled) gets a 400 and its connection is closed. A body that keeps coming is taken whole
     /// however long it takes; the time the server itself takes between reads does not count.
     #[arg(long, env = "HTTP_BODY_TIMEOUT_SECONDS", default_value_t = DEFAULT_BODY_TIMEOUT_SECONDS, value_parser = clap::value_parser!(u64).range(1..))]
-    pub http_body_timeout_seconds: u64,
+    pub(crate) http_body_timeout_seconds: u64,
     /// Bytes a second a request's body must average, with --http-body-timeout-seconds of slack (0: no rate, only
     /// no pause). The default takes a 5 MiB batch in 80 s, a 200 MB upload in 51 minutes.
     #[arg(long, env = "HTTP_BODY_MIN_BYTES_PER_SECOND", default_value_t = DEFAULT_BODY_MIN_BYTES_PER_SECOND)]
-    pub http_body_min_bytes_per_second: u64,
+    pub(crate) http_body_min_bytes_per_second: u64,
     /// Seconds a response may wait for the client to take a byte of it: a client that stops reading (a download
     /// it leaves) loses its connection, and the slot it held under --http-max-connections.
     #[arg(long, env = "HTTP_WRITE_TIMEOUT_SECONDS", default_value_t = DEFAULT_WRITE_TIMEOUT_SECONDS, value_parser = clap::value_parser!(u64).range(1..))]
-    pub http_write_timeout_seconds: u64,
+    pub(crate) http_write_timeout_seconds: u64,
     /// Connections open at once; further ones wait, unaccepted, until one closes. Keep it under the process's
     /// open-file limit (ulimit -n).
     #[arg(long, env = "HTTP_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS, value_parser = clap::value_parser!(u32).range(1..))]
-    pub http_max_connections: u32,
+    pub(crate) http_max_connections: u32,
     /// Seconds a stopping server (SIGTERM, Ctrl-C) lets requests in flight finish before it drops the
     /// connections still open. A request's own work (validate, classify, enqueue) takes a few seconds at most.
     #[arg(long, env = "HTTP_SHUTDOWN_SECONDS", default_value_t = DEFAULT_SHUTDOWN_SECONDS)]
-    pub http_shutdown_seconds: u64,
+    pub(crate) http_shutdown_seconds: u64,
     /// MiB that the bodies of requests being read may hold in memory at once, across all requests: a body beyond
     /// it is refused (503, Retry-After: 1) as it arrives, so memory stays bounded whatever clients send.
     #[arg(long, env = "HTTP_BODY_MEMORY_MIB", default_value_t = DEFAULT_BODY_MEMORY_MIB, value_parser = clap::value_parser!(u64).range(6..))]
-    pub http_body_memory_mib: u64,
+    pub(crate) http_body_memory_mib: u64,
     /// A bearer token every request but GET /healthz must carry (`Authorization: Bearer <token>`, as OpenAI's
     /// clients send their API key). Unset, the local API takes requests without one. On AWS, API Gateway's IAM
     /// authorization guards the API instead.
@@ -323,14 +323,14 @@ impl HttpServerArgs {
 
 /// How a worker pool behaves; shared by `worker` and `dev`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct TuningArgs {
+pub(crate) struct TuningArgs {
     /// Requests in flight at most. The worker adapts its in-flight limit below this ceiling to the engine's free
     /// generation slots (from its /metrics, else from latency); with --fixed-concurrency it keeps exactly this many.
     #[arg(long, env = "WORKER_CONCURRENCY", default_value_t = DEFAULT_CONCURRENCY, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub concurrency: u32,
     /// Keep --concurrency requests in flight whatever the engine's load, instead of adapting to it.
     #[arg(long, env = "WORKER_FIXED_CONCURRENCY")]
-    pub fixed_concurrency: bool,
+    pub(crate) fixed_concurrency: bool,
     #[arg(long, env = "VISIBILITY_TIMEOUT", help = format!(
         "Seconds a received message stays invisible (asked on every receive, whatever the queue's own visibility \
          timeout), renewed while it runs [default: {} small, {} large]",
@@ -343,23 +343,23 @@ pub struct TuningArgs {
     pub max_receive_count: u32,
     /// First retry delay in seconds after a transient failure; doubles with each attempt.
     #[arg(long, env = "RETRY_BASE_SECONDS", default_value_t = DEFAULT_RETRY_BASE_SECONDS)]
-    pub retry_base_seconds: f64,
+    pub(crate) retry_base_seconds: f64,
     /// Long-poll wait of one receive, in seconds: from 1 to SQS's most; 0 would poll an idle queue in a tight loop.
     #[arg(long, env = "WAIT_TIME_SECONDS", default_value_t = DEFAULT_WAIT_TIME_SECONDS, value_parser = clap::value_parser!(u64).range(1..=crate::ports::MAX_RECEIVE_WAIT.as_secs()))]
     pub wait_time_seconds: u64,
     /// Longest single generation, in seconds, before it counts as a transient failure.
     #[arg(long, env = "ENGINE_TIMEOUT_SECONDS", default_value_t = DEFAULT_REQUEST_TIMEOUT_SECONDS)]
-    pub engine_timeout_seconds: u64,
+    pub(crate) engine_timeout_seconds: u64,
     /// Seconds the engine may fail its health probe before the worker releases its messages and exits non-zero.
     #[arg(long, env = "ENGINE_LOSS_WINDOW_SECONDS", default_value_t = DEFAULT_ENGINE_LOSS_WINDOW_SECONDS, value_parser = clap::value_parser!(u64).range(1..))]
-    pub engine_loss_window_seconds: u64,
+    pub(crate) engine_loss_window_seconds: u64,
     /// Seconds between two looks for a cancel while a request runs (a cancel then aborts the engine call).
     #[arg(long, env = "CANCEL_POLL_SECONDS", default_value_t = DEFAULT_CANCEL_POLL_SECONDS)]
-    pub cancel_poll_seconds: f64,
+    pub(crate) cancel_poll_seconds: f64,
     /// Seconds a stopping worker (SIGTERM) keeps finishing requests in flight before it hands the unfinished
     /// ones back to the queue; keep it below the container's stop timeout (the template: 100 of 120).
     #[arg(long, env = "DRAIN_TIMEOUT_SECONDS", default_value_t = DEFAULT_DRAIN_TIMEOUT_SECONDS)]
-    pub drain_timeout_seconds: u64,
+    pub(crate) drain_timeout_seconds: u64,
     /// Task identifier written into each result when the ECS metadata endpoint does not give one.
     #[arg(long, env = "ECS_TASK_ARN", default_value = DEFAULT_TASK_ARN)]
     pub task_arn: String,
@@ -367,14 +367,14 @@ pub struct TuningArgs {
 
 /// How result callbacks are signed and sent; shared by `worker` and `dev`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct WebhookArgs {
+pub(crate) struct WebhookArgs {
     /// Key that signs result callbacks, Standard Webhooks style: base64, `whsec_` prefix accepted
     /// [default: none, and callbacks are not sent].
     #[arg(long, env = "WEBHOOK_SECRET", hide_env_values = true)]
-    pub webhook_secret: Option<WebhookSecret>,
+    pub(crate) webhook_secret: Option<WebhookSecret>,
     /// Seconds a callback is retried (back-off from 1 s to 60 s) before it is given up.
     #[arg(long, env = "WEBHOOK_RETRY_SECONDS", default_value_t = webhook::DEFAULT_RETRY_SECONDS)]
-    pub webhook_retry_seconds: u64,
+    pub(crate) webhook_retry_seconds: u64,
     #[command(flatten)]
     pub policy: CallbackPolicyArgs,
 }
@@ -438,18 +438,18 @@ pub struct PolicyArgs {
         "Messages (queued, delayed or in flight) one task should carry: a backlog of B asks for ⌈B / this⌉ tasks. \
          One value (`5`) or per tier (`small=5,large=2`) [default: {DEFAULT_BACKLOG_PER_TASK}]"
     ))]
-    pub queue_depth_threshold: Vec<TierSetting<u32>>,
+    pub(crate) queue_depth_threshold: Vec<TierSetting<u32>>,
     #[arg(long, env = "MIN_TASK_COUNT", value_delimiter = ',', help = format!(
         "Fewest tasks per tier, e.g. `0` or `small=1,large=0` [default: {DEFAULT_MIN_TASKS}]"
     ))]
-    pub min_tasks: Vec<TierSetting<u32>>,
+    pub(crate) min_tasks: Vec<TierSetting<u32>>,
     #[arg(long, env = "MAX_TASK_COUNT", value_delimiter = ',', help = format!(
         "Most tasks per tier [default: {}]", TierSetting::per_tier(&DEFAULT_MAX_TASKS)
     ))]
-    pub max_tasks: Vec<TierSetting<u32>>,
+    pub(crate) max_tasks: Vec<TierSetting<u32>>,
     /// GPU compute utilization, in percent, above which running tasks ask for more.
     #[arg(long, env = "GPU_UTILIZATION_TARGET", default_value_t = DEFAULT_UTILIZATION_TARGET)]
-    pub utilization_target: f64,
+    pub(crate) utilization_target: f64,
 }
 
 impl PolicyArgs {
@@ -466,10 +466,10 @@ impl PolicyArgs {
 
 /// The scaler's loop and metric dimensions; shared by `scaler` and `dev`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct ScalerArgs {
+pub(crate) struct ScalerArgs {
     /// Seconds between two scaling decisions of the local loop (on Lambda, the schedule decides).
     #[arg(long, env = "SCALER_INTERVAL_SECONDS", default_value_t = DEFAULT_INTERVAL_SECONDS, value_parser = clap::value_parser!(u64).range(1..))]
-    pub scaler_interval: u64,
+    pub(crate) scaler_interval: u64,
     #[command(flatten)]
     pub service: ServiceArgs,
     #[command(flatten)]
@@ -478,7 +478,7 @@ pub struct ScalerArgs {
 
 /// The ECS cluster and each tier's service: the dimensions of the scaling metrics and of the workers' saturation.
 #[derive(Debug, Clone, clap::Args)]
-pub struct ServiceArgs {
+pub(crate) struct ServiceArgs {
     /// ECS cluster of the tiers' services: the `ClusterName` dimension of the scaling and saturation metrics.
     #[arg(long, env = "CLUSTER_NAME", default_value = DEFAULT_CLUSTER_NAME)]
     pub cluster_name: String,
@@ -523,7 +523,7 @@ impl ScalerArgs {
 /// A flag value for one tier (`small=10`) or for every tier (`10`); given repeated or comma-separated,
 /// the last one that names a tier wins.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct TierSetting<T> {
+pub(crate) struct TierSetting<T> {
     tier: Option<Tier>,
     value: T,
 }

@@ -59,7 +59,7 @@ impl ClientError {
 
 /// Signs requests for API Gateway (`execute-api`) with credentials and region from the AWS chain.
 #[derive(Debug, Clone)]
-pub struct Signer {
+pub(crate) struct Signer {
     credentials: Credentials,
     region: String,
 }
@@ -127,12 +127,12 @@ pub struct Client {
 
 impl Client {
     /// Sends `api_key` as a bearer token with every request (a router started with --api-key).
-    pub fn with_api_key(self, api_key: Option<String>) -> Self {
+    pub(crate) fn with_api_key(self, api_key: Option<String>) -> Self {
         Client { api_key, ..self }
     }
 
     /// `base` is the router's URL (e.g. `http://127.0.0.1:8080` or an API Gateway stage URL).
-    pub fn new(base: &str, signer: Option<Signer>) -> Result<Self, ClientError> {
+    pub(crate) fn new(base: &str, signer: Option<Signer>) -> Result<Self, ClientError> {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(60))

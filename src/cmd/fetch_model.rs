@@ -21,7 +21,7 @@ pub struct Args {
     pub concurrency: u32,
     /// Size of one ranged GET, in MiB.
     #[arg(long, env = "FETCH_PART_SIZE_MIB", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1024))]
-    pub part_size_mib: u64,
+    pub(crate) part_size_mib: u64,
 }
 
 pub struct Config {

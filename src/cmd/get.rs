@@ -19,7 +19,7 @@ Exit status:
 
 /// Where the router is and how to talk to it, wait and print; shared by `submit` and `get`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct ClientArgs {
+pub(crate) struct ClientArgs {
     /// Router URL: a local `gpuinfer dev` or `router`, or the API Gateway stage URL.
     #[arg(long, env = "GPUINFER_URL", default_value = "http://127.0.0.1:8080")]
     pub url: String,
@@ -35,7 +35,7 @@ pub struct ClientArgs {
     pub wait: bool,
     /// Longest wait with --wait, in seconds.
     #[arg(long, env = "GPUINFER_TIMEOUT_SECONDS", default_value_t = 600)]
-    pub timeout_seconds: u64,
+    pub(crate) timeout_seconds: u64,
     /// Print whole JSON documents instead of the generated text.
     #[arg(long, env = "GPUINFER_JSON")]
     pub json: bool,
@@ -83,7 +83,7 @@ pub struct Args {
     /// The requestId that `submit` (or POST /infer) answered.
     pub request_id: crate::contract::request_id::RequestId,
     #[command(flatten)]
-    pub client: ClientArgs,
+    pub(crate) client: ClientArgs,
 }
 
 pub struct Config {

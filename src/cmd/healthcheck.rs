@@ -15,7 +15,7 @@ pub struct Args {
     pub engine_url: String,
     /// Longest wait for the answer, in seconds.
     #[arg(long, env = "HEALTHCHECK_TIMEOUT_SECONDS", default_value_t = 2.0)]
-    pub timeout_seconds: f64,
+    pub(crate) timeout_seconds: f64,
 }
 
 pub struct Config {

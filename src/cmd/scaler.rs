@@ -25,14 +25,14 @@ pub struct Args {
     pub tiers: Vec<Tier>,
     /// With every tier's queue URLs, the scaler reads SQS (every lane), ECS and CloudWatch.
     #[command(flatten)]
-    pub queues: TierQueueArgs,
+    pub(crate) queues: TierQueueArgs,
     #[command(flatten)]
-    pub data: DataDirArgs,
+    pub(crate) data: DataDirArgs,
     /// Worker pools taken as running in each tier on the embedded backends (they cannot count them).
     #[arg(long, env = "LOCAL_RUNNING_TASKS", default_value_t = 1)]
-    pub local_running_tasks: u32,
+    pub(crate) local_running_tasks: u32,
     #[command(flatten)]
-    pub scaler: ScalerArgs,
+    pub(crate) scaler: ScalerArgs,
 }
 
 pub struct Config {

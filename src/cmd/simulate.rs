@@ -33,7 +33,7 @@ const DEFAULT_SCALE_IN_PERIODS: PerTier<u32> = PerTier { small: 5, large: 10 };
 const DEFAULT_SCALE_IN_COOLDOWN_SECONDS: PerTier<u64> = PerTier { small: 300, large: 600 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum TraceKind {
+pub(crate) enum TraceKind {
     /// Arrivals at a constant rate.
     Poisson,
     /// Bursts at --rate separated by silences (on/off).
@@ -48,19 +48,19 @@ pub enum TraceKind {
 pub struct Args {
     /// The traffic: generated, or read from --csv.
     #[arg(long, env = "SIM_TRACE", value_enum, default_value = "bursty")]
-    pub trace: TraceKind,
+    pub(crate) trace: TraceKind,
     /// Arrivals for `--trace csv`: a line per request, `seconds` or `seconds,tier` (seconds from the start).
     #[arg(long, env = "SIM_CSV")]
     pub csv: Option<PathBuf>,
     /// Seed of the random generator: the same seed gives the same trace and the same tier split.
     #[arg(long, env = "SIM_RANDOM_SEED", default_value_t = 1)]
-    pub random_seed: u64,
+    pub(crate) random_seed: u64,
     /// Hours of generated traffic.
     #[arg(long, env = "SIM_HOURS", default_value_t = 24.0)]
     pub hours: f64,
     /// Hours simulated after the last arrival could come, so both policies can drain and scale in.
     #[arg(long, env = "SIM_TAIL_HOURS", default_value_t = 2.0)]
-    pub tail_hours: f64,
+    pub(crate) tail_hours: f64,
     #[arg(long, env = "SIM_RATE", help = format!(
         "Requests per hour: the Poisson rate, the rate during a burst, or the diurnal daily mean [default: poisson \
          {DEFAULT_POISSON_RATE}, bursty {DEFAULT_BURSTY_RATE}, diurnal {DEFAULT_DIURNAL_RATE}]"
@@ -80,44 +80,44 @@ pub struct Args {
     pub tiers: Vec<Tier>,
     /// With both tiers: the share of requests the trace does not assign that go to the large tier.
     #[arg(long, env = "SIM_LARGE_SHARE", default_value_t = 0.2)]
-    pub large_share: f64,
+    pub(crate) large_share: f64,
     #[arg(long, env = "SIM_COLD_START_MINUTES", value_delimiter = ',', help = format!(
         "Minutes from a task being asked for to its first request [default: {}]",
         TierSetting::per_tier(&DEFAULT_COLD_START_MINUTES)
     ))]
-    pub cold_start_minutes: Vec<TierSetting<f64>>,
+    pub(crate) cold_start_minutes: Vec<TierSetting<f64>>,
     #[arg(long, env = "SIM_SERVICE_SECONDS", value_delimiter = ',', help = format!(
         "Seconds one request takes on a warm task [default: {}]", TierSetting::per_tier(&DEFAULT_SERVICE_SECONDS)
     ))]
-    pub service_seconds: Vec<TierSetting<f64>>,
+    pub(crate) service_seconds: Vec<TierSetting<f64>>,
     #[arg(long, env = "SIM_TASK_CONCURRENCY", value_delimiter = ',', help = format!(
         "Requests one task serves at once [default: {DEFAULT_TASK_CONCURRENCY}]"
     ))]
-    pub task_concurrency: Vec<TierSetting<u32>>,
+    pub(crate) task_concurrency: Vec<TierSetting<u32>>,
     #[arg(long, env = "SIM_PRICE_PER_HOUR", value_delimiter = ',', help = format!(
         "Dollars per task-hour [default: small={} (g6e.xlarge), large={} (g6e.48xlarge)]",
         DEFAULT_PRICE_PER_HOUR.small, DEFAULT_PRICE_PER_HOUR.large
     ))]
-    pub price_per_hour: Vec<TierSetting<f64>>,
+    pub(crate) price_per_hour: Vec<TierSetting<f64>>,
     #[arg(long, env = "SIM_SCALE_IN_PERIODS", value_delimiter = ',', help = format!(
         "The idle window: scaler periods the scale-in alarm must see below its threshold [default: {}]",
         TierSetting::per_tier(&DEFAULT_SCALE_IN_PERIODS)
     ))]
-    pub scale_in_periods: Vec<TierSetting<u32>>,
+    pub(crate) scale_in_periods: Vec<TierSetting<u32>>,
     #[arg(long, env = "SIM_SCALE_IN_COOLDOWN_SECONDS", value_delimiter = ',', help = format!(
         "Seconds after a scale-in before the next one [default: {}]",
         TierSetting::per_tier(&DEFAULT_SCALE_IN_COOLDOWN_SECONDS)
     ))]
-    pub scale_in_cooldown_seconds: Vec<TierSetting<u64>>,
+    pub(crate) scale_in_cooldown_seconds: Vec<TierSetting<u64>>,
     /// GPU memory utilization (percent) the AWS sample's metric reads while a task runs (vLLM reserves ~90 %).
     #[arg(long, env = "SIM_SAMPLE_GPU_MEMORY", default_value_t = 90.0)]
-    pub sample_gpu_memory: f64,
+    pub(crate) sample_gpu_memory: f64,
     /// Seconds between two scaler runs: also the alarms' period.
     #[arg(long, env = "SIM_SCALER_PERIOD_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
-    pub scaler_period_seconds: u64,
+    pub(crate) scaler_period_seconds: u64,
     /// Hours a request may wait in the queue before it is dropped (the issue's 1-day retention).
     #[arg(long, env = "SIM_RETENTION_HOURS", default_value_t = 24.0)]
-    pub retention_hours: f64,
+    pub(crate) retention_hours: f64,
     /// Also draw tasks and backlog over time, both policies, into this SVG file.
     #[arg(long, env = "SIM_PLOT")]
     pub plot: Option<PathBuf>,

@@ -19,7 +19,7 @@ pub struct Args {
     pub prompt: Vec<String>,
     /// Send the JSON request in this file (`-`: stdin) instead of a prompt; the flags below override its fields.
     #[arg(long, env = "GPUINFER_JSON_REQUEST", conflicts_with = "prompt")]
-    pub json_request: Option<PathBuf>,
+    pub(crate) json_request: Option<PathBuf>,
     /// requestId (UUID v4) [default: the router generates one].
     #[arg(long, env = "GPUINFER_REQUEST_ID")]
     pub request_id: Option<crate::contract::request_id::RequestId>,
@@ -41,15 +41,15 @@ pub struct Args {
     pub priority: Option<Priority>,
     /// Seconds from acceptance after which the request is not run (1–86400).
     #[arg(long, env = "GPUINFER_DEADLINE_SECONDS", conflicts_with = "deadline")]
-    pub deadline_seconds: Option<f64>,
+    pub(crate) deadline_seconds: Option<f64>,
     /// RFC 3339 date-time after which the request is not run (within 24 hours).
     #[arg(long, env = "GPUINFER_DEADLINE")]
     pub deadline: Option<String>,
     /// URL the result document is POSTed to, signed (https; http only where the operator allows it).
     #[arg(long, env = "GPUINFER_CALLBACK_URL")]
-    pub callback_url: Option<String>,
+    pub(crate) callback_url: Option<String>,
     #[command(flatten)]
-    pub client: ClientArgs,
+    pub(crate) client: ClientArgs,
 }
 
 pub struct Config {

@@ -28,35 +28,35 @@ pub struct Args {
     pub model: Option<String>,
     /// SQS queue to consume (or --embedded-queues for the tier's embedded queue in --data-dir).
     #[arg(long, env = "REQUEST_QUEUE_URL")]
-    pub request_queue_url: Option<String>,
+    pub(crate) request_queue_url: Option<String>,
     /// SQS queue of the tier's high-priority lane, served first [default: none; high-priority requests then
     /// share REQUEST_QUEUE_URL, as in the AWS sample's one queue per tier].
     #[arg(long, env = "HIGH_QUEUE_URL")]
-    pub high_queue_url: Option<String>,
+    pub(crate) high_queue_url: Option<String>,
     /// SQS queue of the tier's batch lane (Batch API lines), served only with slots the other lanes leave
     /// [default: none; batch lines then share REQUEST_QUEUE_URL].
     #[arg(long, env = "BATCH_QUEUE_URL")]
-    pub batch_queue_url: Option<String>,
+    pub(crate) batch_queue_url: Option<String>,
     /// SQS dead-letter queue for malformed messages (required with REQUEST_QUEUE_URL).
     #[arg(long, env = "DLQ_URL")]
     pub dlq_url: Option<String>,
     #[command(flatten)]
-    pub embedded: EmbeddedQueueArgs,
+    pub(crate) embedded: EmbeddedQueueArgs,
     /// Where results go: s3://bucket/prefix/, an SQS queue URL, or a folder [default: --data-dir].
     #[arg(long, env = "OUTPUT_DESTINATION")]
-    pub output_destination: Option<String>,
+    pub(crate) output_destination: Option<String>,
     #[command(flatten)]
-    pub data: DataDirArgs,
+    pub(crate) data: DataDirArgs,
     /// ECS task metadata endpoint (set by ECS), read for the task ARN.
     #[arg(long, env = "ECS_CONTAINER_METADATA_URI_V4", hide = true)]
-    pub metadata_uri: Option<String>,
+    pub(crate) metadata_uri: Option<String>,
     #[command(flatten)]
-    pub tuning: TuningArgs,
+    pub(crate) tuning: TuningArgs,
     #[command(flatten)]
-    pub webhooks: WebhookArgs,
+    pub(crate) webhooks: WebhookArgs,
     /// Where the worker's saturation is published (`EngineSaturation`, read by the scaler).
     #[command(flatten)]
-    pub service: ServiceArgs,
+    pub(crate) service: ServiceArgs,
 }
 
 pub struct Config {

@@ -18,7 +18,7 @@ pub struct BatchLine {
 
 /// How a line ended, as its mark's name says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LineEnd {
+pub(crate) enum LineEnd {
     Succeeded,
     Failed,
     /// Canceled with its batch before it ran: in neither output file.
@@ -35,7 +35,7 @@ impl LineEnd {
     }
 
     /// How the request whose stored document is `document` ended.
-    pub fn of_document(document: &[u8]) -> LineEnd {
+    pub(crate) fn of_document(document: &[u8]) -> LineEnd {
         match Ending::read(document) {
             Some(Ending { status: Status::Success, .. }) => LineEnd::Succeeded,
             Some(ending) if ending.error.as_ref().is_some_and(|e| e.code == ErrorCode::Canceled) => LineEnd::Canceled,
@@ -70,26 +70,26 @@ impl BatchLine {
 
     /// The key of the (empty) mark saying that this line ended as its stored `document` says: written once, beside
     /// the batch, by whoever ends the line (marking twice is harmless).
-    pub fn end_mark(&self, document: &[u8]) -> String {
+    pub(crate) fn end_mark(&self, document: &[u8]) -> String {
         mark_key(&self.id, self.line, LineEnd::of_document(document))
     }
 }
 
 /// Where the marks of every batch's ended lines are.
-pub const MARKS_PREFIX: &str = "batch-lines/";
+pub(crate) const MARKS_PREFIX: &str = "batch-lines/";
 
 /// Where the marks of `batch`'s ended lines are.
-pub fn marks_prefix(batch: &str) -> String {
+pub(crate) fn marks_prefix(batch: &str) -> String {
     format!("{MARKS_PREFIX}{batch}/")
 }
 
 /// The mark of a line that ended as `end`.
-pub fn mark_key(batch: &str, line: u32, end: LineEnd) -> String {
+pub(crate) fn mark_key(batch: &str, line: u32, end: LineEnd) -> String {
     format!("{}{line:08}.{}", marks_prefix(batch), end.suffix())
 }
 
 /// The line and its end a mark's key names, or None for another key.
-pub fn read_mark(key: &str) -> Option<(u32, LineEnd)> {
+pub(crate) fn read_mark(key: &str) -> Option<(u32, LineEnd)> {
     let name = key.rsplit('/').next()?;
     let (line, suffix) = name.split_once('.')?;
     let end = [LineEnd::Succeeded, LineEnd::Failed, LineEnd::Canceled].into_iter().find(|e| e.suffix() == suffix)?;

@@ -8,5 +8,5 @@ pub struct EngineLoad {
     pub waiting: u64,
     /// Whether this engine stops a request once its client hangs up, freeing its slot or its place in the queue
     /// (then the worker may take a request back, see `preemption`).
-    pub drops_abandoned: bool,
+    pub(crate) drops_abandoned: bool,
 }

@@ -3,7 +3,7 @@
 
 pub mod batch_line;
 pub mod engine_load;
-pub mod error_body;
+pub(crate) mod error_body;
 pub mod outcome;
 pub mod request;
 pub mod request_id;

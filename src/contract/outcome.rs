@@ -80,7 +80,7 @@ pub struct ResultDocument {
 
 /// Facts about the processing of one message, shared by success and error documents.
 #[derive(Debug, Clone)]
-pub struct Processing {
+pub(crate) struct Processing {
     pub request_id: RequestId,
     pub tier: Tier,
     pub task_arn: String,
@@ -90,11 +90,11 @@ pub struct Processing {
 }
 
 impl ResultDocument {
-    pub fn success(p: Processing, generation: Generation, model: Option<String>) -> Self {
+    pub(crate) fn success(p: Processing, generation: Generation, model: Option<String>) -> Self {
         Self::new(p, Status::Success, Some(generation), None, model)
     }
 
-    pub fn failure(p: Processing, code: ErrorCode, message: String) -> Self {
+    pub(crate) fn failure(p: Processing, code: ErrorCode, message: String) -> Self {
         Self::new(p, Status::Error, None, Some(ErrorDetail { code, message }), None)
     }
 
@@ -137,7 +137,7 @@ pub fn canceled(request_id: RequestId) -> serde_json::Value {
 }
 
 /// A cancel document that says why the request was canceled.
-pub fn canceled_because(request_id: RequestId, reason: &str) -> serde_json::Value {
+pub(crate) fn canceled_because(request_id: RequestId, reason: &str) -> serde_json::Value {
     let error = ErrorDetail { code: ErrorCode::Canceled, message: reason.into() };
     serde_json::json!({ "requestId": request_id, "status": Status::Error, "error": error, "timestamp": now() })
 }

@@ -55,7 +55,7 @@ pub struct InferenceRequest {
     pub deadline: Option<DateTime<Utc>>,
     /// Where the result document is POSTed once stored (http or https; the operator's policy is checked apart).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub callback_url: Option<String>,
+    pub(crate) callback_url: Option<String>,
     /// The Batch API line this request is; set by the Batch API only, read from the queue only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub batch: Option<BatchLine>,

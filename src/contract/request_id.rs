@@ -45,7 +45,7 @@ impl RequestId {
 
     /// The id's identity, whatever its case: the same UUID in lower case. Two spellings that differ only in case
     /// have one canonical id.
-    pub fn canonical(&self) -> RequestId {
+    pub(crate) fn canonical(&self) -> RequestId {
         self.uuid.into()
     }
 }

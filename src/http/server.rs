@@ -24,19 +24,19 @@ use crate::http::write_deadline::WriteDeadline;
 
 /// The server's limits.
 #[derive(Debug, Clone, Copy)]
-pub struct HttpLimits {
+pub(crate) struct HttpLimits {
     /// Longest wait for a request's headers, from the connection's opening or its previous response's end.
-    pub header_timeout: Duration,
+    pub(crate) header_timeout: Duration,
     /// Longest a request's body may pause, or come slower than `body_min_rate`, before it is cut off.
-    pub body_timeout: Duration,
+    pub(crate) body_timeout: Duration,
     /// Bytes a second a request's body must average (with `body_timeout` of slack); 0 for no rate.
-    pub body_min_rate: u64,
+    pub(crate) body_min_rate: u64,
     /// Longest a response may wait for the client to take a byte of it before its connection is dropped.
-    pub write_timeout: Duration,
+    pub(crate) write_timeout: Duration,
     /// Connections open at once; more wait in the listen backlog, unaccepted.
-    pub max_connections: u32,
+    pub(crate) max_connections: u32,
     /// Longest wait, once shutdown starts, for open requests to finish.
-    pub shutdown_timeout: Duration,
+    pub(crate) shutdown_timeout: Duration,
 }
 
 /// The server's limits unless configured: `HttpLimits`'s fields, in the command line's units.

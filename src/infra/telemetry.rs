@@ -6,7 +6,7 @@ use clap::{Args, ValueEnum};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     Text,
     Json,
 }
@@ -15,10 +15,10 @@ pub enum LogFormat {
 pub struct TelemetryArgs {
     /// Log format; JSON is what CloudWatch Logs Insights queries best.
     #[arg(long, global = true, env = "AWS_LAMBDA_LOG_FORMAT", value_enum, ignore_case = true, default_value = "text")]
-    pub log_format: LogFormat,
+    pub(crate) log_format: LogFormat,
     /// Log level or filter (error, warn, info, debug, or a RUST_LOG filter such as gpuinfer=debug).
     #[arg(long, global = true, env = "RUST_LOG", default_value = "info")]
-    pub log_level: String,
+    pub(crate) log_level: String,
 }
 
 /// Installs the global subscriber. AWS_LAMBDA_LOG_LEVEL wins over the flag, as Lambda's log config expects.

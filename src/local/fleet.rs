@@ -7,7 +7,7 @@ use crate::ports::{FleetError, GpuUtilization, Service, ServiceTasks, TaskCounts
 /// Every service runs `tasks_per_tier` tasks and is asked for exactly that many; GPU utilization is absent (idle).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FixedFleet {
-    pub tasks_per_tier: u32,
+    pub(crate) tasks_per_tier: u32,
 }
 
 #[async_trait]

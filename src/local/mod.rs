@@ -59,7 +59,7 @@ fn warn_if_readable_by_others(_dir: &Path) {}
 /// The queue database and result folder of one data directory.
 #[derive(Debug, Clone)]
 pub struct LocalBackends {
-    pub db: QueueDb,
+    pub(crate) db: QueueDb,
     pub store: Arc<FileStore>,
 }
 

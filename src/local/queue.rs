@@ -19,7 +19,7 @@ const POLL_INTERVAL: Duration = Duration::from_millis(200);
 
 /// The database file holding every embedded queue of a data directory.
 #[derive(Clone)]
-pub struct QueueDb {
+pub(crate) struct QueueDb {
     conn: Arc<Mutex<Connection>>,
     changed: Arc<Notify>,
     /// When the write-ahead log was last folded into the file and emptied (ms since the epoch).
@@ -38,7 +38,7 @@ impl std::fmt::Debug for QueueDb {
 
 /// Per-queue settings, as SQS keeps them on the queue.
 #[derive(Debug, Clone)]
-pub struct QueueSettings {
+pub(crate) struct QueueSettings {
     pub visibility_timeout: Duration,
     /// Receives after which a message moves to the dead-letter queue instead.
     pub max_receive_count: u32,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Bytes of request bodies in memory at once unless configured: room for 25 of the largest (5 MiB) batches.
-pub const DEFAULT_BODY_MEMORY_MIB: u64 = 128;
+pub(crate) const DEFAULT_BODY_MEMORY_MIB: u64 = 128;
 
 /// Shared by every request of one server; each body holds its bytes until its request is answered.
 #[derive(Debug, Clone)]

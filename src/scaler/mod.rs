@@ -134,7 +134,7 @@ pub struct Decision {
     #[serde(rename = "hasBacklogWithoutCapacity")]
     pub backlog_without_capacity: bool,
     #[serde(rename = "taskStartsFailing")]
-    pub starts_failing: bool,
+    pub(crate) starts_failing: bool,
 }
 
 /// Messages one task should carry unless configured (the AWS sample's QueueDepthScaleThreshold).
@@ -206,7 +206,7 @@ pub struct TierReport {
     pub cluster_name: String,
     pub service_name: String,
     #[serde(flatten)]
-    pub outcome: TierOutcome,
+    pub(crate) outcome: TierOutcome,
 }
 
 impl TierReport {
@@ -223,7 +223,7 @@ impl TierReport {
 /// which they treat as not breaching: no scaling either way).
 #[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
-pub enum TierOutcome {
+pub(crate) enum TierOutcome {
     Decided {
         #[serde(flatten)]
         readings: Readings,
@@ -256,7 +256,7 @@ impl Scaler {
     }
 
     /// What makes [`Scaler::run`] tick at once when notified, instead of at its next interval.
-    pub fn tick_now(&self) -> Arc<Notify> {
+    pub(crate) fn tick_now(&self) -> Arc<Notify> {
         Arc::clone(&self.tick_now)
     }
 
@@ -286,7 +286,12 @@ impl Scaler {
 
     /// Ticks every `interval` (and at once when [`Scaler::tick_now`] is notified) until `shutdown`, handing each
     /// tick's reports to `on_tick` (e.g. the local engine fleet).
-    pub async fn run(self, interval: Duration, shutdown: CancellationToken, mut on_tick: impl FnMut(&[TierReport])) {
+    pub(crate) async fn run(
+        self,
+        interval: Duration,
+        shutdown: CancellationToken,
+        mut on_tick: impl FnMut(&[TierReport]),
+    ) {
         let mut ticks = tokio::time::interval(interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

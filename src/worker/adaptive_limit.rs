@@ -7,7 +7,7 @@ use crate::contract::engine_load::EngineLoad;
 
 /// The limit a worker starts at (then raised by half, or doubled, while the engine takes everything, up to the
 /// ceiling).
-pub const INITIAL_LIMIT: usize = 8;
+pub(crate) const INITIAL_LIMIT: usize = 8;
 /// Readings of the engine's load after a decrease before the limit grows again: at one reading every 250 ms,
 /// 30 s with nothing queued inside the engine, then one more request to see if it still has room.
 const HOLD_READINGS: u32 = 120;
@@ -36,7 +36,7 @@ const CAPACITY_READINGS: usize = 8;
 const QUEUE_ALLOWANCE_DIVISOR: u64 = 16;
 
 #[derive(Debug, Clone)]
-pub struct AdaptiveLimit {
+pub(crate) struct AdaptiveLimit {
     limit: usize,
     ceiling: usize,
     /// Raised by half while true (doubled on an engine that drops abandoned requests: there the requests it queues
@@ -88,7 +88,7 @@ impl AdaptiveLimit {
     }
 
     /// Whether the limit is still in its first climb (raised by half each reading, until the engine queues).
-    pub fn climbing(&self) -> bool {
+    pub(crate) fn climbing(&self) -> bool {
         self.slow_start
     }
 
@@ -103,7 +103,7 @@ impl AdaptiveLimit {
     /// back for free, and one that answers within microseconds would never be seen holding them). Waiting seen
     /// while the limit is not in use is another client's (a second worker pool on the same engine), and changes
     /// nothing.
-    pub fn on_engine_load(&mut self, load: EngineLoad, in_flight: usize) -> usize {
+    pub(crate) fn on_engine_load(&mut self, load: EngineLoad, in_flight: usize) -> usize {
         let waiting = if self.slow_start { load.waiting } else { load.waiting.min(self.previous_waiting) };
         self.previous_waiting = load.waiting;
         self.recent_running[self.readings % CAPACITY_READINGS] = load.running;
@@ -125,7 +125,7 @@ impl AdaptiveLimit {
 
     /// One finished request, for an engine without load gauges: its engine time and the tokens it generated.
     /// Every `LATENCY_WINDOW` requests, decides on their mean time per token; returns the limit.
-    pub fn on_latency(&mut self, seconds: f64, completion_tokens: u64, in_flight: usize) -> usize {
+    pub(crate) fn on_latency(&mut self, seconds: f64, completion_tokens: u64, in_flight: usize) -> usize {
         self.window.push(seconds / completion_tokens.max(1) as f64);
         if self.window.len() < LATENCY_WINDOW {
             return self.limit;

@@ -32,13 +32,13 @@ pub(crate) const NORMAL_SHARE: usize = 5;
 
 /// A message received from one lane; its receipt is valid on that lane's queue only.
 #[derive(Debug, Clone)]
-pub struct Lease {
+pub(crate) struct Lease {
     pub lane: Priority,
     pub message: Message,
     /// Whether a high-priority request may take this one's slot (see `preemption`): a normal or batch message
     /// received while the high lane had nothing for it. One started by the normal lane's share is not, so the share
     /// holds under high-priority load.
-    pub preemptible: bool,
+    pub(crate) preemptible: bool,
 }
 
 /// Counts high-lane starts since the last normal one, to give the normal lane its share.

@@ -12,7 +12,7 @@ mod limit_loop;
 pub mod preemption;
 mod request_run;
 pub mod saturation_report;
-pub mod shared_lane;
+pub(crate) mod shared_lane;
 pub mod slots;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -143,12 +143,12 @@ where
     }
 
     /// Its requests in flight and in-flight limit, as they change.
-    pub fn slots(&self) -> Arc<Slots> {
+    pub(crate) fn slots(&self) -> Arc<Slots> {
         Arc::clone(&self.slots)
     }
 
     /// Declares the engine lost as soon as `gone` is cancelled (its process exited), releasing every message.
-    pub fn with_engine_gone(mut self, gone: CancellationToken) -> Self {
+    pub(crate) fn with_engine_gone(mut self, gone: CancellationToken) -> Self {
         self.engine_gone = gone;
         self
     }

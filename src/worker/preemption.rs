@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 const TYPICAL_WEIGHT: f64 = 0.2;
 
 #[derive(Debug, Default)]
-pub struct Preemption {
+pub(crate) struct Preemption {
     state: Mutex<State>,
     next_id: AtomicU64,
 }
@@ -34,7 +34,7 @@ struct Running {
 
 /// One running request's place in the list; leaves it when dropped.
 #[derive(Debug)]
-pub struct Preemptible {
+pub(crate) struct Preemptible {
     id: u64,
     preemption: Arc<Preemption>,
     asked: oneshot::Receiver<()>,
@@ -54,7 +54,7 @@ impl Preemption {
     }
 
     /// Whether any normal or batch request may give its slot up.
-    pub fn any_running(&self) -> bool {
+    pub(crate) fn any_running(&self) -> bool {
         !self.lock().running.is_empty()
     }
 
@@ -77,7 +77,7 @@ impl Preemption {
     /// For a high-priority request that waited its patience: asks the youngest running request to give its slot
     /// up, if it started less than half the typical engine time ago (any age before a request has finished), so
     /// the engine work lost stays below what the high-priority request would otherwise wait; whether one was asked.
-    pub fn for_high_priority(&self) -> bool {
+    pub(crate) fn for_high_priority(&self) -> bool {
         let mut state = self.lock();
         let typical = state.typical;
         let young = |running: &Running| typical.is_none_or(|typical| running.started.elapsed() < typical / 2);
@@ -89,7 +89,7 @@ impl Preemption {
 
     /// Asks the `count` youngest running requests to give their slot up, whatever their age (the engine holds them
     /// waiting, so they lose nothing); how many were asked.
-    pub fn pull_back(&self, count: usize) -> usize {
+    pub(crate) fn pull_back(&self, count: usize) -> usize {
         let mut state = self.lock();
         (0..count)
             .map_while(|_| state.running.pop_last())

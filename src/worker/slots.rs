@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 #[derive(Debug)]
-pub struct Slots {
+pub(crate) struct Slots {
     semaphore: Arc<Semaphore>,
     state: Mutex<SlotCount>,
     /// Notified when a slot comes free (given back, or added by a resize), so whoever fills slots does not wait for
@@ -30,7 +30,7 @@ struct SlotCount {
 
 /// One request's slot; given back when dropped.
 #[derive(Debug)]
-pub struct Slot {
+pub(crate) struct Slot {
     permit: Option<OwnedSemaphorePermit>,
     slots: Arc<Slots>,
 }
@@ -67,7 +67,7 @@ impl Slots {
     /// The most requests in flight since the previous call (or since the start): whether the limit was filled
     /// between two readings of the engine's load, even if a request that finished had not been replaced yet at
     /// either reading.
-    pub fn take_peak(&self) -> usize {
+    pub(crate) fn take_peak(&self) -> usize {
         let mut count = self.count();
         let peak = count.peak.max(count.in_flight);
         count.peak = count.in_flight;
@@ -75,7 +75,7 @@ impl Slots {
     }
 
     /// A free slot now, if there is one.
-    pub fn try_take(self: &Arc<Self>) -> Option<Slot> {
+    pub(crate) fn try_take(self: &Arc<Self>) -> Option<Slot> {
         let permit = Arc::clone(&self.semaphore).try_acquire_owned().ok()?;
         Some(self.taken(permit))
     }
@@ -94,7 +94,7 @@ impl Slots {
     }
 
     /// The next free slot, ahead of every `take` waiting (for high-priority requests).
-    pub async fn take_first(self: &Arc<Self>) -> Slot {
+    pub(crate) async fn take_first(self: &Arc<Self>) -> Slot {
         struct Waiting<'a>(&'a AtomicUsize);
         impl Drop for Waiting<'_> {
             fn drop(&mut self) {
@@ -121,7 +121,7 @@ impl Slots {
 
     /// Sets the number of slots: new ones are free at once; removed ones are taken from the free slots first,
     /// then from requests in flight as they finish.
-    pub fn resize(&self, limit: usize) {
+    pub(crate) fn resize(&self, limit: usize) {
         let mut count = self.count();
         if limit > count.limit {
             let added = limit - count.limit;

@@ -24,16 +24,16 @@ use crate::ports::{FleetError, GpuUtilization, Service, ServiceTasks, TaskCounts
 use crate::scaler::{START_FAILURES_TO_STOP, TierOutcome, TierReport};
 
 /// Engines per tier at most, unless configured (`--max-engines`).
-pub const DEFAULT_MAX_ENGINES: u32 = 1;
+pub(crate) const DEFAULT_MAX_ENGINES: u32 = 1;
 /// Seconds a tier must need fewer engines before one is stopped, unless configured (`--engine-idle-ttl-seconds`).
-pub const DEFAULT_IDLE_TTL_SECONDS: u64 = 300;
+pub(crate) const DEFAULT_IDLE_TTL_SECONDS: u64 = 300;
 /// Seconds an engine has to answer /health after its start, unless configured (`--engine-start-timeout-seconds`).
-pub const DEFAULT_START_TIMEOUT_SECONDS: u64 = 600;
+pub(crate) const DEFAULT_START_TIMEOUT_SECONDS: u64 = 600;
 /// Least time between two looks for a tier without engines that has work, after queue changes.
 const COLD_LOOK_INTERVAL: Duration = Duration::from_millis(50);
 
 /// The engines of the tiers that have an engine command; a tier without one runs a fixed pool (one task).
-pub struct EngineFleet {
+pub(crate) struct EngineFleet {
     /// Each tier's service name, as the scaler asks for it.
     services: Vec<(String, Tier)>,
     managed: Vec<Arc<Managed>>,
@@ -132,7 +132,7 @@ impl EngineFleet {
     /// Notifies `tick_now` (the scaler's) as soon as a tier with no engine has a message waiting, so its first
     /// request starts an engine at once rather than at the next scaler tick. Looks after each change of the
     /// embedded queues (`changes`), until shutdown.
-    pub async fn wake_cold_tiers(self: Arc<Self>, changes: Arc<Notify>, tick_now: Arc<Notify>) {
+    pub(crate) async fn wake_cold_tiers(self: Arc<Self>, changes: Arc<Notify>, tick_now: Arc<Notify>) {
         loop {
             // Enabled before the look, so a change during it is not missed.
             let changed = changes.notified();

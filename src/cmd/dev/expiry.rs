@@ -11,7 +11,7 @@ use crate::local::store::FileStore;
 use crate::router::openai::expiry;
 
 /// Seconds between two sweeps unless configured: an upload's parts outlive its hour by at most this.
-pub const EXPIRY_SWEEP_SECONDS: u64 = 300;
+pub(crate) const EXPIRY_SWEEP_SECONDS: u64 = 300;
 
 /// Sweeps `store` now and every `every`, until `shutdown`.
 pub(super) async fn sweep_periodically(

@@ -16,7 +16,7 @@ use crate::worker::callbacks::webhook::Webhooks;
 use crate::worker::slots::Slots;
 
 /// A tier whose engines are started on demand.
-pub struct EngineTier {
+pub(crate) struct EngineTier {
     pub tier: Tier,
     /// Run through `sh -c`, `{port}` replaced with the engine's port.
     pub command: String,
@@ -29,14 +29,14 @@ pub struct EngineTier {
 
 /// The fleet-wide settings.
 #[derive(Debug, Clone)]
-pub struct FleetSettings {
-    pub idle_ttl: Duration,
-    pub start_timeout: Duration,
+pub(crate) struct FleetSettings {
+    pub(crate) idle_ttl: Duration,
+    pub(crate) start_timeout: Duration,
 }
 
 /// Where every worker pool sends results, metrics and callbacks.
 #[derive(Clone)]
-pub struct PoolOutputs {
+pub(crate) struct PoolOutputs {
     pub store: Arc<dyn ResultStore>,
     pub metrics: Emf,
     pub webhooks: Webhooks,

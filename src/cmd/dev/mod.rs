@@ -42,56 +42,56 @@ pub struct Args {
     #[arg(long, env = "LISTEN_ADDR", default_value = DEFAULT_LISTEN_ADDR)]
     pub listen: SocketAddr,
     #[command(flatten)]
-    pub http: HttpServerArgs,
+    pub(crate) http: HttpServerArgs,
     #[command(flatten)]
-    pub data: DataDirArgs,
+    pub(crate) data: DataDirArgs,
     /// Engine of the small tier (any OpenAI-compatible server: vLLM, llama.cpp, SGLang…).
     #[arg(long, env = "SMALL_ENGINE_URL", default_value = DEFAULT_ENGINE_URL)]
-    pub small_engine_url: String,
+    pub(crate) small_engine_url: String,
     /// Engine of the large tier [default: the small tier's engine].
     #[arg(long, env = "LARGE_ENGINE_URL")]
-    pub large_engine_url: Option<String>,
+    pub(crate) large_engine_url: Option<String>,
     /// Model name for the small engine [default: the first it lists].
     #[arg(long, env = "SMALL_MODEL_NAME")]
-    pub small_model: Option<String>,
+    pub(crate) small_model: Option<String>,
     /// Model name for the large engine [default: the first it lists].
     #[arg(long, env = "LARGE_MODEL_NAME")]
-    pub large_model: Option<String>,
+    pub(crate) large_model: Option<String>,
     /// Days a result document (and the record of its request, and the Batch API's files, batches and uploads) is
     /// kept in the data directory: the template's ResultRetentionDays, as the results bucket's lifecycle rule
     /// applies it on AWS.
     #[arg(long, env = "RESULT_RETENTION_DAYS", default_value_t = RESULT_RETENTION_DAYS, value_parser = clap::value_parser!(u64).range(1..))]
-    pub result_retention_days: u64,
+    pub(crate) result_retention_days: u64,
     /// Seconds between two expiry sweeps of the data directory (old documents, uploads past their hour, files past
     /// their expires_at).
     #[arg(long, env = "EXPIRY_SWEEP_SECONDS", default_value_t = expiry::EXPIRY_SWEEP_SECONDS, value_parser = clap::value_parser!(u64).range(1..))]
-    pub expiry_sweep_seconds: u64,
+    pub(crate) expiry_sweep_seconds: u64,
     #[command(flatten)]
-    pub routing: RoutingArgs,
+    pub(crate) routing: RoutingArgs,
     #[command(flatten)]
-    pub tuning: TuningArgs,
+    pub(crate) tuning: TuningArgs,
     #[command(flatten)]
-    pub webhooks: WebhookArgs,
+    pub(crate) webhooks: WebhookArgs,
     #[command(flatten)]
-    pub scaler: ScalerArgs,
+    pub(crate) scaler: ScalerArgs,
     // Boxed: the command enum's variants stay of comparable size.
     #[command(flatten)]
-    pub engines: Box<EngineFleetArgs>,
+    pub(crate) engines: Box<EngineFleetArgs>,
 }
 
 /// Engines started on demand (opt-in): with an engine command, a tier's engines are started when work arrives
 /// and stopped when idle, instead of using its engine URL.
 #[derive(Debug, Clone, clap::Args)]
-pub struct EngineFleetArgs {
+pub(crate) struct EngineFleetArgs {
     /// Command line that starts one small-tier engine listening on `{port}` of 127.0.0.1, run through `sh -c`
     /// (e.g. `vllm serve Qwen/Qwen2.5-0.5B-Instruct --host 127.0.0.1 --port {port}`) [default: none: the
     /// engine at --small-engine-url].
     #[arg(long, env = "SMALL_ENGINE_CMD")]
-    pub small_engine_cmd: Option<String>,
+    pub(crate) small_engine_cmd: Option<String>,
     /// Command line that starts one large-tier engine, as --small-engine-cmd [default: the small tier's
     /// command when --large-engine-url is not given].
     #[arg(long, env = "LARGE_ENGINE_CMD")]
-    pub large_engine_cmd: Option<String>,
+    pub(crate) large_engine_cmd: Option<String>,
     #[arg(long, env = "MAX_ENGINES", value_delimiter = ',', help = format!(
         "Most engines per tier started by an engine command, e.g. `2` or `small=2,large=1` [default: \
          {DEFAULT_MAX_ENGINES}]"
@@ -99,10 +99,10 @@ pub struct EngineFleetArgs {
     pub max_engines: Vec<TierSetting<u32>>,
     /// Seconds a tier must need fewer engines than it runs before one is stopped (drained first).
     #[arg(long, env = "ENGINE_IDLE_TTL_SECONDS", default_value_t = DEFAULT_IDLE_TTL_SECONDS)]
-    pub engine_idle_ttl_seconds: u64,
+    pub(crate) engine_idle_ttl_seconds: u64,
     /// Seconds a started engine has to answer /health before its start counts as failed (a model load).
     #[arg(long, env = "ENGINE_START_TIMEOUT_SECONDS", default_value_t = DEFAULT_START_TIMEOUT_SECONDS, value_parser = clap::value_parser!(u64).range(1..))]
-    pub engine_start_timeout_seconds: u64,
+    pub(crate) engine_start_timeout_seconds: u64,
 }
 
 /// The checked engine commands: per tier, the command and its most engines, or None for a fixed engine URL.

@@ -54,13 +54,13 @@ pub struct Args {
     /// Then keep running this many seconds (until SIGTERM), so that `aws ecs execute-command` can run more
     /// `gpuinfer inject-xid` in this task; 0 exits at once.
     #[arg(long, env = "XID_STAY_SECONDS", default_value_t = 0)]
-    pub stay_seconds: u64,
+    pub(crate) stay_seconds: u64,
     /// ECS task metadata endpoint (ECS sets it), to print which task was the injector.
     #[arg(long, env = "ECS_CONTAINER_METADATA_URI_V4")]
-    pub ecs_metadata_uri: Option<String>,
+    pub(crate) ecs_metadata_uri: Option<String>,
     /// Run `<program> <host root> <dcgmi> …` (like chroot(1)) instead of entering the host root in-process.
     #[arg(long, env = "XID_CHROOT_BIN", hide = true)]
-    pub chroot_bin: Option<PathBuf>,
+    pub(crate) chroot_bin: Option<PathBuf>,
 }
 
 pub struct Config {

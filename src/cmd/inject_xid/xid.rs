@@ -215,7 +215,7 @@ pub(crate) struct HostDcgm {
     pub socket: PathBuf,
     /// How dcgmi runs in the host root: None → this process chroots into it (needs no `chroot` binary in
     /// the image); Some(program) → `program <host root> <dcgmi> …`, like chroot(1) (or a stand-in in tests).
-    pub chroot_program: Option<PathBuf>,
+    pub(crate) chroot_program: Option<PathBuf>,
 }
 
 impl HostDcgm {

@@ -15,7 +15,7 @@ use crate::ports::ByteChunks;
 
 /// The endpoints a batch may run, as OpenAI names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Endpoint {
+pub(crate) enum Endpoint {
     ChatCompletions,
     Completions,
 }
@@ -50,7 +50,7 @@ const BODY_FIELDS: [&str; 7] = ["model", "max_tokens", "max_completion_tokens", 
 
 /// A line that fails its checks: OpenAI's batch error entry.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct LineError {
+pub(crate) struct LineError {
     pub code: &'static str,
     pub message: String,
     pub param: Option<String>,
@@ -59,7 +59,7 @@ pub struct LineError {
 }
 
 /// One non-blank line of the file: its number in the file and its text.
-pub type NumberedLine = (u64, String);
+pub(crate) type NumberedLine = (u64, String);
 
 /// The non-blank lines of a stored file, in order.
 pub fn lines(chunks: ByteChunks<'static>) -> impl Stream<Item = Result<NumberedLine, std::io::Error>> + Send + Unpin {
@@ -80,14 +80,14 @@ pub fn lines(chunks: ByteChunks<'static>) -> impl Stream<Item = Result<NumberedL
 
 /// What the output needs of a line again: its `custom_id` and the model it named.
 #[derive(Debug, Clone, PartialEq)]
-pub struct LineLabel {
+pub(crate) struct LineLabel {
     pub custom_id: String,
     pub model: String,
 }
 
 /// A checked line: its label and the request it runs as.
 #[derive(Debug)]
-pub struct CheckedLine {
+pub(crate) struct CheckedLine {
     pub label: LineLabel,
     pub request: InferenceRequest,
 }

@@ -32,10 +32,10 @@ enum Placed {
 
 /// What is being finished: the batch, its endpoint and how canceled lines count.
 #[derive(Debug, Clone, Copy)]
-pub struct Finishing<'a> {
+pub(crate) struct Finishing<'a> {
     pub batch_id: &'a str,
     /// The batch's secret for its lines' ids (None: a batch created before its lines had one).
-    pub line_key: Option<&'a [u8]>,
+    pub(crate) line_key: Option<&'a [u8]>,
     pub input_file_id: &'a str,
     pub endpoint: Endpoint,
     /// The batch expired: its canceled lines are errors (`batch_expired`) rather than left out.
@@ -51,7 +51,7 @@ pub struct Files {
 
 /// Builds and stores the batch's output and error files from its input file and its lines' results; None when the
 /// input file is gone (deleted while the batch ran).
-pub async fn assemble(
+pub(crate) async fn assemble(
     objects: &dyn ObjectStore,
     results: &dyn ResultStore,
     batch: Finishing<'_>,

@@ -11,7 +11,7 @@ use crate::ports::{ObjectStore, StoreError};
 use crate::router::openai::object_io::{read_all, write_json};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct RequestCounts {
+pub(crate) struct RequestCounts {
     pub total: u64,
     pub completed: u64,
     pub failed: u64,
@@ -38,7 +38,7 @@ pub struct Batch {
     pub expired_at: Option<i64>,
     pub cancelling_at: Option<i64>,
     pub cancelled_at: Option<i64>,
-    pub request_counts: RequestCounts,
+    pub(crate) request_counts: RequestCounts,
     pub metadata: Option<Map<String, Value>>,
 }
 

@@ -87,7 +87,7 @@ fn read_ask(body: &[u8]) -> Result<Ask, OpenAiError> {
 }
 
 /// POST /v1/batches
-pub async fn create(State(state): State<Arc<AppState>>, body: Bytes) -> Result<Json<Batch>, OpenAiError> {
+pub(crate) async fn create(State(state): State<Arc<AppState>>, body: Bytes) -> Result<Json<Batch>, OpenAiError> {
     let objects = objects(&state)?;
     let ask = read_ask(&body)?;
     let input = files::find(objects, &ask.input_file_id).await.map_err(|error| match error.is_not_found() {
@@ -382,14 +382,20 @@ async fn end_remaining(
 }
 
 /// GET /v1/batches/{id}: the batch, brought up to date (and finished, once every line has ended).
-pub async fn retrieve(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<Batch>, OpenAiError> {
+pub(crate) async fn retrieve(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Json<Batch>, OpenAiError> {
     let objects = objects(&state)?;
     let batch = find(objects, &id).await?;
     Ok(Json(refresh(&state, objects, batch).await?))
 }
 
 /// POST /v1/batches/{id}/cancel: lines not yet run are dropped; what finished is kept in the output.
-pub async fn cancel(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<Batch>, OpenAiError> {
+pub(crate) async fn cancel(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Json<Batch>, OpenAiError> {
     let objects = objects(&state)?;
     let mut batch = find(objects, &id).await?;
     match batch.status.as_str() {
@@ -410,7 +416,7 @@ pub async fn cancel(State(state): State<Arc<AppState>>, Path(id): Path<String>) 
 }
 
 /// GET /v1/batches: newest first, as stored (a batch's counts are brought up to date by retrieving it).
-pub async fn list(
+pub(crate) async fn list(
     State(state): State<Arc<AppState>>,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Value>, OpenAiError> {

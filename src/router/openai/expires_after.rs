@@ -14,7 +14,7 @@ const MAX_SECONDS: i64 = 30 * 86_400;
 
 /// When a file expires, as a client asked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExpiresAfter {
+pub(crate) struct ExpiresAfter {
     pub anchor: String,
     pub seconds: i64,
 }

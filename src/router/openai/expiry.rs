@@ -34,7 +34,7 @@ pub const PREFIXES: [(&str, Kept); 4] = [
 
 /// Ends what is due at `now` (Unix seconds): each upload past its hour saved `expired`, its parts removed; each
 /// file past its `expires_at` removed. How many of them it ended.
-pub async fn sweep(objects: &dyn ObjectStore, now: i64) -> Result<usize, StoreError> {
+pub(crate) async fn sweep(objects: &dyn ObjectStore, now: i64) -> Result<usize, StoreError> {
     let mut ended = 0;
     for upload in records::<Upload>(objects, upload_parts::PREFIX).await? {
         if upload.expired_by(now) {

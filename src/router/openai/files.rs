@@ -38,7 +38,7 @@ pub struct FileObject {
     pub filename: String,
     pub purpose: String,
     pub status: String,
-    pub status_details: Option<String>,
+    pub(crate) status_details: Option<String>,
     pub expires_at: Option<i64>,
 }
 
@@ -123,7 +123,10 @@ fn bad_multipart(error: axum::extract::multipart::MultipartError) -> OpenAiError
 }
 
 /// POST /v1/files: a multipart form with `purpose`, `file` and, optionally, `expires_after`.
-pub async fn create(State(state): State<Arc<AppState>>, mut form: Multipart) -> Result<Json<FileObject>, OpenAiError> {
+pub(crate) async fn create(
+    State(state): State<Arc<AppState>>,
+    mut form: Multipart,
+) -> Result<Json<FileObject>, OpenAiError> {
     let objects = objects(&state)?;
     let mut purpose = None;
     let mut expiry = FormFields::default();
@@ -161,7 +164,7 @@ pub async fn create(State(state): State<Arc<AppState>>, mut form: Multipart) -> 
 
 /// The query of a list call: OpenAI's cursor (`after`, an id) and page size.
 #[derive(Debug, Deserialize)]
-pub struct ListQuery {
+pub(crate) struct ListQuery {
     pub after: Option<String>,
     pub limit: Option<usize>,
     pub purpose: Option<String>,
@@ -204,7 +207,7 @@ pub(super) async fn page<T: Serialize + serde::de::DeserializeOwned>(
 }
 
 /// GET /v1/files: the files, newest first (`after`, `limit`, `purpose`).
-pub async fn list(
+pub(crate) async fn list(
     State(state): State<Arc<AppState>>,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Value>, OpenAiError> {
@@ -224,7 +227,7 @@ pub(super) async fn find(objects: &dyn ObjectStore, id: &str) -> Result<FileObje
 }
 
 /// GET /v1/files/{id}
-pub async fn retrieve(
+pub(crate) async fn retrieve(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
 ) -> Result<Json<FileObject>, OpenAiError> {
@@ -232,7 +235,10 @@ pub async fn retrieve(
 }
 
 /// GET /v1/files/{id}/content: streamed, or a redirect to a presigned URL where the response would be too large.
-pub async fn content(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Response, OpenAiError> {
+pub(crate) async fn content(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Response, OpenAiError> {
     let objects = objects(&state)?;
     let file = find(objects, &id).await?;
     if state.openai.redirect_downloads_over.is_some_and(|limit| file.bytes > limit) {
@@ -257,7 +263,10 @@ pub(super) async fn remove(objects: &dyn ObjectStore, id: &str) -> Result<(), St
 }
 
 /// DELETE /v1/files/{id}
-pub async fn delete(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<Value>, OpenAiError> {
+pub(crate) async fn delete(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, OpenAiError> {
     let objects = objects(&state)?;
     find(objects, &id).await?;
     remove(objects, &id).await.map_err(|e| OpenAiError::store(&e))?;

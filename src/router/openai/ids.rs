@@ -9,7 +9,7 @@ pub fn new(prefix: &str) -> String {
 }
 
 /// Whether `id` is an id of the kind `prefix` as `new` makes them (or as a batch's output files are named).
-pub fn is_valid(prefix: &str, id: &str) -> bool {
+pub(crate) fn is_valid(prefix: &str, id: &str) -> bool {
     id.strip_prefix(prefix).is_some_and(|rest| {
         (32..=40).contains(&rest.len()) && rest.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
     })

@@ -9,9 +9,9 @@ use futures_util::{Stream, StreamExt, stream};
 use crate::ports::ByteChunks;
 
 /// Largest file (OpenAI's limit for a batch input file).
-pub const MAX_FILE_BYTES: u64 = 200 * 1024 * 1024;
+pub(crate) const MAX_FILE_BYTES: u64 = 200 * 1024 * 1024;
 /// Most requests in one file (OpenAI's limit for a batch).
-pub const MAX_FILE_LINES: u64 = 50_000;
+pub(crate) const MAX_FILE_LINES: u64 = 50_000;
 /// Longest line: a request is at most one queue message (1 MiB) once converted, and a line carries a little more.
 const MAX_LINE_BYTES: usize = 2 * 1024 * 1024;
 

@@ -7,19 +7,19 @@
 //! - `batches`: the Batches API and a batch's lifecycle; `batch_input`: input lines → pipeline requests;
 //!   `batch_output`: the output and error files; `models`: model → tier, GET /v1/models; `ids`: object ids
 
-pub mod batch_input;
-pub mod batch_output;
-pub mod batch_record;
+pub(crate) mod batch_input;
+pub(crate) mod batch_output;
+pub(crate) mod batch_record;
 pub mod batches;
 pub mod expires_after;
 pub mod expiry;
 pub mod files;
 pub mod ids;
-pub mod jsonl_check;
+pub(crate) mod jsonl_check;
 pub mod models;
 pub mod object_io;
 pub mod settings;
-pub mod upload_parts;
+pub(crate) mod upload_parts;
 pub mod uploads;
 
 use std::sync::Arc;
@@ -62,7 +62,7 @@ pub fn endpoints() -> Router<Arc<AppState>> {
 
 /// An error in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`.
 #[derive(Debug)]
-pub struct OpenAiError {
+pub(crate) struct OpenAiError {
     status: StatusCode,
     message: String,
     param: Option<String>,
@@ -79,11 +79,11 @@ impl OpenAiError {
         OpenAiError { status, message: message.into(), param: None, code: None }
     }
 
-    pub fn invalid_param(param: &str, message: impl Into<String>) -> Self {
+    pub(crate) fn invalid_param(param: &str, message: impl Into<String>) -> Self {
         OpenAiError { param: Some(param.to_owned()), ..Self::invalid(message) }
     }
 
-    pub fn not_found(what: &str, id: &str) -> Self {
+    pub(crate) fn not_found(what: &str, id: &str) -> Self {
         OpenAiError {
             status: StatusCode::NOT_FOUND,
             message: format!("No {what} found with id '{id}'."),
@@ -92,7 +92,7 @@ impl OpenAiError {
         }
     }
 
-    pub fn too_large(message: impl Into<String>) -> Self {
+    pub(crate) fn too_large(message: impl Into<String>) -> Self {
         OpenAiError { status: StatusCode::PAYLOAD_TOO_LARGE, ..Self::invalid(message) }
     }
 
@@ -119,7 +119,7 @@ impl OpenAiError {
         }
     }
 
-    pub fn is_not_found(&self) -> bool {
+    pub(crate) fn is_not_found(&self) -> bool {
         self.status == StatusCode::NOT_FOUND
     }
 }

@@ -13,7 +13,7 @@ pub fn one_chunk(bytes: Vec<u8>) -> ByteChunks<'static> {
 }
 
 /// The whole object at `key`, or None.
-pub async fn read_all(objects: &dyn ObjectStore, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+pub(crate) async fn read_all(objects: &dyn ObjectStore, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
     let Some((size, mut chunks)) = objects.get(key).await? else {
         return Ok(None);
     };
@@ -25,7 +25,10 @@ pub async fn read_all(objects: &dyn ObjectStore, key: &str) -> Result<Option<Vec
 }
 
 /// The JSON document at `key`, or None; a document that does not parse is an error naming the key.
-pub async fn read_json<T: DeserializeOwned>(objects: &dyn ObjectStore, key: &str) -> Result<Option<T>, StoreError> {
+pub(crate) async fn read_json<T: DeserializeOwned>(
+    objects: &dyn ObjectStore,
+    key: &str,
+) -> Result<Option<T>, StoreError> {
     let Some(bytes) = read_all(objects, key).await? else {
         return Ok(None);
     };

@@ -7,17 +7,17 @@ use crate::contract::tier::Tier;
 #[derive(Debug, Clone, Default)]
 pub struct Settings {
     /// Which tier a line's `model` runs on.
-    pub models: ModelTiers,
+    pub(crate) models: ModelTiers,
     /// File downloads larger than this are answered with a redirect to a presigned URL (Lambda's response limit);
     /// None streams every download.
-    pub redirect_downloads_over: Option<u64>,
+    pub(crate) redirect_downloads_over: Option<u64>,
     /// The bearer token every request must carry, when one is set (the local API).
     pub api_key: Option<String>,
 }
 
 /// Model names and the tier each runs on, as configured.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ModelTiers(Vec<(String, Tier)>);
+pub(crate) struct ModelTiers(Vec<(String, Tier)>);
 
 impl ModelTiers {
     /// Parses `name=tier[,name=tier…]`; empty means only the tier names.
@@ -34,7 +34,7 @@ impl ModelTiers {
     }
 
     /// The tier `model` runs on, when the map (or a tier's own name) says.
-    pub fn tier_of(&self, model: &str) -> Option<Tier> {
+    pub(crate) fn tier_of(&self, model: &str) -> Option<Tier> {
         let named = self.0.iter().find(|(name, _)| name == model).map(|(_, tier)| *tier);
         named.or_else(|| Tier::parse(model))
     }

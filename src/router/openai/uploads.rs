@@ -27,7 +27,7 @@ const UPLOAD_SECONDS: i64 = 3600;
 
 /// OpenAI's Upload object, as stored and as answered.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Upload {
+pub(crate) struct Upload {
     pub id: String,
     pub object: String,
     pub bytes: u64,
@@ -95,7 +95,7 @@ pub struct Opening {
 }
 
 /// POST /v1/uploads
-pub async fn create(State(state): State<Arc<AppState>>, body: Bytes) -> Result<Json<Upload>, OpenAiError> {
+pub(crate) async fn create(State(state): State<Arc<AppState>>, body: Bytes) -> Result<Json<Upload>, OpenAiError> {
     let objects = objects(&state)?;
     let opening: Opening = serde_json::from_slice(&body)
         .map_err(|e| OpenAiError::invalid(format!("body: filename, purpose, bytes and mime_type ({e})")))?;
@@ -125,7 +125,7 @@ pub async fn create(State(state): State<Arc<AppState>>, body: Bytes) -> Result<J
 }
 
 /// POST /v1/uploads/{id}/parts: a multipart form with the part's bytes in `data`.
-pub async fn add_part(
+pub(crate) async fn add_part(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
     mut form: Multipart,
@@ -153,7 +153,7 @@ pub struct Completion {
 }
 
 /// POST /v1/uploads/{id}/complete: the parts joined in the order of `part_ids` become a file.
-pub async fn complete(
+pub(crate) async fn complete(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
     body: Bytes,
@@ -178,7 +178,10 @@ pub async fn complete(
 }
 
 /// POST /v1/uploads/{id}/cancel
-pub async fn cancel(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<Upload>, OpenAiError> {
+pub(crate) async fn cancel(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Json<Upload>, OpenAiError> {
     let objects = objects(&state)?;
     let mut upload = find_pending(objects, &id).await?;
     upload.status = "cancelled".into();

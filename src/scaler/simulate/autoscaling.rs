@@ -14,7 +14,7 @@ pub enum Comparison {
 /// An alarm over one-minute periods, one datapoint per period: in ALARM when the last `periods` all breach.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Alarm {
-    pub comparison: Comparison,
+    pub(crate) comparison: Comparison,
     pub threshold: f64,
     pub periods: usize,
 }

@@ -44,7 +44,7 @@ pub struct Run {
     pub expired: u64,
     /// Sum of every task's lifetime, cold start included.
     pub task_time: Millis,
-    pub time_at_zero: Millis,
+    pub(crate) time_at_zero: Millis,
 }
 
 /// Both policies' runs on the same arrivals.

@@ -38,7 +38,7 @@ impl PolicyKind {
 
 /// What a scaler can read at a tick.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Observation {
+pub(crate) struct Observation {
     pub queue: QueueCounts,
     pub tasks: TaskCounts,
     /// GPU compute utilization: the share of the last period the running tasks had a request in flight
@@ -80,7 +80,7 @@ impl Policy {
     }
 
     /// The metric this policy's scaler publishes for `observation`.
-    pub fn metric(&self, observation: &Observation) -> f64 {
+    pub(crate) fn metric(&self, observation: &Observation) -> f64 {
         match self.kind {
             PolicyKind::Sample => {
                 let gpu_memory = (observation.tasks.running > 0).then_some(self.model.gpu_memory_when_running);

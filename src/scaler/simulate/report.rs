@@ -7,7 +7,7 @@ use super::{HOUR, MINUTE, Millis, SECOND, hours};
 /// The numbers of one column.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Summary {
-    pub instance_hours: f64,
+    pub(crate) instance_hours: f64,
     pub dollars: f64,
     pub requests: u64,
     pub served: u64,
@@ -19,8 +19,8 @@ pub struct Summary {
     pub p50: Option<Millis>,
     pub p95: Option<Millis>,
     pub p99: Option<Millis>,
-    pub hours_at_zero: f64,
-    pub peak_tasks: u32,
+    pub(crate) hours_at_zero: f64,
+    pub(crate) peak_tasks: u32,
 }
 
 impl Summary {
@@ -44,7 +44,7 @@ impl Summary {
 
 /// One column of the table.
 #[derive(Debug, Clone)]
-pub struct Column {
+pub(crate) struct Column {
     pub heading: String,
     pub summary: Summary,
 }
@@ -66,7 +66,7 @@ const ROWS: [Row; 11] = [
 ];
 
 /// The Markdown table: one row per measure, one column per tier and policy.
-pub fn table(columns: &[Column]) -> String {
+pub(crate) fn table(columns: &[Column]) -> String {
     let mut lines = vec![
         format!("| | {} |", columns.iter().map(|c| c.heading.as_str()).collect::<Vec<_>>().join(" | ")),
         format!("|---|{}", "---:|".repeat(columns.len())),

@@ -77,7 +77,7 @@ impl OutboundPolicy {
     }
 
     /// The resolver a callback client connects through: every address of a host is checked before any is used.
-    pub fn resolver(self) -> GuardedResolver {
+    pub(crate) fn resolver(self) -> GuardedResolver {
         GuardedResolver { policy: self }
     }
 }
@@ -85,7 +85,7 @@ impl OutboundPolicy {
 /// Resolves with the system resolver, then refuses the whole host if any address is blocked (a host with one
 /// public and one metadata address must not get a second chance on the other).
 #[derive(Debug, Clone, Copy)]
-pub struct GuardedResolver {
+pub(crate) struct GuardedResolver {
     policy: OutboundPolicy,
 }
 
