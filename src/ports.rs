@@ -65,8 +65,8 @@ pub(crate) trait PortName {
 /// to callers that look into it). The one error shape of every port.
 #[derive(Debug, Clone)]
 pub struct PortError<P> {
-    pub context: String,
-    pub source: Option<Cause>,
+    pub(crate) context: String,
+    pub(crate) source: Option<Cause>,
     port: PhantomData<fn() -> P>,
 }
 

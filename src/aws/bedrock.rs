@@ -80,7 +80,7 @@ pub(crate) enum ConverseFailure {
 
 impl ConverseFailure {
     /// The failure's kind in one word, for the log and for reporting each new kind at once.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             ConverseFailure::NotAuthorized { .. } => "access-denied",
             ConverseFailure::NoModelAccess { .. } => "no-model-access",

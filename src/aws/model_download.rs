@@ -62,8 +62,8 @@ struct RemoteFile {
 /// What a finished download did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct FetchSummary {
-    pub files: usize,
-    pub skipped: usize,
+    pub(crate) files: usize,
+    pub(crate) skipped: usize,
     pub bytes_downloaded: u64,
 }
 

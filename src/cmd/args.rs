@@ -49,12 +49,12 @@ use crate::worker::{
 pub(crate) struct DataDirArgs {
     /// Data directory: queue.db (embedded queues), results/, metrics.jsonl (dev's EMF lines).
     #[arg(long, env = "GPUINFER_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
-    pub data_dir: PathBuf,
+    pub(crate) data_dir: PathBuf,
 }
 
 /// The SQS queue URLs of every lane of both tiers; shared by `router` and `scaler`.
 #[derive(Debug, Clone, clap::Args)]
-pub(crate) struct TierQueueArgs {
+pub struct TierQueueArgs {
     /// SQS queue URL of the small tier (or --embedded-queues for the embedded queue in --data-dir).
     #[arg(long, env = "SMALL_QUEUE_URL")]
     pub(crate) small_queue_url: Option<String>,
@@ -75,7 +75,7 @@ pub(crate) struct TierQueueArgs {
     #[arg(long, env = "LARGE_BATCH_QUEUE_URL")]
     pub(crate) large_batch_queue_url: Option<String>,
     #[command(flatten)]
-    pub embedded: EmbeddedQueueArgs,
+    pub(crate) embedded: EmbeddedQueueArgs,
 }
 
 /// The explicit ask for the embedded queues: without a queue URL and without this, a process refuses to start, so
@@ -90,7 +90,7 @@ pub(crate) struct EmbeddedQueueArgs {
 impl EmbeddedQueueArgs {
     /// Checks the ask against the queues configured: `embedded` when no queue URL is set (`looked_for` names the
     /// variables that would set one).
-    pub fn check(&self, embedded: bool, looked_for: &str) -> anyhow::Result<()> {
+    pub(crate) fn check(&self, embedded: bool, looked_for: &str) -> anyhow::Result<()> {
         match (embedded, self.embedded_queues) {
             (true, false) => bail!(
                 "no queue configured: {looked_for} is not set. Set it to the SQS queue's URL, or pass \
@@ -107,7 +107,7 @@ impl EmbeddedQueueArgs {
 
 impl TierQueueArgs {
     /// Each tier's lanes; the `tiers` in use must all be on SQS, or all on the embedded queues.
-    pub fn sources(self, tiers: &[Tier]) -> anyhow::Result<PerTier<Lanes<QueueSource>>> {
+    pub(crate) fn sources(self, tiers: &[Tier]) -> anyhow::Result<PerTier<Lanes<QueueSource>>> {
         let queues = PerTier {
             small: QueueSource::lanes(
                 Lanes {
@@ -143,7 +143,7 @@ impl TierQueueArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum ClassifierKind {
+pub enum ClassifierKind {
     /// Bedrock on Lambda; the OpenAI-compatible endpoint when one is known; else none.
     Auto,
     /// No classifier: the ambiguous zone goes to the small tier.
@@ -156,16 +156,16 @@ pub(crate) enum ClassifierKind {
 
 /// Routing thresholds and the classifier for the ambiguous zone.
 #[derive(Debug, Clone, clap::Args)]
-pub(crate) struct RoutingArgs {
+pub struct RoutingArgs {
     /// Prompts longer than this many characters go to the large tier.
     #[arg(long, env = "PROMPT_LENGTH_THRESHOLD", default_value_t = DEFAULT_PROMPT_LENGTH_THRESHOLD)]
-    pub(crate) prompt_length_threshold: usize,
+    pub prompt_length_threshold: usize,
     /// Requests with maxTokens above this go to the large tier.
     #[arg(long, env = "MAX_TOKENS_THRESHOLD", default_value_t = DEFAULT_MAX_TOKENS_THRESHOLD)]
-    pub(crate) max_tokens_threshold: u32,
+    pub max_tokens_threshold: u32,
     /// Prompts longer than this (and under the thresholds) are asked of the classifier.
     #[arg(long, env = "AMBIGUOUS_MIN_CHARS", default_value_t = DEFAULT_AMBIGUOUS_MIN_CHARS)]
-    pub(crate) ambiguous_min_chars: usize,
+    pub ambiguous_min_chars: usize,
     /// Who decides the ambiguous zone.
     #[arg(long, env = "CLASSIFIER", value_enum, default_value = "auto")]
     pub classifier: ClassifierKind,
@@ -191,7 +191,7 @@ pub(crate) struct RoutingArgs {
 }
 
 impl RoutingArgs {
-    pub fn config(&self) -> RoutingConfig {
+    pub(crate) fn config(&self) -> RoutingConfig {
         RoutingConfig {
             prompt_length_threshold: self.prompt_length_threshold,
             max_tokens_threshold: self.max_tokens_threshold,
@@ -237,7 +237,7 @@ impl RoutingArgs {
 
 /// Which callback URLs are accepted; shared by `router`, `worker` and `dev`.
 #[derive(Debug, Clone, clap::Args)]
-pub(crate) struct CallbackPolicyArgs {
+pub struct CallbackPolicyArgs {
     /// Accept http:// callback URLs (local development); https only otherwise.
     #[arg(long, env = "ALLOW_HTTP_CALLBACKS")]
     pub(crate) allow_http_callbacks: bool,
@@ -305,11 +305,11 @@ impl HttpServerArgs {
         }
     }
 
-    pub fn body_budget(&self) -> BodyBudget {
+    pub(crate) fn body_budget(&self) -> BodyBudget {
         BodyBudget::new(self.http_body_memory_mib as usize * 1024 * 1024)
     }
 
-    pub fn limits(&self) -> HttpLimits {
+    pub(crate) fn limits(&self) -> HttpLimits {
         HttpLimits {
             header_timeout: Duration::from_secs(self.http_header_timeout_seconds),
             body_timeout: Duration::from_secs(self.http_body_timeout_seconds),
@@ -346,7 +346,7 @@ pub(crate) struct TuningArgs {
     pub(crate) retry_base_seconds: f64,
     /// Long-poll wait of one receive, in seconds: from 1 to SQS's most; 0 would poll an idle queue in a tight loop.
     #[arg(long, env = "WAIT_TIME_SECONDS", default_value_t = DEFAULT_WAIT_TIME_SECONDS, value_parser = clap::value_parser!(u64).range(1..=crate::ports::MAX_RECEIVE_WAIT.as_secs()))]
-    pub wait_time_seconds: u64,
+    pub(crate) wait_time_seconds: u64,
     /// Longest single generation, in seconds, before it counts as a transient failure.
     #[arg(long, env = "ENGINE_TIMEOUT_SECONDS", default_value_t = DEFAULT_REQUEST_TIMEOUT_SECONDS)]
     pub(crate) engine_timeout_seconds: u64,
@@ -380,7 +380,7 @@ pub(crate) struct WebhookArgs {
 }
 
 impl WebhookArgs {
-    pub fn config(&self) -> WebhookConfig {
+    pub(crate) fn config(&self) -> WebhookConfig {
         WebhookConfig {
             secret: self.webhook_secret.clone(),
             policy: self.policy.policy(),
@@ -389,14 +389,14 @@ impl WebhookArgs {
         }
     }
 
-    pub fn webhooks(&self, metrics: Emf) -> anyhow::Result<Webhooks> {
+    pub(crate) fn webhooks(&self, metrics: Emf) -> anyhow::Result<Webhooks> {
         Ok(Webhooks::new(self.config(), metrics)?)
     }
 }
 
 impl TuningArgs {
     /// The worker settings of `tier`, whose ECS service is named by `service`.
-    pub fn worker_config(&self, tier: Tier, service: &ServiceArgs) -> anyhow::Result<WorkerConfig> {
+    pub(crate) fn worker_config(&self, tier: Tier, service: &ServiceArgs) -> anyhow::Result<WorkerConfig> {
         if !(self.retry_base_seconds.is_finite() && self.retry_base_seconds >= 0.0) {
             bail!("--retry-base-seconds must be a non-negative number of seconds");
         }
@@ -422,7 +422,7 @@ impl TuningArgs {
         })
     }
 
-    pub fn engine_config(&self, base_url: &str, model: Option<String>) -> EngineConfig {
+    pub(crate) fn engine_config(&self, base_url: &str, model: Option<String>) -> EngineConfig {
         EngineConfig {
             base_url: base_url.to_owned(),
             model,
@@ -442,11 +442,11 @@ pub struct PolicyArgs {
     #[arg(long, env = "MIN_TASK_COUNT", value_delimiter = ',', help = format!(
         "Fewest tasks per tier, e.g. `0` or `small=1,large=0` [default: {DEFAULT_MIN_TASKS}]"
     ))]
-    pub(crate) min_tasks: Vec<TierSetting<u32>>,
+    pub min_tasks: Vec<TierSetting<u32>>,
     #[arg(long, env = "MAX_TASK_COUNT", value_delimiter = ',', help = format!(
         "Most tasks per tier [default: {}]", TierSetting::per_tier(&DEFAULT_MAX_TASKS)
     ))]
-    pub(crate) max_tasks: Vec<TierSetting<u32>>,
+    pub max_tasks: Vec<TierSetting<u32>>,
     /// GPU compute utilization, in percent, above which running tasks ask for more.
     #[arg(long, env = "GPU_UTILIZATION_TARGET", default_value_t = DEFAULT_UTILIZATION_TARGET)]
     pub(crate) utilization_target: f64,
@@ -478,13 +478,13 @@ pub(crate) struct ScalerArgs {
 
 /// The ECS cluster and each tier's service: the dimensions of the scaling metrics and of the workers' saturation.
 #[derive(Debug, Clone, clap::Args)]
-pub(crate) struct ServiceArgs {
+pub struct ServiceArgs {
     /// ECS cluster of the tiers' services: the `ClusterName` dimension of the scaling and saturation metrics.
     #[arg(long, env = "CLUSTER_NAME", default_value = DEFAULT_CLUSTER_NAME)]
-    pub cluster_name: String,
+    pub(crate) cluster_name: String,
     /// ECS service of each tier, `{tier}` standing for the tier's name: the `ServiceName` dimension.
     #[arg(long, env = "SERVICE_NAME", default_value = DEFAULT_SERVICE_NAME)]
-    pub service_name: String,
+    pub(crate) service_name: String,
 }
 
 impl ServiceArgs {
@@ -494,12 +494,12 @@ impl ServiceArgs {
 }
 
 impl ScalerArgs {
-    pub fn interval(&self) -> Duration {
+    pub(crate) fn interval(&self) -> Duration {
         Duration::from_secs(self.scaler_interval)
     }
 
     /// A scaler over each tier's lanes, reading task counts from `tasks` and GPU utilization from `gpu`.
-    pub fn scaler(
+    pub(crate) fn scaler(
         &self,
         queues: impl IntoIterator<Item = (Tier, Lanes<Arc<dyn Queue>>)>,
         tasks: Arc<dyn ServiceTasks>,
@@ -523,7 +523,7 @@ impl ScalerArgs {
 /// A flag value for one tier (`small=10`) or for every tier (`10`); given repeated or comma-separated,
 /// the last one that names a tier wins.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct TierSetting<T> {
+pub struct TierSetting<T> {
     tier: Option<Tier>,
     value: T,
 }
@@ -549,14 +549,14 @@ where
 
 impl<T: Copy> TierSetting<T> {
     /// The value `settings` give `tier`, or `default` when none names it.
-    pub fn pick(settings: &[TierSetting<T>], tier: Tier, default: T) -> T {
+    pub(crate) fn pick(settings: &[TierSetting<T>], tier: Tier, default: T) -> T {
         settings.iter().rev().find(|s| s.tier.is_none_or(|t| t == tier)).map_or(default, |s| s.value)
     }
 }
 
 impl<T: Display> TierSetting<T> {
     /// `values` as the flags take them, for the help to state a per-tier default: `small=10,large=4`.
-    pub fn per_tier(values: &PerTier<T>) -> String {
+    pub(crate) fn per_tier(values: &PerTier<T>) -> String {
         Tier::ALL.map(|tier| format!("{tier}={}", values.get(tier))).join(",")
     }
 }

@@ -19,7 +19,7 @@ use crate::worker::shared_lane::SharedLane;
 
 /// Where result documents are written and read (OUTPUT_DESTINATION).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Destination {
+pub enum Destination {
     Folder(PathBuf),
     S3(S3Location),
     Queue(String),
@@ -39,7 +39,7 @@ impl Destination {
 
 /// Where a worker or the router finds a tier's queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum QueueSource {
+pub enum QueueSource {
     /// The embedded queue of the tier in the data directory.
     Embedded,
     Sqs {
@@ -85,7 +85,7 @@ impl QueueSource {
 
 /// Opens adapters on first use: the AWS SDK configuration, or the data directory's SQLite file.
 #[derive(Debug)]
-pub(crate) struct Wiring {
+pub struct Wiring {
     data_dir: PathBuf,
     local: OnceLock<LocalBackends>,
     sdk: OnceCell<SdkConfig>,
@@ -96,7 +96,7 @@ impl Wiring {
         Wiring { data_dir, local: OnceLock::new(), sdk: OnceCell::new() }
     }
 
-    pub fn local(&self) -> anyhow::Result<&LocalBackends> {
+    pub(crate) fn local(&self) -> anyhow::Result<&LocalBackends> {
         if let Some(local) = self.local.get() {
             return Ok(local);
         }
@@ -105,7 +105,7 @@ impl Wiring {
         Ok(self.local.get_or_init(|| opened))
     }
 
-    pub async fn sdk(&self) -> &SdkConfig {
+    pub(crate) async fn sdk(&self) -> &SdkConfig {
         self.sdk.get_or_init(|| sdk_config(None)).await
     }
 

@@ -59,7 +59,7 @@ impl ClientError {
 
 /// Signs requests for API Gateway (`execute-api`) with credentials and region from the AWS chain.
 #[derive(Debug, Clone)]
-pub(crate) struct Signer {
+pub struct Signer {
     credentials: Credentials,
     region: String,
 }
@@ -132,7 +132,7 @@ impl Client {
     }
 
     /// `base` is the router's URL (e.g. `http://127.0.0.1:8080` or an API Gateway stage URL).
-    pub(crate) fn new(base: &str, signer: Option<Signer>) -> Result<Self, ClientError> {
+    pub fn new(base: &str, signer: Option<Signer>) -> Result<Self, ClientError> {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(60))
@@ -142,7 +142,7 @@ impl Client {
     }
 
     /// POST /infer: the router's 202 answer (`requestId`, `tier`).
-    pub async fn submit(&self, request: &Value) -> Result<Value, ClientError> {
+    pub(crate) async fn submit(&self, request: &Value) -> Result<Value, ClientError> {
         let (status, answer) = self.call(Method::POST, "/infer", Some(request.to_string())).await?;
         match status {
             StatusCode::ACCEPTED => Ok(answer),
@@ -162,7 +162,7 @@ impl Client {
 
     /// Looks for the document until it exists or `timeout` passes, waiting 0.5 s, 0.75 s, … up to 5 s between
     /// looks.
-    pub async fn wait(&self, request_id: &str, timeout: Duration) -> Result<Value, ClientError> {
+    pub(crate) async fn wait(&self, request_id: &str, timeout: Duration) -> Result<Value, ClientError> {
         let started = Instant::now();
         let mut pause = FIRST_POLL;
         loop {

@@ -13,9 +13,9 @@ use crate::aws::sdk_config;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// S3 prefix holding the model's files, e.g. s3://my-models/mistral-7b-awq/.
-    pub source: String,
+    pub(crate) source: String,
     /// Local folder to fill (created if needed); files already complete are kept.
-    pub dest: PathBuf,
+    pub(crate) dest: PathBuf,
     /// Ranged GETs in flight at once, across all files.
     #[arg(long, env = "FETCH_CONCURRENCY", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=512))]
     pub concurrency: u32,

@@ -26,23 +26,23 @@ pub(crate) struct ClientArgs {
     /// Sign requests with SigV4 (service execute-api; credentials and region from the AWS chain), for an API
     /// with IAM authorization.
     #[arg(long, env = "GPUINFER_SIGV4")]
-    pub sigv4: bool,
+    pub(crate) sigv4: bool,
     /// The bearer token of a local router or `gpuinfer dev` started with --api-key (the same variable).
     #[arg(long, env = "GPUINFER_API_KEY", hide_env_values = true, conflicts_with = "sigv4")]
     pub api_key: Option<String>,
     /// Wait for the result document, looking with back-off (0.5 s growing to 5 s), and print it.
     #[arg(long, env = "GPUINFER_WAIT")]
-    pub wait: bool,
+    pub(crate) wait: bool,
     /// Longest wait with --wait, in seconds.
     #[arg(long, env = "GPUINFER_TIMEOUT_SECONDS", default_value_t = 600)]
     pub(crate) timeout_seconds: u64,
     /// Print whole JSON documents instead of the generated text.
     #[arg(long, env = "GPUINFER_JSON")]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 impl ClientArgs {
-    pub async fn client(&self) -> Result<Client, ClientError> {
+    pub(crate) async fn client(&self) -> Result<Client, ClientError> {
         let signer = if self.sigv4 { Some(Signer::from_environment().await?) } else { None };
         Ok(Client::new(&self.url, signer)?.with_api_key(self.api_key.clone()))
     }

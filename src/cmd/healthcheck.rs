@@ -12,7 +12,7 @@ use crate::engine::client::{EngineClient, EngineConfig};
 pub struct Args {
     /// Base URL of the engine whose /health is asked.
     #[arg(long, env = "ENGINE_URL", default_value = DEFAULT_ENGINE_URL)]
-    pub engine_url: String,
+    pub(crate) engine_url: String,
     /// Longest wait for the answer, in seconds.
     #[arg(long, env = "HEALTHCHECK_TIMEOUT_SECONDS", default_value_t = 2.0)]
     pub(crate) timeout_seconds: f64,

@@ -25,20 +25,20 @@ use crate::worker::callbacks::outbound::OutboundPolicy;
 pub struct Args {
     /// Address of the local HTTP server (unused on Lambda).
     #[arg(long, env = "LISTEN_ADDR", default_value = DEFAULT_LISTEN_ADDR)]
-    pub listen: SocketAddr,
+    pub(crate) listen: SocketAddr,
     #[command(flatten)]
     pub(crate) http: HttpServerArgs,
     #[command(flatten)]
-    pub(crate) queues: TierQueueArgs,
+    pub queues: TierQueueArgs,
     /// Where results are read from: s3://bucket/prefix/ or a folder [default: --data-dir].
     #[arg(long, env = "OUTPUT_DESTINATION")]
     pub(crate) output_destination: Option<String>,
     #[command(flatten)]
     pub(crate) data: DataDirArgs,
     #[command(flatten)]
-    pub(crate) routing: RoutingArgs,
+    pub routing: RoutingArgs,
     #[command(flatten)]
-    pub(crate) callbacks: CallbackPolicyArgs,
+    pub callbacks: CallbackPolicyArgs,
 }
 
 pub struct Config {
@@ -101,7 +101,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
 }
 
 /// Serves the API on `listen` until `shutdown`, within `limits` (see `http_server::serve`).
-pub(crate) async fn serve(
+pub async fn serve(
     listen: SocketAddr,
     state: Arc<AppState>,
     limits: HttpLimits,

@@ -25,7 +25,7 @@ pub struct Args {
     pub tiers: Vec<Tier>,
     /// With every tier's queue URLs, the scaler reads SQS (every lane), ECS and CloudWatch.
     #[command(flatten)]
-    pub(crate) queues: TierQueueArgs,
+    pub queues: TierQueueArgs,
     #[command(flatten)]
     pub(crate) data: DataDirArgs,
     /// Worker pools taken as running in each tier on the embedded backends (they cannot count them).
@@ -98,7 +98,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct ScheduledEvent {
     #[serde(default)]
-    pub time: Option<String>,
+    pub(crate) time: Option<String>,
 }
 
 /// The answer to one invocation: the schedule time it served and every tier's report.

@@ -51,13 +51,13 @@ pub struct Args {
     pub(crate) trace: TraceKind,
     /// Arrivals for `--trace csv`: a line per request, `seconds` or `seconds,tier` (seconds from the start).
     #[arg(long, env = "SIM_CSV")]
-    pub csv: Option<PathBuf>,
+    pub(crate) csv: Option<PathBuf>,
     /// Seed of the random generator: the same seed gives the same trace and the same tier split.
     #[arg(long, env = "SIM_RANDOM_SEED", default_value_t = 1)]
     pub(crate) random_seed: u64,
     /// Hours of generated traffic.
     #[arg(long, env = "SIM_HOURS", default_value_t = 24.0)]
-    pub hours: f64,
+    pub(crate) hours: f64,
     /// Hours simulated after the last arrival could come, so both policies can drain and scale in.
     #[arg(long, env = "SIM_TAIL_HOURS", default_value_t = 2.0)]
     pub(crate) tail_hours: f64,
@@ -65,16 +65,16 @@ pub struct Args {
         "Requests per hour: the Poisson rate, the rate during a burst, or the diurnal daily mean [default: poisson \
          {DEFAULT_POISSON_RATE}, bursty {DEFAULT_BURSTY_RATE}, diurnal {DEFAULT_DIURNAL_RATE}]"
     ))]
-    pub rate: Option<f64>,
+    pub(crate) rate: Option<f64>,
     /// Bursty traffic: mean length of a burst, in minutes.
     #[arg(long, env = "SIM_BURST_MINUTES", default_value_t = 10.0)]
-    pub burst_minutes: f64,
+    pub(crate) burst_minutes: f64,
     /// Bursty traffic: mean silence between bursts, in minutes.
     #[arg(long, env = "SIM_GAP_MINUTES", default_value_t = 110.0)]
-    pub gap_minutes: f64,
+    pub(crate) gap_minutes: f64,
     /// Diurnal traffic: the busiest hour of the day.
     #[arg(long, env = "SIM_PEAK_HOUR", default_value_t = 14.0)]
-    pub peak_hour: f64,
+    pub(crate) peak_hour: f64,
     /// Tiers to simulate, repeated or comma-separated.
     #[arg(long = "tier", env = "SIM_TIERS", value_enum, value_delimiter = ',', default_values_t = Tier::ALL)]
     pub tiers: Vec<Tier>,
@@ -98,12 +98,12 @@ pub struct Args {
         "Dollars per task-hour [default: small={} (g6e.xlarge), large={} (g6e.48xlarge)]",
         DEFAULT_PRICE_PER_HOUR.small, DEFAULT_PRICE_PER_HOUR.large
     ))]
-    pub(crate) price_per_hour: Vec<TierSetting<f64>>,
+    pub price_per_hour: Vec<TierSetting<f64>>,
     #[arg(long, env = "SIM_SCALE_IN_PERIODS", value_delimiter = ',', help = format!(
         "The idle window: scaler periods the scale-in alarm must see below its threshold [default: {}]",
         TierSetting::per_tier(&DEFAULT_SCALE_IN_PERIODS)
     ))]
-    pub(crate) scale_in_periods: Vec<TierSetting<u32>>,
+    pub scale_in_periods: Vec<TierSetting<u32>>,
     #[arg(long, env = "SIM_SCALE_IN_COOLDOWN_SECONDS", value_delimiter = ',', help = format!(
         "Seconds after a scale-in before the next one [default: {}]",
         TierSetting::per_tier(&DEFAULT_SCALE_IN_COOLDOWN_SECONDS)
@@ -120,7 +120,7 @@ pub struct Args {
     pub(crate) retention_hours: f64,
     /// Also draw tasks and backlog over time, both policies, into this SVG file.
     #[arg(long, env = "SIM_PLOT")]
-    pub plot: Option<PathBuf>,
+    pub(crate) plot: Option<PathBuf>,
     #[command(flatten)]
     pub policy: PolicyArgs,
 }

@@ -16,7 +16,7 @@ use crate::contract::tier::{Priority, Tier};
 #[command(after_help = EXIT_STATUS)]
 pub struct Args {
     /// The prompt (words are joined with spaces); read from stdin when none is given.
-    pub prompt: Vec<String>,
+    pub(crate) prompt: Vec<String>,
     /// Send the JSON request in this file (`-`: stdin) instead of a prompt; the flags below override its fields.
     #[arg(long, env = "GPUINFER_JSON_REQUEST", conflicts_with = "prompt")]
     pub(crate) json_request: Option<PathBuf>,
@@ -35,16 +35,16 @@ pub struct Args {
     pub top_p: Option<f64>,
     /// Skip classification: send to this tier.
     #[arg(long, env = "GPUINFER_ROUTE", value_enum)]
-    pub route: Option<Tier>,
+    pub(crate) route: Option<Tier>,
     /// The lane within the tier [router default: normal].
     #[arg(long, env = "GPUINFER_PRIORITY", value_enum)]
-    pub priority: Option<Priority>,
+    pub(crate) priority: Option<Priority>,
     /// Seconds from acceptance after which the request is not run (1–86400).
     #[arg(long, env = "GPUINFER_DEADLINE_SECONDS", conflicts_with = "deadline")]
     pub(crate) deadline_seconds: Option<f64>,
     /// RFC 3339 date-time after which the request is not run (within 24 hours).
     #[arg(long, env = "GPUINFER_DEADLINE")]
-    pub deadline: Option<String>,
+    pub(crate) deadline: Option<String>,
     /// URL the result document is POSTed to, signed (https; http only where the operator allows it).
     #[arg(long, env = "GPUINFER_CALLBACK_URL")]
     pub(crate) callback_url: Option<String>,

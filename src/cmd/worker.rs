@@ -22,7 +22,7 @@ pub struct Args {
     pub tier: Tier,
     /// Base URL of the OpenAI-compatible engine (/v1/completions, /v1/chat/completions, /health).
     #[arg(long, env = "ENGINE_URL", default_value = DEFAULT_ENGINE_URL)]
-    pub engine_url: String,
+    pub(crate) engine_url: String,
     /// Model name sent to the engine [default: the first one it lists under /v1/models].
     #[arg(long, env = "MODEL_NAME")]
     pub model: Option<String>,
@@ -39,7 +39,7 @@ pub struct Args {
     pub(crate) batch_queue_url: Option<String>,
     /// SQS dead-letter queue for malformed messages (required with REQUEST_QUEUE_URL).
     #[arg(long, env = "DLQ_URL")]
-    pub dlq_url: Option<String>,
+    pub(crate) dlq_url: Option<String>,
     #[command(flatten)]
     pub(crate) embedded: EmbeddedQueueArgs,
     /// Where results go: s3://bucket/prefix/, an SQS queue URL, or a folder [default: --data-dir].
@@ -56,7 +56,7 @@ pub struct Args {
     pub(crate) webhooks: WebhookArgs,
     /// Where the worker's saturation is published (`EngineSaturation`, read by the scaler).
     #[command(flatten)]
-    pub(crate) service: ServiceArgs,
+    pub service: ServiceArgs,
 }
 
 pub struct Config {

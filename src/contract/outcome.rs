@@ -50,7 +50,7 @@ pub enum Status {
 }
 
 impl Status {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Status::Success => "success",
             Status::Error => "error",
@@ -70,7 +70,7 @@ pub struct ResultDocument {
     pub error: Option<ErrorDetail>,
     pub processing_time_ms: u64,
     pub task_arn: String,
-    pub timestamp: String,
+    pub(crate) timestamp: String,
     pub tier: Tier,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
@@ -151,7 +151,7 @@ pub(crate) struct Ending {
 }
 
 impl Ending {
-    pub fn read(document: &[u8]) -> Option<Self> {
+    pub(crate) fn read(document: &[u8]) -> Option<Self> {
         serde_json::from_slice(document).ok()
     }
 

@@ -47,12 +47,12 @@ pub struct InferenceRequest {
     pub temperature: f64,
     pub top_p: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub route: Option<Tier>,
+    pub(crate) route: Option<Tier>,
     #[serde(skip_serializing_if = "Priority::is_normal")]
-    pub priority: Priority,
+    pub(crate) priority: Priority,
     /// When the request stops being worth running; on the queue always absolute (`deadline`, RFC 3339).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub deadline: Option<DateTime<Utc>>,
+    pub(crate) deadline: Option<DateTime<Utc>>,
     /// Where the result document is POSTed once stored (http or https; the operator's policy is checked apart).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) callback_url: Option<String>,
@@ -71,8 +71,8 @@ pub enum Input {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChatMessage {
-    pub role: String,
-    pub content: String,
+    pub(crate) role: String,
+    pub(crate) content: String,
 }
 
 impl Input {
@@ -151,7 +151,7 @@ impl InferenceRequest {
     }
 
     /// Validates one request already parsed as JSON (an entry of a batch).
-    pub fn from_value(value: Value, intake: Intake) -> Result<Self, RequestError> {
+    pub(crate) fn from_value(value: Value, intake: Intake) -> Result<Self, RequestError> {
         let Value::Object(object) = value else {
             return Err(RequestError::invalid("body", "must be a JSON object"));
         };

@@ -17,7 +17,7 @@ pub enum Tier {
 impl Tier {
     pub const ALL: [Tier; 2] = [Tier::Small, Tier::Large];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Tier::Small => "small",
             Tier::Large => "large",
@@ -85,7 +85,7 @@ pub enum Priority {
 impl Priority {
     pub const ALL: [Priority; 3] = [Priority::High, Priority::Normal, Priority::Batch];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Priority::High => "high",
             Priority::Normal => "normal",

@@ -57,7 +57,7 @@ impl EngineClient {
         })
     }
 
-    pub fn base(&self) -> &str {
+    pub(crate) fn base(&self) -> &str {
         &self.base
     }
 
@@ -79,7 +79,7 @@ impl EngineClient {
     }
 
     /// GETs /health: Ok on a 2xx answer within `timeout`, else why not.
-    pub async fn health(&self, timeout: Duration) -> Result<(), EngineError> {
+    pub(crate) async fn health(&self, timeout: Duration) -> Result<(), EngineError> {
         let response =
             self.http.get(format!("{}/health", self.base)).timeout(timeout).send().await.map_err(transport_error)?;
         let status = response.status();

@@ -79,12 +79,12 @@ impl Unit {
 #[derive(Debug, Clone, Copy)]
 pub struct Metric {
     pub name: &'static str,
-    pub value: f64,
-    pub unit: Unit,
+    pub(crate) value: f64,
+    pub(crate) unit: Unit,
 }
 
 impl Metric {
-    pub fn count(name: &'static str, value: u64) -> Self {
+    pub(crate) fn count(name: &'static str, value: u64) -> Self {
         Metric { name, value: value as f64, unit: Unit::Count }
     }
 
@@ -97,7 +97,7 @@ impl Metric {
     }
 
     /// A value without a unit, such as a ratio or a signed difference.
-    pub fn number(name: &'static str, value: f64) -> Self {
+    pub(crate) fn number(name: &'static str, value: f64) -> Self {
         Metric { name, value, unit: Unit::None }
     }
 }
@@ -138,7 +138,7 @@ impl std::fmt::Debug for Emf {
 }
 
 impl Emf {
-    pub fn stdout() -> Self {
+    pub(crate) fn stdout() -> Self {
         Self::to_writer(std::io::stdout())
     }
 

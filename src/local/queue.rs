@@ -79,7 +79,7 @@ impl QueueDb {
 
     /// A handle on one named queue of this database.
     /// Notified (to the tasks waiting then) at every send, and whenever a message may have become visible.
-    pub fn changes(&self) -> Arc<Notify> {
+    pub(crate) fn changes(&self) -> Arc<Notify> {
         Arc::clone(&self.changed)
     }
 

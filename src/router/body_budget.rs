@@ -24,7 +24,7 @@ impl BodyBudget {
         BodyBudget { bytes: Arc::new(Semaphore::new(total)), total }
     }
 
-    pub fn total(&self) -> usize {
+    pub(crate) fn total(&self) -> usize {
         self.total
     }
 

@@ -49,7 +49,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Reason::Override => "override",
             Reason::PromptLength => "prompt_length",

@@ -127,7 +127,7 @@ pub struct Readings {
 pub struct Decision {
     pub tasks_needed: u32,
     /// Tasks to add (positive) or remove (negative) to go from the desired count to `tasks_needed`.
-    pub change: i64,
+    pub(crate) change: i64,
     /// 1 + `change`: the alarms' metric.
     #[serde(rename = "inferenceScalingMetric")]
     pub scaling_metric: f64,
@@ -203,8 +203,8 @@ pub(crate) enum ReadingError {
 #[serde(rename_all = "camelCase")]
 pub struct TierReport {
     pub tier: Tier,
-    pub cluster_name: String,
-    pub service_name: String,
+    pub(crate) cluster_name: String,
+    pub(crate) service_name: String,
     #[serde(flatten)]
     pub(crate) outcome: TierOutcome,
 }
@@ -286,12 +286,7 @@ impl Scaler {
 
     /// Ticks every `interval` (and at once when [`Scaler::tick_now`] is notified) until `shutdown`, handing each
     /// tick's reports to `on_tick` (e.g. the local engine fleet).
-    pub(crate) async fn run(
-        self,
-        interval: Duration,
-        shutdown: CancellationToken,
-        mut on_tick: impl FnMut(&[TierReport]),
-    ) {
+    pub async fn run(self, interval: Duration, shutdown: CancellationToken, mut on_tick: impl FnMut(&[TierReport])) {
         let mut ticks = tokio::time::interval(interval);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

@@ -79,11 +79,11 @@ impl AdaptiveLimit {
     }
 
     /// A limit that stays at `limit` (at least 1).
-    pub fn fixed(limit: usize) -> Self {
+    pub(crate) fn fixed(limit: usize) -> Self {
         AdaptiveLimit { limit: limit.max(1), ..Self::new(limit) }
     }
 
-    pub fn limit(&self) -> usize {
+    pub(crate) fn limit(&self) -> usize {
         self.limit
     }
 

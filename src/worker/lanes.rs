@@ -33,7 +33,7 @@ pub(crate) const NORMAL_SHARE: usize = 5;
 /// A message received from one lane; its receipt is valid on that lane's queue only.
 #[derive(Debug, Clone)]
 pub(crate) struct Lease {
-    pub lane: Priority,
+    pub(crate) lane: Priority,
     pub message: Message,
     /// Whether a high-priority request may take this one's slot (see `preemption`): a normal or batch message
     /// received while the high lane had nothing for it. One started by the normal lane's share is not, so the share
@@ -57,7 +57,7 @@ impl Share {
     }
 
     /// Records one round: `high` started first, then `normal`, then `high_after` when the normal lane ran short.
-    pub fn record(&mut self, high: usize, normal: usize, high_after: usize) {
+    pub(crate) fn record(&mut self, high: usize, normal: usize, high_after: usize) {
         let unpaid = (self.high_unpaid + high + high_after).saturating_sub(normal * (NORMAL_SHARE - 1));
         // A normal lane without work is owed nothing beyond its next slot.
         self.high_unpaid = if normal > 0 { unpaid } else { unpaid.min(NORMAL_SHARE - 1) };

@@ -143,7 +143,7 @@ where
     }
 
     /// Its requests in flight and in-flight limit, as they change.
-    pub(crate) fn slots(&self) -> Arc<Slots> {
+    pub fn slots(&self) -> Arc<Slots> {
         Arc::clone(&self.slots)
     }
 

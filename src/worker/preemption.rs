@@ -46,7 +46,7 @@ impl Preemption {
     }
 
     /// Enters a normal or batch request that starts now in its slot.
-    pub fn register(self: &Arc<Self>) -> Preemptible {
+    pub(crate) fn register(self: &Arc<Self>) -> Preemptible {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (give_up, asked) = oneshot::channel();
         self.lock().running.insert(id, Running { started: Instant::now(), give_up });
@@ -59,7 +59,7 @@ impl Preemption {
     }
 
     /// A finished request's engine time, into the typical one.
-    pub fn observe(&self, engine_time: Duration) {
+    pub(crate) fn observe(&self, engine_time: Duration) {
         let mut state = self.lock();
         state.typical = Some(match state.typical {
             Some(typical) => typical.mul_f64(1.0 - TYPICAL_WEIGHT) + engine_time.mul_f64(TYPICAL_WEIGHT),
@@ -70,7 +70,7 @@ impl Preemption {
     /// How long a high-priority request waits for a slot before it may take one: a quarter of the typical engine
     /// time (none before a request has finished). Where slots turn over sooner, as when requests run staggered,
     /// it gets one without taking any.
-    pub fn patience(&self) -> Duration {
+    pub(crate) fn patience(&self) -> Duration {
         self.lock().typical.map_or(Duration::ZERO, |typical| typical / 4)
     }
 
@@ -105,7 +105,7 @@ impl Preemption {
 
 impl Preemptible {
     /// Resolves when the request is asked to give its slot up; never, once it has left the list.
-    pub async fn asked(&mut self) {
+    pub(crate) async fn asked(&mut self) {
         if (&mut self.asked).await.is_err() {
             std::future::pending::<()>().await;
         }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 #[derive(Debug)]
-pub(crate) struct Slots {
+pub struct Slots {
     semaphore: Arc<Semaphore>,
     state: Mutex<SlotCount>,
     /// Notified when a slot comes free (given back, or added by a resize), so whoever fills slots does not wait for
@@ -30,7 +30,7 @@ struct SlotCount {
 
 /// One request's slot; given back when dropped.
 #[derive(Debug)]
-pub(crate) struct Slot {
+pub struct Slot {
     permit: Option<OwnedSemaphorePermit>,
     slots: Arc<Slots>,
 }
@@ -47,12 +47,12 @@ impl Slots {
 
     /// Resolves once a slot has come free, given back or added by a resize (at once if one did since the last
     /// call).
-    pub async fn freed(&self) {
+    pub(crate) async fn freed(&self) {
         self.freed.notified().await;
     }
 
     /// Slots free now.
-    pub fn free(&self) -> usize {
+    pub(crate) fn free(&self) -> usize {
         self.semaphore.available_permits()
     }
 
@@ -60,7 +60,7 @@ impl Slots {
         self.count().in_flight
     }
 
-    pub fn limit(&self) -> usize {
+    pub(crate) fn limit(&self) -> usize {
         self.count().limit
     }
 

@@ -170,7 +170,7 @@ impl EngineFleet {
     }
 
     /// Waits until every engine has stopped (after the shutdown token is cancelled).
-    pub async fn stopped(&self) {
+    pub(crate) async fn stopped(&self) {
         self.tasks.close();
         self.tasks.wait().await;
     }

@@ -20,10 +20,10 @@ pub(crate) struct EngineTier {
     pub tier: Tier,
     /// Run through `sh -c`, `{port}` replaced with the engine's port.
     pub command: String,
-    pub max_engines: u32,
+    pub(crate) max_engines: u32,
     /// The engine client's settings; its URL is each engine's own.
-    pub engine: EngineConfig,
-    pub worker: WorkerConfig,
+    pub(crate) engine: EngineConfig,
+    pub(crate) worker: WorkerConfig,
     pub lanes: Lanes<Arc<dyn Queue>>,
 }
 
@@ -39,7 +39,7 @@ pub(crate) struct FleetSettings {
 pub(crate) struct PoolOutputs {
     pub store: Arc<dyn ResultStore>,
     pub metrics: Emf,
-    pub webhooks: Webhooks,
+    pub(crate) webhooks: Webhooks,
 }
 
 /// One engine the fleet holds: starting, running, or stopping.

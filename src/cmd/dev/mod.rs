@@ -40,7 +40,7 @@ use crate::worker::{Stopped, WorkerConfig};
 pub struct Args {
     /// Address of the router's HTTP server.
     #[arg(long, env = "LISTEN_ADDR", default_value = DEFAULT_LISTEN_ADDR)]
-    pub listen: SocketAddr,
+    pub(crate) listen: SocketAddr,
     #[command(flatten)]
     pub(crate) http: HttpServerArgs,
     #[command(flatten)]
@@ -67,7 +67,7 @@ pub struct Args {
     #[arg(long, env = "EXPIRY_SWEEP_SECONDS", default_value_t = expiry::EXPIRY_SWEEP_SECONDS, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) expiry_sweep_seconds: u64,
     #[command(flatten)]
-    pub(crate) routing: RoutingArgs,
+    pub routing: RoutingArgs,
     #[command(flatten)]
     pub(crate) tuning: TuningArgs,
     #[command(flatten)]
@@ -96,7 +96,7 @@ pub(crate) struct EngineFleetArgs {
         "Most engines per tier started by an engine command, e.g. `2` or `small=2,large=1` [default: \
          {DEFAULT_MAX_ENGINES}]"
     ))]
-    pub max_engines: Vec<TierSetting<u32>>,
+    pub(crate) max_engines: Vec<TierSetting<u32>>,
     /// Seconds a tier must need fewer engines than it runs before one is stopped (drained first).
     #[arg(long, env = "ENGINE_IDLE_TTL_SECONDS", default_value_t = DEFAULT_IDLE_TTL_SECONDS)]
     pub(crate) engine_idle_ttl_seconds: u64,

@@ -34,23 +34,23 @@ pub struct Args {
     pub gpu: u32,
     /// Inject an XID outside the critical set anyway (DCGM records it; ECS may not repair the instance).
     #[arg(long, env = "XID_FORCE")]
-    pub force: bool,
+    pub(crate) force: bool,
     /// Print the dcgmi commands instead of running them; touches nothing on the host.
     #[arg(long, env = "XID_DRY_RUN")]
-    pub dry_run: bool,
+    pub(crate) dry_run: bool,
     /// The host's root filesystem as this container sees it (with pidMode host, PID 1 is the host's init).
     #[arg(long, env = "XID_HOST_ROOT", default_value = "/proc/1/root")]
-    pub host_root: PathBuf,
+    pub(crate) host_root: PathBuf,
     /// dcgmi's path on the host.
     #[arg(long, env = "XID_DCGMI", default_value = "/usr/bin/dcgmi")]
-    pub dcgmi: PathBuf,
+    pub(crate) dcgmi: PathBuf,
     /// nv-hostengine's unix socket on the host.
     // On ECS Managed Instances the host's DCGM (systemd unit nvidia-dcgm, the nv-hostengine the ECS agent's GPU
     // health monitor reads) listens on the unix socket /run/nvidia-dcgm/nv-hostengine, not on TCP 5555: the AWS
     // sample found it there on a live g6e.xlarge. dcgmi reaches a unix socket with --host unix://<path>, and a
     // socket file is reachable from a task with its own network namespace.
     #[arg(long, env = "XID_HOSTENGINE_SOCKET", default_value = "/run/nvidia-dcgm/nv-hostengine")]
-    pub socket: PathBuf,
+    pub(crate) socket: PathBuf,
     /// Then keep running this many seconds (until SIGTERM), so that `aws ecs execute-command` can run more
     /// `gpuinfer inject-xid` in this task; 0 exits at once.
     #[arg(long, env = "XID_STAY_SECONDS", default_value_t = 0)]

@@ -208,11 +208,11 @@ pub(crate) fn find_gpu(discovery: &str, gpu: u32) -> Result<Gpu, XidError> {
 #[derive(Debug, Clone)]
 pub(crate) struct HostDcgm {
     /// The host's `/` (with pidMode host: `/proc/1/root`).
-    pub host_root: PathBuf,
+    pub(crate) host_root: PathBuf,
     /// dcgmi, as a path inside the host root.
-    pub dcgmi: PathBuf,
+    pub(crate) dcgmi: PathBuf,
     /// nv-hostengine's unix socket, as a path inside the host root.
-    pub socket: PathBuf,
+    pub(crate) socket: PathBuf,
     /// How dcgmi runs in the host root: None → this process chroots into it (needs no `chroot` binary in
     /// the image); Some(program) → `program <host root> <dcgmi> …`, like chroot(1) (or a stand-in in tests).
     pub(crate) chroot_program: Option<PathBuf>,
@@ -281,7 +281,7 @@ pub(crate) struct EnteredHost<'a> {
 
 impl EnteredHost<'_> {
     /// Runs dcgmi with `args` in the host root and returns what it printed; an error unless it exits 0.
-    pub async fn dcgmi(&self, args: &[String]) -> Result<String, XidError> {
+    pub(crate) async fn dcgmi(&self, args: &[String]) -> Result<String, XidError> {
         let host = self.host;
         let command = host.command_line(args);
         let mut process = match &host.chroot_program {

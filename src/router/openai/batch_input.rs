@@ -29,7 +29,7 @@ impl Endpoint {
         }
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Endpoint::ChatCompletions => "/v1/chat/completions",
             Endpoint::Completions => "/v1/completions",
@@ -53,7 +53,7 @@ const BODY_FIELDS: [&str; 7] = ["model", "max_tokens", "max_completion_tokens", 
 pub(crate) struct LineError {
     pub code: &'static str,
     pub message: String,
-    pub param: Option<String>,
+    pub(crate) param: Option<String>,
     /// The line's number in the file, from 1 (blank lines counted, as an editor counts them).
     pub line: u64,
 }
@@ -81,15 +81,15 @@ pub fn lines(chunks: ByteChunks<'static>) -> impl Stream<Item = Result<NumberedL
 /// What the output needs of a line again: its `custom_id` and the model it named.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct LineLabel {
-    pub custom_id: String,
+    pub(crate) custom_id: String,
     pub model: String,
 }
 
 /// A checked line: its label and the request it runs as.
 #[derive(Debug)]
 pub(crate) struct CheckedLine {
-    pub label: LineLabel,
-    pub request: InferenceRequest,
+    pub(crate) label: LineLabel,
+    pub(crate) request: InferenceRequest,
 }
 
 /// The line's label alone, for a file already checked.

@@ -33,11 +33,11 @@ enum Placed {
 /// What is being finished: the batch, its endpoint and how canceled lines count.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Finishing<'a> {
-    pub batch_id: &'a str,
+    pub(crate) batch_id: &'a str,
     /// The batch's secret for its lines' ids (None: a batch created before its lines had one).
     pub(crate) line_key: Option<&'a [u8]>,
-    pub input_file_id: &'a str,
-    pub endpoint: Endpoint,
+    pub(crate) input_file_id: &'a str,
+    pub(crate) endpoint: Endpoint,
     /// The batch expired: its canceled lines are errors (`batch_expired`) rather than left out.
     pub expired: bool,
 }
@@ -45,8 +45,8 @@ pub(crate) struct Finishing<'a> {
 /// The files a finished batch has, each None when it would be empty.
 #[derive(Debug, Default)]
 pub struct Files {
-    pub output: Option<FileObject>,
-    pub errors: Option<FileObject>,
+    pub(crate) output: Option<FileObject>,
+    pub(crate) errors: Option<FileObject>,
 }
 
 /// Builds and stores the batch's output and error files from its input file and its lines' results; None when the

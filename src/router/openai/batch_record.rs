@@ -12,34 +12,34 @@ use crate::router::openai::object_io::{read_all, write_json};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct RequestCounts {
-    pub total: u64,
-    pub completed: u64,
-    pub failed: u64,
+    pub(crate) total: u64,
+    pub(crate) completed: u64,
+    pub(crate) failed: u64,
 }
 
 /// OpenAI's Batch object, as stored and as answered.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Batch {
     pub id: String,
-    pub object: String,
-    pub endpoint: String,
-    pub errors: Option<Value>,
-    pub input_file_id: String,
-    pub completion_window: String,
+    pub(crate) object: String,
+    pub(crate) endpoint: String,
+    pub(crate) errors: Option<Value>,
+    pub(crate) input_file_id: String,
+    pub(crate) completion_window: String,
     pub status: String,
-    pub output_file_id: Option<String>,
-    pub error_file_id: Option<String>,
-    pub created_at: i64,
-    pub in_progress_at: Option<i64>,
-    pub expires_at: i64,
-    pub finalizing_at: Option<i64>,
-    pub completed_at: Option<i64>,
-    pub failed_at: Option<i64>,
-    pub expired_at: Option<i64>,
-    pub cancelling_at: Option<i64>,
-    pub cancelled_at: Option<i64>,
+    pub(crate) output_file_id: Option<String>,
+    pub(crate) error_file_id: Option<String>,
+    pub(crate) created_at: i64,
+    pub(crate) in_progress_at: Option<i64>,
+    pub(crate) expires_at: i64,
+    pub(crate) finalizing_at: Option<i64>,
+    pub(crate) completed_at: Option<i64>,
+    pub(crate) failed_at: Option<i64>,
+    pub(crate) expired_at: Option<i64>,
+    pub(crate) cancelling_at: Option<i64>,
+    pub(crate) cancelled_at: Option<i64>,
     pub(crate) request_counts: RequestCounts,
-    pub metadata: Option<Map<String, Value>>,
+    pub(crate) metadata: Option<Map<String, Value>>,
 }
 
 impl Batch {

@@ -15,8 +15,8 @@ const MAX_SECONDS: i64 = 30 * 86_400;
 /// When a file expires, as a client asked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct ExpiresAfter {
-    pub anchor: String,
-    pub seconds: i64,
+    pub(crate) anchor: String,
+    pub(crate) seconds: i64,
 }
 
 impl ExpiresAfter {
@@ -44,8 +44,8 @@ fn refused(why: String) -> OpenAiError {
 /// `expires_after` as a multipart form's fields arrive, in any order.
 #[derive(Debug, Default)]
 pub(super) struct FormFields {
-    pub anchor: Option<String>,
-    pub seconds: Option<String>,
+    pub(crate) anchor: Option<String>,
+    pub(crate) seconds: Option<String>,
 }
 
 impl FormFields {

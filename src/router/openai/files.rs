@@ -32,14 +32,14 @@ const DOWNLOAD_URL_VALIDITY: Duration = Duration::from_secs(15 * 60);
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FileObject {
     pub id: String,
-    pub object: String,
-    pub bytes: u64,
-    pub created_at: i64,
-    pub filename: String,
-    pub purpose: String,
+    pub(crate) object: String,
+    pub(crate) bytes: u64,
+    pub(crate) created_at: i64,
+    pub(crate) filename: String,
+    pub(crate) purpose: String,
     pub status: String,
     pub(crate) status_details: Option<String>,
-    pub expires_at: Option<i64>,
+    pub(crate) expires_at: Option<i64>,
 }
 
 impl FileObject {
@@ -165,9 +165,9 @@ pub(crate) async fn create(
 /// The query of a list call: OpenAI's cursor (`after`, an id) and page size.
 #[derive(Debug, Deserialize)]
 pub(crate) struct ListQuery {
-    pub after: Option<String>,
-    pub limit: Option<usize>,
-    pub purpose: Option<String>,
+    pub(crate) after: Option<String>,
+    pub(crate) limit: Option<usize>,
+    pub(crate) purpose: Option<String>,
 }
 
 /// A page of a list, newest first, in OpenAI's list shape: of the records `{prefix}{id}.json`, those whose id comes
@@ -263,10 +263,7 @@ pub(super) async fn remove(objects: &dyn ObjectStore, id: &str) -> Result<(), St
 }
 
 /// DELETE /v1/files/{id}
-pub(crate) async fn delete(
-    State(state): State<Arc<AppState>>,
-    Path(id): Path<String>,
-) -> Result<Json<Value>, OpenAiError> {
+pub async fn delete(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<Value>, OpenAiError> {
     let objects = objects(&state)?;
     find(objects, &id).await?;
     remove(objects, &id).await.map_err(|e| OpenAiError::store(&e))?;

@@ -62,7 +62,7 @@ pub fn endpoints() -> Router<Arc<AppState>> {
 
 /// An error in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`.
 #[derive(Debug)]
-pub(crate) struct OpenAiError {
+pub struct OpenAiError {
     status: StatusCode,
     message: String,
     param: Option<String>,
@@ -70,12 +70,12 @@ pub(crate) struct OpenAiError {
 }
 
 impl OpenAiError {
-    pub fn invalid(message: impl Into<String>) -> Self {
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
         OpenAiError { status: StatusCode::BAD_REQUEST, message: message.into(), param: None, code: None }
     }
 
     /// Any refusal with its status (the framework's own, turned into this shape).
-    pub fn refused(status: StatusCode, message: impl Into<String>) -> Self {
+    pub(crate) fn refused(status: StatusCode, message: impl Into<String>) -> Self {
         OpenAiError { status, message: message.into(), param: None, code: None }
     }
 
@@ -96,7 +96,7 @@ impl OpenAiError {
         OpenAiError { status: StatusCode::PAYLOAD_TOO_LARGE, ..Self::invalid(message) }
     }
 
-    pub fn conflict(message: impl Into<String>) -> Self {
+    pub(crate) fn conflict(message: impl Into<String>) -> Self {
         OpenAiError { status: StatusCode::CONFLICT, ..Self::invalid(message) }
     }
 

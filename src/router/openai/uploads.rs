@@ -29,17 +29,17 @@ const UPLOAD_SECONDS: i64 = 3600;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Upload {
     pub id: String,
-    pub object: String,
-    pub bytes: u64,
-    pub created_at: i64,
-    pub filename: String,
-    pub purpose: String,
+    pub(crate) object: String,
+    pub(crate) bytes: u64,
+    pub(crate) created_at: i64,
+    pub(crate) filename: String,
+    pub(crate) purpose: String,
     pub status: String,
-    pub expires_at: i64,
-    pub file: Option<FileObject>,
+    pub(crate) expires_at: i64,
+    pub(crate) file: Option<FileObject>,
     /// The expiry the file it becomes is given, when the client asked for one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires_after: Option<ExpiresAfter>,
+    pub(crate) expires_after: Option<ExpiresAfter>,
 }
 
 impl Upload {

@@ -16,7 +16,7 @@ pub enum Comparison {
 pub struct Alarm {
     pub(crate) comparison: Comparison,
     pub threshold: f64,
-    pub periods: usize,
+    pub(crate) periods: usize,
 }
 
 impl Alarm {
@@ -32,8 +32,8 @@ impl Alarm {
 /// One step adjustment: an interval of (metric − threshold), unbounded where None, and the change it makes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Step {
-    pub lower: Option<f64>,
-    pub upper: Option<f64>,
+    pub(crate) lower: Option<f64>,
+    pub(crate) upper: Option<f64>,
     pub adjustment: i64,
 }
 
@@ -49,8 +49,8 @@ impl Step {
 /// A step scaling policy with `ChangeInCapacity` adjustments.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepPolicy {
-    pub steps: Vec<Step>,
-    pub cooldown: Millis,
+    pub(crate) steps: Vec<Step>,
+    pub(crate) cooldown: Millis,
 }
 
 impl StepPolicy {

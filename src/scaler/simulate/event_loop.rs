@@ -30,7 +30,7 @@ pub struct Sample {
     pub tasks: u32,
     pub desired: u32,
     /// Requests waiting for a task.
-    pub backlog: u64,
+    pub(crate) backlog: u64,
 }
 
 /// Everything a run produced.
@@ -39,7 +39,7 @@ pub struct Run {
     pub samples: Vec<Sample>,
     /// Arrival to completion of every served request, sorted.
     pub latencies: Vec<Millis>,
-    pub requests: u64,
+    pub(crate) requests: u64,
     pub unfinished: u64,
     pub expired: u64,
     /// Sum of every task's lifetime, cold start included.

@@ -48,7 +48,7 @@ pub(crate) struct Observation {
 
 #[derive(Debug, Clone)]
 pub struct Policy {
-    pub kind: PolicyKind,
+    pub(crate) kind: PolicyKind,
     pub scale_out: ScalingRule,
     pub scale_in: ScalingRule,
     model: TierModel,

@@ -9,16 +9,16 @@ use super::{HOUR, MINUTE, Millis, SECOND, hours};
 pub struct Summary {
     pub(crate) instance_hours: f64,
     pub dollars: f64,
-    pub requests: u64,
+    pub(crate) requests: u64,
     pub served: u64,
     /// Still queued or being served when the run ended.
     pub unfinished: u64,
     /// Dropped by the queue after the retention period.
     pub expired: u64,
     /// Completion latency (arrival to result) percentiles; None when nothing was served.
-    pub p50: Option<Millis>,
-    pub p95: Option<Millis>,
-    pub p99: Option<Millis>,
+    pub(crate) p50: Option<Millis>,
+    pub(crate) p95: Option<Millis>,
+    pub(crate) p99: Option<Millis>,
     pub(crate) hours_at_zero: f64,
     pub(crate) peak_tasks: u32,
 }
@@ -45,8 +45,8 @@ impl Summary {
 /// One column of the table.
 #[derive(Debug, Clone)]
 pub(crate) struct Column {
-    pub heading: String,
-    pub summary: Summary,
+    pub(crate) heading: String,
+    pub(crate) summary: Summary,
 }
 
 type Row = (&'static str, fn(&Summary) -> String);

@@ -129,7 +129,7 @@ impl Webhooks {
     }
 
     /// Delivers `callback` in the background; logs and counts the outcome.
-    pub fn send(&self, callback: Callback) {
+    pub(crate) fn send(&self, callback: Callback) {
         let webhooks = self.clone();
         self.deliveries.spawn(async move {
             let started = Instant::now();
@@ -198,7 +198,7 @@ impl Webhooks {
     }
 
     /// Waits up to `grace` for deliveries in progress (a stopping worker); returns how many were abandoned.
-    pub async fn finish(&self, grace: Duration) -> usize {
+    pub(crate) async fn finish(&self, grace: Duration) -> usize {
         self.deliveries.close();
         if tokio::time::timeout(grace, self.deliveries.wait()).await.is_err() {
             let abandoned = self.deliveries.len();
