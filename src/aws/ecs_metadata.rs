@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 /// Asks `$ECS_CONTAINER_METADATA_URI_V4/task` for the task ARN; falls back to `configured`.
-pub async fn task_arn(metadata_uri: Option<&str>, configured: &str) -> String {
+pub(crate) async fn task_arn(metadata_uri: Option<&str>, configured: &str) -> String {
     let Some(uri) = metadata_uri.filter(|u| !u.is_empty()) else { return configured.to_owned() };
     match fetch(uri).await {
         Ok(arn) => arn,

@@ -54,7 +54,7 @@ pub(crate) struct DataDirArgs {
 
 /// The SQS queue URLs of every lane of both tiers; shared by `router` and `scaler`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct TierQueueArgs {
+pub(crate) struct TierQueueArgs {
     /// SQS queue URL of the small tier (or --embedded-queues for the embedded queue in --data-dir).
     #[arg(long, env = "SMALL_QUEUE_URL")]
     pub(crate) small_queue_url: Option<String>,
@@ -143,7 +143,7 @@ impl TierQueueArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ClassifierKind {
+pub(crate) enum ClassifierKind {
     /// Bedrock on Lambda; the OpenAI-compatible endpoint when one is known; else none.
     Auto,
     /// No classifier: the ambiguous zone goes to the small tier.
@@ -156,7 +156,7 @@ pub enum ClassifierKind {
 
 /// Routing thresholds and the classifier for the ambiguous zone.
 #[derive(Debug, Clone, clap::Args)]
-pub struct RoutingArgs {
+pub(crate) struct RoutingArgs {
     /// Prompts longer than this many characters go to the large tier.
     #[arg(long, env = "PROMPT_LENGTH_THRESHOLD", default_value_t = DEFAULT_PROMPT_LENGTH_THRESHOLD)]
     pub prompt_length_threshold: usize,
@@ -237,7 +237,7 @@ impl RoutingArgs {
 
 /// Which callback URLs are accepted; shared by `router`, `worker` and `dev`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct CallbackPolicyArgs {
+pub(crate) struct CallbackPolicyArgs {
     /// Accept http:// callback URLs (local development); https only otherwise.
     #[arg(long, env = "ALLOW_HTTP_CALLBACKS")]
     pub(crate) allow_http_callbacks: bool,
@@ -442,11 +442,11 @@ pub struct PolicyArgs {
     #[arg(long, env = "MIN_TASK_COUNT", value_delimiter = ',', help = format!(
         "Fewest tasks per tier, e.g. `0` or `small=1,large=0` [default: {DEFAULT_MIN_TASKS}]"
     ))]
-    pub min_tasks: Vec<TierSetting<u32>>,
+    pub(crate) min_tasks: Vec<TierSetting<u32>>,
     #[arg(long, env = "MAX_TASK_COUNT", value_delimiter = ',', help = format!(
         "Most tasks per tier [default: {}]", TierSetting::per_tier(&DEFAULT_MAX_TASKS)
     ))]
-    pub max_tasks: Vec<TierSetting<u32>>,
+    pub(crate) max_tasks: Vec<TierSetting<u32>>,
     /// GPU compute utilization, in percent, above which running tasks ask for more.
     #[arg(long, env = "GPU_UTILIZATION_TARGET", default_value_t = DEFAULT_UTILIZATION_TARGET)]
     pub(crate) utilization_target: f64,
@@ -523,7 +523,7 @@ impl ScalerArgs {
 /// A flag value for one tier (`small=10`) or for every tier (`10`); given repeated or comma-separated,
 /// the last one that names a tier wins.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct TierSetting<T> {
+pub(crate) struct TierSetting<T> {
     tier: Option<Tier>,
     value: T,
 }

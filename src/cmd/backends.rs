@@ -19,7 +19,7 @@ use crate::worker::shared_lane::SharedLane;
 
 /// Where result documents are written and read (OUTPUT_DESTINATION).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Destination {
+pub(crate) enum Destination {
     Folder(PathBuf),
     S3(S3Location),
     Queue(String),
@@ -39,7 +39,7 @@ impl Destination {
 
 /// Where a worker or the router finds a tier's queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum QueueSource {
+pub(crate) enum QueueSource {
     /// The embedded queue of the tier in the data directory.
     Embedded,
     Sqs {
@@ -85,7 +85,7 @@ impl QueueSource {
 
 /// Opens adapters on first use: the AWS SDK configuration, or the data directory's SQLite file.
 #[derive(Debug)]
-pub struct Wiring {
+pub(crate) struct Wiring {
     data_dir: PathBuf,
     local: OnceLock<LocalBackends>,
     sdk: OnceCell<SdkConfig>,

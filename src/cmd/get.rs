@@ -19,7 +19,7 @@ Exit status:
 
 /// Where the router is and how to talk to it, wait and print; shared by `submit` and `get`.
 #[derive(Debug, Clone, clap::Args)]
-pub(crate) struct ClientArgs {
+pub struct ClientArgs {
     /// Router URL: a local `gpuinfer dev` or `router`, or the API Gateway stage URL.
     #[arg(long, env = "GPUINFER_URL", default_value = "http://127.0.0.1:8080")]
     pub url: String,
@@ -42,7 +42,7 @@ pub(crate) struct ClientArgs {
 }
 
 impl ClientArgs {
-    pub(crate) async fn client(&self) -> Result<Client, ClientError> {
+    pub async fn client(&self) -> Result<Client, ClientError> {
         let signer = if self.sigv4 { Some(Signer::from_environment().await?) } else { None };
         Ok(Client::new(&self.url, signer)?.with_api_key(self.api_key.clone()))
     }
@@ -83,7 +83,7 @@ pub struct Args {
     /// The requestId that `submit` (or POST /infer) answered.
     pub request_id: crate::contract::request_id::RequestId,
     #[command(flatten)]
-    pub(crate) client: ClientArgs,
+    pub client: ClientArgs,
 }
 
 pub struct Config {

@@ -29,16 +29,16 @@ pub struct Args {
     #[command(flatten)]
     pub(crate) http: HttpServerArgs,
     #[command(flatten)]
-    pub queues: TierQueueArgs,
+    pub(crate) queues: TierQueueArgs,
     /// Where results are read from: s3://bucket/prefix/ or a folder [default: --data-dir].
     #[arg(long, env = "OUTPUT_DESTINATION")]
     pub(crate) output_destination: Option<String>,
     #[command(flatten)]
     pub(crate) data: DataDirArgs,
     #[command(flatten)]
-    pub routing: RoutingArgs,
+    pub(crate) routing: RoutingArgs,
     #[command(flatten)]
-    pub callbacks: CallbackPolicyArgs,
+    pub(crate) callbacks: CallbackPolicyArgs,
 }
 
 pub struct Config {
@@ -101,7 +101,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
 }
 
 /// Serves the API on `listen` until `shutdown`, within `limits` (see `http_server::serve`).
-pub async fn serve(
+pub(crate) async fn serve(
     listen: SocketAddr,
     state: Arc<AppState>,
     limits: HttpLimits,

@@ -25,7 +25,7 @@ pub struct Args {
     pub tiers: Vec<Tier>,
     /// With every tier's queue URLs, the scaler reads SQS (every lane), ECS and CloudWatch.
     #[command(flatten)]
-    pub queues: TierQueueArgs,
+    pub(crate) queues: TierQueueArgs,
     #[command(flatten)]
     pub(crate) data: DataDirArgs,
     /// Worker pools taken as running in each tier on the embedded backends (they cannot count them).

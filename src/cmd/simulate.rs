@@ -98,12 +98,12 @@ pub struct Args {
         "Dollars per task-hour [default: small={} (g6e.xlarge), large={} (g6e.48xlarge)]",
         DEFAULT_PRICE_PER_HOUR.small, DEFAULT_PRICE_PER_HOUR.large
     ))]
-    pub price_per_hour: Vec<TierSetting<f64>>,
+    pub(crate) price_per_hour: Vec<TierSetting<f64>>,
     #[arg(long, env = "SIM_SCALE_IN_PERIODS", value_delimiter = ',', help = format!(
         "The idle window: scaler periods the scale-in alarm must see below its threshold [default: {}]",
         TierSetting::per_tier(&DEFAULT_SCALE_IN_PERIODS)
     ))]
-    pub scale_in_periods: Vec<TierSetting<u32>>,
+    pub(crate) scale_in_periods: Vec<TierSetting<u32>>,
     #[arg(long, env = "SIM_SCALE_IN_COOLDOWN_SECONDS", value_delimiter = ',', help = format!(
         "Seconds after a scale-in before the next one [default: {}]",
         TierSetting::per_tier(&DEFAULT_SCALE_IN_COOLDOWN_SECONDS)

@@ -35,7 +35,7 @@ pub struct Args {
     pub top_p: Option<f64>,
     /// Skip classification: send to this tier.
     #[arg(long, env = "GPUINFER_ROUTE", value_enum)]
-    pub(crate) route: Option<Tier>,
+    pub route: Option<Tier>,
     /// The lane within the tier [router default: normal].
     #[arg(long, env = "GPUINFER_PRIORITY", value_enum)]
     pub(crate) priority: Option<Priority>,
@@ -49,7 +49,7 @@ pub struct Args {
     #[arg(long, env = "GPUINFER_CALLBACK_URL")]
     pub(crate) callback_url: Option<String>,
     #[command(flatten)]
-    pub(crate) client: ClientArgs,
+    pub client: ClientArgs,
 }
 
 pub struct Config {

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 /// gpuinfer's error body.
-pub fn plain(message: &str) -> Value {
+pub(crate) fn plain(message: &str) -> Value {
     json!({ "error": message })
 }
 

@@ -126,7 +126,7 @@ impl ResultDocument {
 }
 
 /// The body of GET /results/{id} while no document exists yet.
-pub fn pending(request_id: RequestId) -> serde_json::Value {
+pub(crate) fn pending(request_id: RequestId) -> serde_json::Value {
     serde_json::json!({ "requestId": request_id, "status": "pending" })
 }
 

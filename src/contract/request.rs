@@ -47,7 +47,7 @@ pub struct InferenceRequest {
     pub temperature: f64,
     pub top_p: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) route: Option<Tier>,
+    pub route: Option<Tier>,
     #[serde(skip_serializing_if = "Priority::is_normal")]
     pub(crate) priority: Priority,
     /// When the request stops being worth running; on the queue always absolute (`deadline`, RFC 3339).

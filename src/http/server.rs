@@ -24,7 +24,7 @@ use crate::http::write_deadline::WriteDeadline;
 
 /// The server's limits.
 #[derive(Debug, Clone, Copy)]
-pub struct HttpLimits {
+pub(crate) struct HttpLimits {
     /// Longest wait for a request's headers, from the connection's opening or its previous response's end.
     pub(crate) header_timeout: Duration,
     /// Longest a request's body may pause, or come slower than `body_min_rate`, before it is cut off.
@@ -52,7 +52,7 @@ const CAP_WARNING_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Serves `app` on `listener` until `shutdown`; then closes idle connections, lets requests in flight finish
 /// for up to `limits.shutdown_timeout`, and drops the connections still open.
-pub async fn serve(listener: TcpListener, app: Router, limits: HttpLimits, shutdown: CancellationToken) {
+pub(crate) async fn serve(listener: TcpListener, app: Router, limits: HttpLimits, shutdown: CancellationToken) {
     let pace = BodyPace { timeout: limits.body_timeout, min_rate: limits.body_min_rate };
     let app = app.layer(axum::middleware::map_request(move |request: Request| async move {
         request.map(|body| Body::new(PacedBody::new(body, pace)))

@@ -57,7 +57,7 @@ pub const ALL: [&str; 18] = [
 ];
 
 #[derive(Debug, Clone, Copy)]
-pub enum Unit {
+pub(crate) enum Unit {
     Count,
     Milliseconds,
     Percent,
@@ -77,7 +77,7 @@ impl Unit {
 
 /// One value of one metric.
 #[derive(Debug, Clone, Copy)]
-pub struct Metric {
+pub(crate) struct Metric {
     pub name: &'static str,
     pub(crate) value: f64,
     pub(crate) unit: Unit,

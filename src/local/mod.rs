@@ -19,13 +19,13 @@ use crate::ports::{QueueError, StoreError};
 pub(crate) const DEAD_LETTER_QUEUE: &str = "dead-letter";
 
 /// Days a result stays in the data directory unless configured (the template's ResultRetentionDays).
-pub const RESULT_RETENTION_DAYS: u64 = 30;
+pub(crate) const RESULT_RETENTION_DAYS: u64 = 30;
 
 /// Where the embedded backends live when no data directory is given.
 pub(crate) const DEFAULT_DATA_DIR: &str = ".gpuinfer";
 
 /// The embedded queue of one lane of a tier: the tier's name, with `-high` or `-batch` for those lanes.
-pub fn queue_name(tier: Tier, lane: Priority) -> String {
+pub(crate) fn queue_name(tier: Tier, lane: Priority) -> String {
     match lane {
         Priority::Normal => tier.as_str().to_owned(),
         lane => format!("{tier}-{lane}"),

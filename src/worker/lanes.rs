@@ -43,7 +43,7 @@ pub(crate) struct Lease {
 
 /// Counts high-lane starts since the last normal one, to give the normal lane its share.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Share {
+pub(crate) struct Share {
     /// High-lane starts the normal lane has not yet had its slot for: each normal start settles
     /// `NORMAL_SHARE - 1` of them, so slots freed several at a time keep the same one-in-five share.
     high_unpaid: usize,

@@ -43,7 +43,7 @@ use limit_loop::LimitState;
 
 /// How one message ended, for logs and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Disposition {
+pub(crate) enum Disposition {
     Succeeded,
     Failed(ErrorCode),
     AlreadyDone,

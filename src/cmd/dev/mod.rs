@@ -67,7 +67,7 @@ pub struct Args {
     #[arg(long, env = "EXPIRY_SWEEP_SECONDS", default_value_t = expiry::EXPIRY_SWEEP_SECONDS, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) expiry_sweep_seconds: u64,
     #[command(flatten)]
-    pub routing: RoutingArgs,
+    pub(crate) routing: RoutingArgs,
     #[command(flatten)]
     pub(crate) tuning: TuningArgs,
     #[command(flatten)]

@@ -62,7 +62,9 @@ pub(crate) struct LineError {
 pub(crate) type NumberedLine = (u64, String);
 
 /// The non-blank lines of a stored file, in order.
-pub fn lines(chunks: ByteChunks<'static>) -> impl Stream<Item = Result<NumberedLine, std::io::Error>> + Send + Unpin {
+pub(crate) fn lines(
+    chunks: ByteChunks<'static>,
+) -> impl Stream<Item = Result<NumberedLine, std::io::Error>> + Send + Unpin {
     let reader = StreamReader::new(chunks);
     let state = (reader.lines(), 0u64);
     Box::pin(stream::unfold(state, |(mut lines, mut number)| async move {
@@ -93,7 +95,7 @@ pub(crate) struct CheckedLine {
 }
 
 /// The line's label alone, for a file already checked.
-pub fn label(text: &str) -> LineLabel {
+pub(crate) fn label(text: &str) -> LineLabel {
     let value: Value = serde_json::from_str(text).unwrap_or_default();
     LineLabel {
         custom_id: value["custom_id"].as_str().unwrap_or_default().to_owned(),
@@ -103,7 +105,7 @@ pub fn label(text: &str) -> LineLabel {
 
 /// Checks line `number` (`text`), the `index`-th request of batch `batch_id`, and makes its request: deadline the
 /// batch's expiry, id derived from batch, index and the batch's `key`, routed by `models` where its model is mapped.
-pub fn check(
+pub(crate) fn check(
     (number, text): &NumberedLine,
     endpoint: Endpoint,
     models: &ModelTiers,

@@ -44,7 +44,7 @@ pub(crate) struct Finishing<'a> {
 
 /// The files a finished batch has, each None when it would be empty.
 #[derive(Debug, Default)]
-pub struct Files {
+pub(crate) struct Files {
     pub(crate) output: Option<FileObject>,
     pub(crate) errors: Option<FileObject>,
 }

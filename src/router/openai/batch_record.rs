@@ -19,7 +19,7 @@ pub(crate) struct RequestCounts {
 
 /// OpenAI's Batch object, as stored and as answered.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Batch {
+pub(crate) struct Batch {
     pub id: String,
     pub(crate) object: String,
     pub(crate) endpoint: String,

@@ -263,7 +263,10 @@ pub(super) async fn remove(objects: &dyn ObjectStore, id: &str) -> Result<(), St
 }
 
 /// DELETE /v1/files/{id}
-pub async fn delete(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<Value>, OpenAiError> {
+pub(crate) async fn delete(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, OpenAiError> {
     let objects = objects(&state)?;
     find(objects, &id).await?;
     remove(objects, &id).await.map_err(|e| OpenAiError::store(&e))?;

@@ -79,7 +79,7 @@ impl Check {
 
 /// `chunks`, checked as they pass: the stream ends in an error at the first refusal, whose reason is then in the
 /// returned `Refusal`.
-pub fn checked<'a, E>(chunks: impl Stream<Item = Result<Bytes, E>> + Send + 'a) -> (ByteChunks<'a>, Refusal)
+pub(crate) fn checked<'a, E>(chunks: impl Stream<Item = Result<Bytes, E>> + Send + 'a) -> (ByteChunks<'a>, Refusal)
 where
     E: std::fmt::Display + 'a,
 {
@@ -112,7 +112,7 @@ where
 }
 
 /// The reason in `refusal`, if the stream was refused.
-pub fn reason(refusal: &Refusal) -> Option<String> {
+pub(crate) fn reason(refusal: &Refusal) -> Option<String> {
     refusal.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 

@@ -43,7 +43,7 @@ const FORM_BYTES: usize = 1024 * 1024;
 
 /// The `/v1` routes, with the body limits of file uploads and of upload parts (a part's own bound,
 /// `upload_parts::MAX_PART_BYTES`, is met first and refused with a 400 that names it).
-pub fn endpoints() -> Router<Arc<AppState>> {
+pub(crate) fn endpoints() -> Router<Arc<AppState>> {
     let limit = |bytes: u64| DefaultBodyLimit::max(usize::try_from(bytes).unwrap_or(usize::MAX) + FORM_BYTES);
     let (upload_limit, part_limit) = (limit(jsonl_check::MAX_FILE_BYTES), limit(upload_parts::MAX_PART_BYTES));
     Router::new()
@@ -62,7 +62,7 @@ pub fn endpoints() -> Router<Arc<AppState>> {
 
 /// An error in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`.
 #[derive(Debug)]
-pub struct OpenAiError {
+pub(crate) struct OpenAiError {
     status: StatusCode,
     message: String,
     param: Option<String>,

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::router::state::AppState;
 
 /// GET /v1/models: the models lines may name, in OpenAI's list shape.
-pub async fn list(State(state): State<Arc<AppState>>) -> Json<Value> {
+pub(crate) async fn list(State(state): State<Arc<AppState>>) -> Json<Value> {
     let data: Vec<Value> = state
         .openai
         .models

@@ -87,7 +87,7 @@ pub(super) async fn expire(objects: &dyn ObjectStore, mut upload: Upload) -> Res
 }
 
 #[derive(Debug, Deserialize)]
-pub struct Opening {
+pub(crate) struct Opening {
     filename: String,
     purpose: String,
     bytes: u64,

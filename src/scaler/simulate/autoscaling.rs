@@ -31,7 +31,7 @@ impl Alarm {
 
 /// One step adjustment: an interval of (metric − threshold), unbounded where None, and the change it makes.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Step {
+pub(crate) struct Step {
     pub(crate) lower: Option<f64>,
     pub(crate) upper: Option<f64>,
     pub adjustment: i64,

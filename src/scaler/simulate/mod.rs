@@ -26,12 +26,12 @@ pub const MINUTE: Millis = 60 * SECOND;
 pub const HOUR: Millis = 60 * MINUTE;
 
 /// A (non-negative) number of seconds as simulated time.
-pub fn seconds(value: f64) -> Millis {
+pub(crate) fn seconds(value: f64) -> Millis {
     (value.max(0.0) * SECOND as f64).round() as Millis
 }
 
 /// Simulated time as hours, for tables and plots.
-pub fn hours(time: Millis) -> f64 {
+pub(crate) fn hours(time: Millis) -> f64 {
     time as f64 / HOUR as f64
 }
 
