@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 pub(crate) const MARGIN: Duration = Duration::from_secs(4);
 /// A timer may fire this much earlier than the test's own clock says it should.
 pub(crate) const EARLY: Duration = Duration::from_millis(200);
-const HEALTHZ: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n";
+pub(crate) const HEALTHZ: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n";
 
 /// `gpuinfer <command>` on a free loopback port (embedded backends in `data`, no classifier) with `flags`, once
 /// it answers; and its address.
@@ -63,7 +63,7 @@ pub(crate) async fn read_until_closed(mut stream: TcpStream, limit: Duration) ->
 }
 
 /// Reads one GET /healthz answer from a kept-alive connection.
-async fn read_healthz(stream: &mut TcpStream) -> String {
+pub(crate) async fn read_healthz(stream: &mut TcpStream) -> String {
     let mut answer = Vec::new();
     let mut buffer = [0; 4096];
     while !answer.ends_with(br#"{"status":"ok"}"#) {
