@@ -39,7 +39,10 @@ static ROUTER: LazyLock<Router> = LazyLock::new(|| {
         routing: RoutingConfig::default(),
         classifier: None,
         callbacks: gpuinfer::worker::callbacks::outbound::OutboundPolicy::default(),
+        callbacks_sent: true,
         metrics: Emf::discard(),
+        bodies: gpuinfer::router::body_budget::BodyBudget::default(),
+        openai: Default::default(),
     });
     let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
     Router { _dir: dir, state, runtime }

@@ -15,6 +15,7 @@ fuzz_target!(|data: &[u8]| {
             }
             Err(RequestError::Invalid { field, problem }) => assert!(!field.is_empty() && !problem.is_empty()),
             Err(RequestError::TooLarge { size, limit }) => assert!(size > limit),
+            Err(RequestError::QueueMessageTooLarge { queued, limit }) => assert!(queued > limit),
         }
     }
 });

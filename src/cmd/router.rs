@@ -8,14 +8,13 @@ use lambda_http::LambdaEvent;
 use lambda_http::request::LambdaRequest;
 use tokio_util::sync::CancellationToken;
 
-use crate::cmd::args::{CallbackPolicyArgs, DataDirArgs, HttpServerArgs, RoutingArgs, TierQueueArgs};
+use crate::cmd::args::{CallbackPolicyArgs, DataDirArgs, HttpServerArgs, RoutingArgs, RoutingSettings, TierQueueArgs};
 use crate::cmd::backends::{Destination, QueueSource, Wiring};
 use crate::cmd::running_on_lambda;
 use crate::contract::tier::{Lanes, PerTier, Tier};
 use crate::http::server::{self, HttpLimits};
 use crate::infra::metrics::Emf;
 use crate::ports::DEFAULT_MAX_RECEIVE_COUNT;
-use crate::router::DEFAULT_LISTEN_ADDR;
 use crate::router::body_budget::BodyBudget;
 use crate::router::state::AppState;
 use crate::router::{app, lambda_event};
@@ -23,9 +22,6 @@ use crate::worker::callbacks::outbound::OutboundPolicy;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Address of the local HTTP server (unused on Lambda).
-    #[arg(long, env = "LISTEN_ADDR", default_value = DEFAULT_LISTEN_ADDR)]
-    pub(crate) listen: SocketAddr,
     #[command(flatten)]
     pub(crate) http: HttpServerArgs,
     #[command(flatten)]
@@ -47,7 +43,7 @@ pub struct Config {
     bodies: BodyBudget,
     queues: PerTier<Lanes<QueueSource>>,
     destination: Destination,
-    routing: RoutingArgs,
+    routing: RoutingSettings,
     callbacks: OutboundPolicy,
     wiring: Wiring,
     openai: crate::router::openai::settings::Settings,
@@ -57,13 +53,13 @@ impl Args {
     pub fn into_config(self) -> anyhow::Result<Config> {
         let queues = self.queues.sources(&Tier::ALL)?;
         Ok(Config {
-            listen: self.listen,
+            listen: self.http.listen,
             http: self.http.limits(),
             bodies: self.http.body_budget(),
             openai: self.http.openai(&self.routing),
             queues,
             destination: Destination::parse(self.output_destination.as_deref(), &self.data.data_dir)?,
-            routing: self.routing,
+            routing: self.routing.settings(None)?,
             callbacks: self.callbacks.policy(),
             wiring: Wiring::new(self.data.data_dir),
         })
@@ -78,8 +74,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     let state = Arc::new(AppState {
         queues: PerTier { small: lanes(Tier::Small).await?, large: lanes(Tier::Large).await? },
         store: wiring.store(&config.destination).await?,
-        routing: config.routing.config(),
-        classifier: config.routing.classifier(wiring, None).await?,
+        routing: config.routing.config.clone(),
+        classifier: config.routing.classifier(wiring).await?,
         callbacks: config.callbacks,
         callbacks_sent: true,
         metrics: Emf::stdout(),

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::aws::cloudwatch::SaturationOrGpu;
 use crate::aws::ecs::EcsServices;
-use crate::cmd::args::{DataDirArgs, ScalerArgs, TierQueueArgs};
+use crate::cmd::args::{DataDirArgs, ScalerArgs, ScalerSettings, TierQueueArgs};
 use crate::cmd::backends::{QueueSource, Wiring};
 use crate::cmd::running_on_lambda;
 use crate::contract::tier::{Lanes, PerTier, Tier};
@@ -39,20 +39,18 @@ pub struct Config {
     tiers: Vec<Tier>,
     queues: PerTier<Lanes<QueueSource>>,
     local_running_tasks: u32,
-    scaler: ScalerArgs,
+    scaler: ScalerSettings,
     wiring: Wiring,
 }
 
 impl Args {
     pub fn into_config(self) -> anyhow::Result<Config> {
         let queues = self.queues.sources(&self.tiers)?;
-        self.scaler.policy.policy(Tier::Small)?;
-        self.scaler.policy.policy(Tier::Large)?;
         Ok(Config {
+            scaler: self.scaler.settings(self.tiers.len())?,
             tiers: self.tiers,
             queues,
             local_running_tasks: self.local_running_tasks,
-            scaler: self.scaler,
             wiring: Wiring::new(self.data.data_dir),
         })
     }
@@ -79,7 +77,7 @@ impl Config {
             let fleet = Arc::new(FixedFleet { tasks_per_tier: self.local_running_tasks });
             (fleet.clone(), fleet)
         };
-        self.scaler.scaler(queues, tasks, gpu, Emf::stdout())
+        Ok(self.scaler.scaler(queues, tasks, gpu, Emf::stdout()))
     }
 }
 

@@ -13,6 +13,7 @@ use crate::engine::client::DEFAULT_ENGINE_URL;
 use crate::engine::client::{EngineClient, EngineConfig};
 use crate::infra::metrics::Emf;
 use crate::ports::{Queue, ResultStore};
+use crate::worker::callbacks::webhook::{WebhookConfig, Webhooks};
 use crate::worker::{Stopped, Worker, WorkerConfig};
 
 #[derive(Debug, clap::Args)]
@@ -64,7 +65,7 @@ pub struct Config {
     destination: Destination,
     engine: EngineConfig,
     worker: WorkerConfig,
-    webhooks: WebhookArgs,
+    webhooks: WebhookConfig,
     metadata_uri: Option<String>,
     wiring: Wiring,
 }
@@ -83,7 +84,7 @@ impl Args {
             destination: Destination::parse(self.output_destination.as_deref(), &self.data.data_dir)?,
             engine: self.tuning.engine_config(&self.engine_url, self.model),
             worker: self.tuning.worker_config(self.tier, &self.service)?,
-            webhooks: self.webhooks,
+            webhooks: self.webhooks.config(),
             metadata_uri: self.metadata_uri,
             wiring: Wiring::new(self.data.data_dir),
         })
@@ -96,7 +97,7 @@ pub async fn run(mut config: Config, shutdown: CancellationToken) -> anyhow::Res
     let lanes = config.wiring.lanes(&config.sources, w.tier, w.visibility_timeout, w.max_receive_count).await?;
     let store = config.wiring.store(&config.destination).await?;
     let metrics = Emf::stdout();
-    let webhooks = config.webhooks.webhooks(metrics.clone())?;
+    let webhooks = Webhooks::new(config.webhooks.clone(), metrics.clone())?;
     let worker = build(lanes, store, &config.engine, config.worker.clone(), metrics)?.with_webhooks(webhooks);
     match worker.run(shutdown).await {
         Stopped::Drained => Ok(()),

@@ -5,11 +5,13 @@ mod scaling;
 mod tier_setting;
 mod worker_pool;
 
-pub(crate) use scaling::ScalerArgs;
+pub(crate) use scaling::{ScalerArgs, ScalerSettings};
+
 pub use scaling::{PolicyArgs, ServiceArgs};
 pub(crate) use tier_setting::TierSetting;
 pub(crate) use worker_pool::{CallbackPolicyArgs, TuningArgs, WebhookArgs};
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +31,7 @@ use crate::http::server::{
 };
 use crate::local::DEFAULT_DATA_DIR;
 use crate::ports::Classifier;
+use crate::router::DEFAULT_LISTEN_ADDR;
 use crate::router::body_budget::{BodyBudget, DEFAULT_BODY_MEMORY_MIB};
 use crate::router::openai::settings::{ModelTiers, Settings};
 use crate::router::routing::{
@@ -183,21 +186,9 @@ pub(crate) struct RoutingArgs {
 }
 
 impl RoutingArgs {
-    pub(crate) fn config(&self) -> RoutingConfig {
-        RoutingConfig {
-            prompt_length_threshold: self.prompt_length_threshold,
-            max_tokens_threshold: self.max_tokens_threshold,
-            ambiguous_min_chars: self.ambiguous_min_chars,
-            classifier_timeout: Duration::from_millis(self.classifier_timeout_ms),
-        }
-    }
-
-    /// The classifier; `local_engine` is the OpenAI-compatible endpoint used when none is configured.
-    pub async fn classifier(
-        &self,
-        wiring: &Wiring,
-        local_engine: Option<&str>,
-    ) -> anyhow::Result<Option<Arc<dyn Classifier>>> {
+    /// The thresholds, and the classifier chosen; `local_engine` is the OpenAI-compatible endpoint asked when no
+    /// classifier URL is configured.
+    pub(crate) fn settings(&self, local_engine: Option<&str>) -> anyhow::Result<RoutingSettings> {
         let url = self.classifier_url.as_deref().or(local_engine);
         let kind = match self.classifier {
             ClassifierKind::Auto if running_on_lambda() => ClassifierKind::Bedrock,
@@ -205,24 +196,61 @@ impl RoutingArgs {
             ClassifierKind::Auto => ClassifierKind::None,
             chosen => chosen,
         };
-        Ok(match kind {
+        let classifier_timeout = Duration::from_millis(self.classifier_timeout_ms);
+        let classifier = match kind {
             ClassifierKind::Bedrock => {
-                let client = aws_sdk_bedrockruntime::Client::new(wiring.sdk().await);
-                let model_id = self.bedrock_model_id.clone().filter(|id| !id.trim().is_empty());
-                Some(Arc::new(BedrockClassifier::new(client, model_id)))
+                ClassifierChoice::Bedrock { model_id: self.bedrock_model_id.clone().filter(|id| !id.trim().is_empty()) }
             }
             ClassifierKind::Openai => {
                 let Some(url) = url else {
                     bail!("--classifier openai needs --classifier-url (CLASSIFIER_URL), or use --classifier none");
                 };
-                let engine = EngineClient::new(&EngineConfig {
+                ClassifierChoice::OpenAi(EngineConfig {
                     base_url: url.to_owned(),
                     model: self.classifier_model.clone(),
-                    request_timeout: Duration::from_millis(self.classifier_timeout_ms),
-                })?;
-                Some(Arc::new(OpenAiClassifier::new(engine)))
+                    request_timeout: classifier_timeout,
+                })
             }
-            ClassifierKind::None | ClassifierKind::Auto => None,
+            ClassifierKind::None | ClassifierKind::Auto => ClassifierChoice::None,
+        };
+        let config = RoutingConfig {
+            prompt_length_threshold: self.prompt_length_threshold,
+            max_tokens_threshold: self.max_tokens_threshold,
+            ambiguous_min_chars: self.ambiguous_min_chars,
+            classifier_timeout,
+        };
+        Ok(RoutingSettings { config, classifier })
+    }
+}
+
+/// The routing's checked settings: the thresholds, and the classifier the ambiguous zone asks.
+#[derive(Debug, Clone)]
+pub(crate) struct RoutingSettings {
+    pub(crate) config: RoutingConfig,
+    classifier: ClassifierChoice,
+}
+
+/// The classifier of the ambiguous zone, once chosen.
+#[derive(Debug, Clone)]
+enum ClassifierChoice {
+    None,
+    /// A Bedrock model or inference profile; None: Nova Micro through the Region's profile.
+    Bedrock {
+        model_id: Option<String>,
+    },
+    OpenAi(EngineConfig),
+}
+
+impl RoutingSettings {
+    /// The classifier's client (Bedrock's needs the AWS SDK's configuration).
+    pub(crate) async fn classifier(&self, wiring: &Wiring) -> anyhow::Result<Option<Arc<dyn Classifier>>> {
+        Ok(match &self.classifier {
+            ClassifierChoice::None => None,
+            ClassifierChoice::Bedrock { model_id } => {
+                let client = aws_sdk_bedrockruntime::Client::new(wiring.sdk().await);
+                Some(Arc::new(BedrockClassifier::new(client, model_id.clone())))
+            }
+            ClassifierChoice::OpenAi(engine) => Some(Arc::new(OpenAiClassifier::new(EngineClient::new(engine)?))),
         })
     }
 }
@@ -230,6 +258,9 @@ impl RoutingArgs {
 /// The local HTTP server's limits; shared by `router` and `dev` (unused on Lambda, where API Gateway fronts the API).
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct HttpServerArgs {
+    /// Address of the local HTTP server (unused on Lambda).
+    #[arg(long, env = "LISTEN_ADDR", default_value = DEFAULT_LISTEN_ADDR)]
+    pub(crate) listen: SocketAddr,
     /// Seconds a client has to send a request's headers, counted from the connection's opening or the end of its
     /// previous response: a connection that sends nothing, half a header, or stays idle between requests this
     /// long is closed. A real client sends its headers at once.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use crate::contract::tier::{Lanes, Tier};
+use crate::contract::tier::{Lanes, PerTier, Tier};
 use crate::infra::metrics::Emf;
 use crate::ports::{DEFAULT_CLUSTER_NAME, DEFAULT_SERVICE_NAME, GpuUtilization, Queue, Service, ServiceTasks};
 use crate::scaler::{
@@ -79,8 +79,34 @@ impl ServiceArgs {
 }
 
 impl ScalerArgs {
+    /// Checks each tier's policy, and that `tiers_scaled` tiers (more than one) get a service each.
+    pub(crate) fn settings(&self, tiers_scaled: usize) -> anyhow::Result<ScalerSettings> {
+        if tiers_scaled > 1 && !self.service.service_name.contains("{tier}") {
+            let pattern = &self.service.service_name;
+            bail!("SERVICE_NAME `{pattern}` must contain {{tier}} when more than one tier is scaled");
+        }
+        let tier = |tier| anyhow::Ok((self.service.service(tier), self.policy.policy(tier)?));
+        Ok(ScalerSettings {
+            tiers: PerTier { small: tier(Tier::Small)?, large: tier(Tier::Large)? },
+            interval: Duration::from_secs(self.scaler_interval),
+        })
+    }
+}
+
+/// The scaler's checked settings: each tier's service (its metrics' dimensions) and policy, the loop's interval.
+#[derive(Debug, Clone)]
+pub(crate) struct ScalerSettings {
+    tiers: PerTier<(Service, ScalingPolicy)>,
+    interval: Duration,
+}
+
+impl ScalerSettings {
     pub(crate) fn interval(&self) -> Duration {
-        Duration::from_secs(self.scaler_interval)
+        self.interval
+    }
+
+    pub(crate) fn service(&self, tier: Tier) -> &Service {
+        &self.tiers.get(tier).0
     }
 
     /// A scaler over each tier's lanes, reading task counts from `tasks` and GPU utilization from `gpu`.
@@ -90,17 +116,14 @@ impl ScalerArgs {
         tasks: Arc<dyn ServiceTasks>,
         gpu: Arc<dyn GpuUtilization>,
         metrics: Emf,
-    ) -> anyhow::Result<Scaler> {
-        let tiers: Vec<ScaledTier> = queues
+    ) -> Scaler {
+        let tiers = queues
             .into_iter()
             .map(|(tier, lanes)| {
-                Ok(ScaledTier { tier, service: self.service.service(tier), lanes, policy: self.policy.policy(tier)? })
+                let (service, policy) = self.tiers.get(tier).clone();
+                ScaledTier { tier, service, lanes, policy }
             })
-            .collect::<anyhow::Result<_>>()?;
-        if tiers.len() > 1 && !self.service.service_name.contains("{tier}") {
-            let pattern = &self.service.service_name;
-            bail!("SERVICE_NAME `{pattern}` must contain {{tier}} when more than one tier is scaled");
-        }
-        Ok(Scaler::new(tiers, tasks, gpu, metrics))
+            .collect();
+        Scaler::new(tiers, tasks, gpu, metrics)
     }
 }

@@ -7,10 +7,9 @@ use anyhow::bail;
 
 use crate::contract::tier::Tier;
 use crate::engine::client::{DEFAULT_REQUEST_TIMEOUT_SECONDS, EngineConfig};
-use crate::infra::metrics::Emf;
 use crate::ports::DEFAULT_MAX_RECEIVE_COUNT;
 use crate::worker::callbacks::outbound::OutboundPolicy;
-use crate::worker::callbacks::webhook::{self, WebhookConfig, WebhookSecret, Webhooks};
+use crate::worker::callbacks::webhook::{self, WebhookConfig, WebhookSecret};
 use crate::worker::{
     DEFAULT_CANCEL_POLL_SECONDS, DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT_SECONDS,
     DEFAULT_ENGINE_LOSS_WINDOW_SECONDS, DEFAULT_RETRY_BASE_SECONDS, DEFAULT_TASK_ARN, DEFAULT_WAIT_TIME_SECONDS,
@@ -103,10 +102,6 @@ impl WebhookArgs {
             retry_for: Duration::from_secs(self.webhook_retry_seconds),
             attempt_timeout: webhook::ATTEMPT_TIMEOUT,
         }
-    }
-
-    pub(crate) fn webhooks(&self, metrics: Emf) -> anyhow::Result<Webhooks> {
-        Ok(Webhooks::new(self.config(), metrics)?)
     }
 }
 

@@ -13,7 +13,10 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use crate::cmd::args::{DataDirArgs, HttpServerArgs, RoutingArgs, ScalerArgs, TierSetting, TuningArgs, WebhookArgs};
+use crate::cmd::args::{
+    DataDirArgs, HttpServerArgs, RoutingArgs, RoutingSettings, ScalerArgs, ScalerSettings, TierSetting, TuningArgs,
+    WebhookArgs,
+};
 use crate::cmd::backends::Wiring;
 use crate::cmd::dev::engine_fleet::{
     DEFAULT_IDLE_TTL_SECONDS, DEFAULT_MAX_ENGINES, DEFAULT_START_TIMEOUT_SECONDS, EngineFleet,
@@ -30,7 +33,6 @@ use crate::infra::metrics::Emf;
 use crate::local::RESULT_RETENTION_DAYS;
 use crate::local::fleet::FixedFleet;
 use crate::ports::{Queue, ResultStore};
-use crate::router::DEFAULT_LISTEN_ADDR;
 use crate::router::body_budget::BodyBudget;
 use crate::router::state::AppState;
 use crate::worker::callbacks::webhook::{WebhookConfig, Webhooks};
@@ -38,9 +40,6 @@ use crate::worker::{Stopped, WorkerConfig};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Address of the router's HTTP server.
-    #[arg(long, env = "LISTEN_ADDR", default_value = DEFAULT_LISTEN_ADDR)]
-    pub(crate) listen: SocketAddr,
     #[command(flatten)]
     pub(crate) http: HttpServerArgs,
     #[command(flatten)]
@@ -150,9 +149,9 @@ pub struct Config {
     data_dir: PathBuf,
     engines: PerTier<EngineConfig>,
     workers: PerTier<WorkerConfig>,
-    routing: RoutingArgs,
+    routing: RoutingSettings,
     webhooks: WebhookConfig,
-    scaler: ScalerArgs,
+    scaler: ScalerSettings,
     retention: Duration,
     expiry_sweep: Duration,
     wiring: Wiring,
@@ -173,21 +172,21 @@ impl Args {
             small: self.tuning.worker_config(Tier::Small, service)?,
             large: self.tuning.worker_config(Tier::Large, service)?,
         };
-        for tier in Tier::ALL {
-            self.scaler.policy.policy(tier)?;
-        }
         let wiring = Wiring::new(self.data.data_dir.clone());
         Ok(Config {
-            listen: self.listen,
+            listen: self.http.listen,
             http: self.http.limits(),
             bodies: self.http.body_budget(),
             openai: self.http.openai(&self.routing),
             data_dir: self.data.data_dir,
             engines,
             workers,
-            routing: self.routing,
+            // An engine started on demand is not there to classify: only a configured classifier then decides.
+            routing: self
+                .routing
+                .settings(engine_commands.commands.small.is_none().then_some(self.small_engine_url.as_str()))?,
             webhooks: self.webhooks.config(),
-            scaler: self.scaler,
+            scaler: self.scaler.settings(Tier::ALL.len())?,
             retention: Duration::from_secs(self.result_retention_days * 24 * 3600),
             expiry_sweep: Duration::from_secs(self.expiry_sweep_seconds),
             wiring,
@@ -252,10 +251,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     let mut engine_fleet = None;
     let scaler = if engine_tiers.is_empty() {
         let fleet = Arc::new(FixedFleet { tasks_per_tier: 1 });
-        let scaler = config.scaler.scaler(scaled, fleet.clone(), fleet, metrics.clone())?;
+        let scaler = config.scaler.scaler(scaled, fleet.clone(), fleet, metrics.clone());
         tokio::spawn(scaler.run(config.scaler.interval(), shutdown.clone(), |_| {}))
     } else {
-        let services = Tier::ALL.map(|tier| (config.scaler.service.service(tier).name, tier));
+        let services = Tier::ALL.map(|tier| (config.scaler.service(tier).name.clone(), tier));
         let fleet = Arc::new(EngineFleet::new(
             services.into(),
             engine_tiers,
@@ -264,7 +263,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             shutdown.clone(),
         ));
         engine_fleet = Some(Arc::clone(&fleet));
-        let scaler = config.scaler.scaler(scaled, fleet.clone(), fleet.clone(), metrics.clone())?;
+        let scaler = config.scaler.scaler(scaled, fleet.clone(), fleet.clone(), metrics.clone());
         tokio::spawn(Arc::clone(&fleet).wake_cold_tiers(backends.db.changes(), scaler.tick_now()));
         tokio::spawn(scaler.run(config.scaler.interval(), shutdown.clone(), move |reports| fleet.apply(reports)))
     };
@@ -277,12 +276,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     let state = Arc::new(AppState {
         queues: PerTier { small: lanes(Tier::Small), large: lanes(Tier::Large) },
         store,
-        routing: config.routing.config(),
-        // An engine started on demand is not there to classify: only a configured classifier then decides.
-        classifier: config
-            .routing
-            .classifier(&config.wiring, commands.small.is_none().then_some(config.engines.small.base_url.as_str()))
-            .await?,
+        routing: config.routing.config.clone(),
+        classifier: config.routing.classifier(&config.wiring).await?,
         callbacks: config.webhooks.policy,
         callbacks_sent: config.webhooks.secret.is_some(),
         metrics,
@@ -353,7 +348,7 @@ fn print_banner(config: &Config, metrics_path: &std::path::Path) {
     println!("  client    gpuinfer submit --url {url} --wait 'What is Amazon ECS?'");
     println!(
         "  scaler    a decision per tier every {} s in the log; EMF lines in {}",
-        config.scaler.scaler_interval,
+        config.scaler.interval().as_secs(),
         metrics_path.display()
     );
     println!("  stop      Ctrl-C (requests in flight finish first; queued ones wait in the data directory)");
