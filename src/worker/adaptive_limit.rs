@@ -103,6 +103,18 @@ impl AdaptiveLimit {
     /// back for free, and one that answers within microseconds would never be seen holding them). Waiting seen
     /// while the limit is not in use is another client's (a second worker pool on the same engine), and changes
     /// nothing.
+    /// The engine's load before the first request is sent. An engine that keeps the requests queued inside it (it
+    /// cannot give one back: llama.cpp) would hold a backlog sent at the initial limit in its own queue, ahead of
+    /// any high-priority request that comes next, and a worker starts in front of a backlog at every scale from
+    /// zero: there the limit starts at one and the slow start finds the engine's slots within a few readings. On an
+    /// engine that drops abandoned requests, those queued beyond the limit are pulled back: the initial limit stands.
+    pub(crate) fn start_on(&mut self, load: EngineLoad) -> usize {
+        if !load.drops_abandoned {
+            self.limit = 1;
+        }
+        self.limit
+    }
+
     pub(crate) fn on_engine_load(&mut self, load: EngineLoad, in_flight: usize) -> usize {
         let waiting = if self.slow_start { load.waiting } else { load.waiting.min(self.previous_waiting) };
         self.previous_waiting = load.waiting;

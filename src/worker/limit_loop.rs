@@ -26,19 +26,31 @@ where
         loop {
             if skip > 0 {
                 skip -= 1;
-            } else if let Some(load) = self.engine.load().await {
-                self.engine_gauges.store(true, Ordering::Relaxed);
-                self.engine_drops_abandoned.store(load.drops_abandoned, Ordering::Relaxed);
+            } else if let Some(load) = self.read_load().await {
                 let peak = self.slots.take_peak();
                 self.adjust_limit(Some(load), |limit, _| limit.on_engine_load(load, peak));
             } else {
-                self.engine_gauges.store(false, Ordering::Relaxed);
-                self.engine_drops_abandoned.store(false, Ordering::Relaxed);
                 skip = LOAD_RETRY_READINGS;
             }
             let climbing = self.limit.lock().unwrap_or_else(std::sync::PoisonError::into_inner).limit.climbing();
             tokio::time::sleep(if climbing { CLIMB_INTERVAL } else { LOAD_INTERVAL }).await;
         }
+    }
+
+    /// The in-flight limit for the first requests, from the engine's load before any is sent (see
+    /// `AdaptiveLimit::start_on`).
+    pub(super) async fn first_limit(&self) {
+        if let Some(load) = self.read_load().await {
+            self.adjust_limit(Some(load), |limit, _| limit.start_on(load));
+        }
+    }
+
+    /// The engine's load gauges, noting whether it has them and whether it drops abandoned requests.
+    async fn read_load(&self) -> Option<EngineLoad> {
+        let load = self.engine.load().await;
+        self.engine_gauges.store(load.is_some(), Ordering::Relaxed);
+        self.engine_drops_abandoned.store(load.is_some_and(|load| load.drops_abandoned), Ordering::Relaxed);
+        load
     }
 
     /// For a high-priority request: pulls back the youngest normal and batch requests, as many as the engine holds

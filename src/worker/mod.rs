@@ -174,6 +174,9 @@ where
         if !answered {
             return Stopped::Drained;
         }
+        if self.config.adaptive {
+            self.first_limit().await;
+        }
         tracing::info!(%tier, in_flight_limit = self.slots.limit(), ceiling = self.config.concurrency, "worker polling");
         self.draining = shutdown.clone();
         let worker = Arc::new(self);

@@ -138,8 +138,15 @@ impl OnDemand {
 
     /// Sends a request for up to `max_tokens` tokens to the small tier; its id.
     async fn send(&self, prompt: &str, max_tokens: u32) -> String {
+        self.send_on(prompt, max_tokens, "normal").await
+    }
+
+    /// The same on the lane of `priority`.
+    async fn send_on(&self, prompt: &str, max_tokens: u32, priority: &str) -> String {
         let id = gpuinfer::contract::request_id::RequestId::new_v4();
-        let body = serde_json::json!({ "requestId": id, "prompt": prompt, "maxTokens": max_tokens }).to_string();
+        let body =
+            serde_json::json!({ "requestId": id, "prompt": prompt, "maxTokens": max_tokens, "priority": priority })
+                .to_string();
         let response = self
             .http
             .post(format!("{}/infer", self.url))
@@ -400,4 +407,33 @@ async fn an_engine_does_not_outlive_a_killed_dev_and_a_restart_completes_its_req
 #[ignore = "needs the local engine installed: scripts/test.sh"]
 async fn a_real_llama_cpp_engine_does_not_outlive_a_killed_dev_and_a_restart_completes_its_requests() {
     an_engine_dies_with_a_killed_dev(EngineKind::LlamaCpp, 400, Duration::from_secs(240)).await;
+}
+
+/// A worker that starts in front of a backlog (every scale from zero) does not send it into an engine that keeps
+/// what it queues (llama.cpp: nothing queued inside it can be taken back): 12 normal requests sent before the
+/// tier's engine is up, a high-priority one half a second after its worker pool started on them; the
+/// high-priority request ends after at most 3 of the 12 (at a first limit of 8, it ended after 8).
+#[tokio::test]
+#[ignore = "needs the local engine installed: scripts/test.sh"]
+async fn a_high_priority_request_behind_a_cold_start_backlog_on_llama_cpp_waits_for_at_most_three_of_it() {
+    let data = tempfile::tempdir().unwrap();
+    let dev = OnDemand::start(data.path(), EngineKind::LlamaCpp, &[]).await;
+    let mut normal = Vec::new();
+    for i in 0..12 {
+        normal.push(dev.send(&format!("Write a short story about the number {i}."), 48).await);
+    }
+    // Posted once the worker has started on the backlog, as a client's next request would be.
+    let started = || std::future::ready(dev.dev.log().contains("its worker pool starts").then_some(()));
+    eventually(Duration::from_secs(120), "the engine's worker pool to start", started).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let high = dev.send_on("Say hello.", 48, "high").await;
+    let limit = Duration::from_secs(300);
+    let high_ended = dev.document(&high, limit).await["timestamp"].as_str().unwrap().to_owned();
+    let mut before = 0;
+    for id in &normal {
+        let ended = dev.document(id, limit).await["timestamp"].as_str().unwrap().to_owned();
+        before += usize::from(ended < high_ended);
+    }
+    assert!(before <= 3, "the high-priority request ended after {before} of the 12 (log {})", dev.dev.log());
+    dev.assert_each_finished_once(&[normal, vec![high]].concat());
 }

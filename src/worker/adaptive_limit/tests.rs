@@ -206,3 +206,22 @@ fn two_pools_on_one_engine_each_take_their_share_and_an_idle_one_is_left_alone()
     }
     assert_eq!(idle.limit(), INITIAL_LIMIT, "another pool's queue does not shrink an unused limit");
 }
+
+#[test]
+fn in_front_of_a_backlog_an_engine_that_keeps_what_it_queues_is_filled_from_one_and_never_queues_more_than_one() {
+    // A 2-slot llama.cpp at a worker's start, a backlog waiting: every reading finds the limit filled.
+    let mut limit = AdaptiveLimit::new(1024);
+    assert_eq!(limit.start_on(load(2, 0)), 1, "starts at one, not at {INITIAL_LIMIT}");
+    let limits: Vec<usize> = (0..40)
+        .map(|_| {
+            let in_flight = limit.limit();
+            limit.on_engine_load(load(2, in_flight), in_flight)
+        })
+        .collect();
+    assert_eq!(limits[..2], [2, 3], "its slots within two readings, then one queued inside it: {limits:?}");
+    assert!(limits.iter().all(|&l| l <= 3), "never more than one queued inside it: {limits:?}");
+
+    let mut dropping = AdaptiveLimit::new(1024);
+    let reading = EngineLoad { drops_abandoned: true, ..load(2, 0) };
+    assert_eq!(dropping.start_on(reading), INITIAL_LIMIT, "an engine that gives queued requests back starts as before");
+}
