@@ -180,6 +180,23 @@ fn proc_status(pid: u32, field: &str) -> String {
     line.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// Waits until the `gpuinfer` worker `supervisor` started handles SIGTERM itself (its caught-signal mask holds it): a
+/// SIGTERM that reaches it earlier, while it is still starting, ends it by the signal's default action (exit 143).
+async fn worker_takes_sigterm(supervisor: u32) {
+    eventually(Duration::from_secs(20), "the worker to handle SIGTERM", || {
+        let caught = children(supervisor).into_iter().any(|(pid, name)| name == "gpuinfer" && catches_sigterm(pid));
+        std::future::ready(caught.then_some(()))
+    })
+    .await;
+}
+
+/// Whether `pid` catches SIGTERM (signal 15: bit 14 of `SigCgt` in /proc/<pid>/status).
+fn catches_sigterm(pid: u32) -> bool {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let mask = status.lines().find_map(|line| line.strip_prefix("SigCgt:")).map(str::trim).unwrap_or("0");
+    u64::from_str_radix(mask, 16).is_ok_and(|mask| mask & (1 << 14) != 0)
+}
+
 /// The processes `pid` started: (pid, command name).
 fn children(pid: u32) -> Vec<(u32, String)> {
     let output = Command::new("pgrep").args(["-P", &pid.to_string()]).output().unwrap();
@@ -330,6 +347,7 @@ async fn started_as_root_the_engine_creates_shared_memory_and_every_process_runs
         .unwrap();
     assert!(health.status.success(), "the health check passes: {}", String::from_utf8_lossy(&health.stderr));
 
+    worker_takes_sigterm(supervisor).await;
     Command::new("kill").args(["-TERM", &supervisor.to_string()]).status().unwrap();
     let status = exit_within(&mut entrypoint, Duration::from_secs(20)).await;
     assert!(status.success(), "SIGTERM still drains the worker, then stops the engine: exit 0, got {status}");
@@ -368,6 +386,7 @@ async fn started_as_another_user_it_changes_no_permission_and_refuses_tensor_par
     let started_as = if running_as_root() { ENGINE_UID } else { current_uid() };
     assert_eq!(proc_status(small.id(), "Uid"), format!("{started_as} {started_as} {started_as} {started_as}"));
     assert_eq!(fs::metadata(container.shm()).unwrap().mode() & 0o7777, 0o555, "still no chmod");
+    worker_takes_sigterm(small.id()).await;
     Command::new("kill").args(["-TERM", &small.id().to_string()]).status().unwrap();
     let status = exit_within(&mut small, Duration::from_secs(20)).await;
     assert!(status.success(), "a drained container exits 0, got {status}");
