@@ -68,18 +68,18 @@ fn strings(value: &Value) -> Vec<String> {
 }
 
 /// `gpuinfer dev` with the tests' API key and `flags`, in front of the engine simulator started with `engine_flags`.
-struct DevOnDouble {
+struct DevOnSimulator {
     dev: Dev,
     engine: EngineProcess,
     data: tempfile::TempDir,
 }
 
-async fn dev_on_double(engine_flags: &[&str], flags: &[&str]) -> DevOnDouble {
+async fn dev_on_simulator(engine_flags: &[&str], flags: &[&str]) -> DevOnSimulator {
     let engine = EngineProcess::start(engine_flags);
     let data = tempfile::tempdir().unwrap();
     let dev = Dev::start(data.path(), free_port(), &engine.url, &[&["--api-key", KEY], flags].concat());
     dev.ready(&reqwest::Client::new()).await;
-    DevOnDouble { dev, engine, data }
+    DevOnSimulator { dev, engine, data }
 }
 
 fn engine_url() -> String {
@@ -135,8 +135,9 @@ async fn the_openai_client_runs_a_batch_on_gpuinfer_dev_with_llama_cpp() {
 #[tokio::test]
 #[ignore = "needs the openai client: scripts/test.sh"]
 async fn a_batch_canceled_midway_keeps_what_finished_and_runs_nothing_more() {
-    let DevOnDouble { dev, engine, data: _data } =
-        dev_on_double(&["--latency-ms", "300", "--slots", "2"], &["--concurrency", "2", "--fixed-concurrency"]).await;
+    let DevOnSimulator { dev, engine, data: _data } =
+        dev_on_simulator(&["--latency-ms", "300", "--slots", "2"], &["--concurrency", "2", "--fixed-concurrency"])
+            .await;
     let batch = submit(&dev.url, &["--lines", "40"]).await;
     completed_at_least(&dev.url, &batch, 2).await;
     let canceled = client(&dev.url, &["cancel", "--batch", &batch]).await;
@@ -253,7 +254,7 @@ async fn router_and_worker_on_sqs_and_s3_run_a_batch_through_a_worker_crash() {
 #[tokio::test]
 #[ignore = "needs the openai client: scripts/test.sh"]
 async fn a_batch_whose_router_stopped_before_enqueueing_is_enqueued_by_a_later_poll() {
-    let DevOnDouble { dev, engine: _engine, data } = dev_on_double(&["--latency-ms", "20"], &[]).await;
+    let DevOnSimulator { dev, engine: _engine, data } = dev_on_simulator(&["--latency-ms", "20"], &[]).await;
     // What the stopped router left: the input file, and the batch saved in progress ten minutes ago.
     let id = stored_batch(&data.path().join("results"), 5, chrono::Utc::now().timestamp() - 600, 86_400, false);
     let done = client(&dev.url, &["wait", "--batch", &id, "--timeout", "60"]).await;
@@ -267,8 +268,9 @@ async fn a_batch_whose_router_stopped_before_enqueueing_is_enqueued_by_a_later_p
 #[tokio::test]
 #[ignore = "needs the openai client: scripts/test.sh"]
 async fn an_interactive_request_overtakes_the_lines_of_a_running_batch() {
-    let DevOnDouble { dev, engine: _engine, data: _data } =
-        dev_on_double(&["--latency-ms", "300", "--slots", "2"], &["--concurrency", "2", "--fixed-concurrency"]).await;
+    let DevOnSimulator { dev, engine: _engine, data: _data } =
+        dev_on_simulator(&["--latency-ms", "300", "--slots", "2"], &["--concurrency", "2", "--fixed-concurrency"])
+            .await;
     const LINES: u32 = 60;
     let batch = submit(&dev.url, &["--lines", &LINES.to_string()]).await;
     completed_at_least(&dev.url, &batch, 2).await;
@@ -346,7 +348,7 @@ fn stored_batch(results: &std::path::Path, lines: usize, started: i64, window: i
 #[tokio::test]
 #[ignore = "needs the openai client: scripts/test.sh"]
 async fn a_batch_past_its_completion_window_expires_with_each_line_not_run_in_the_error_file() {
-    let DevOnDouble { dev, engine, data } = dev_on_double(&["--latency-ms", "20"], &[]).await;
+    let DevOnSimulator { dev, engine, data } = dev_on_simulator(&["--latency-ms", "20"], &[]).await;
     // Saved and marked enqueued 25 hours ago, with none of its lines queued: they can no longer run.
     let id = stored_batch(&data.path().join("results"), 4, chrono::Utc::now().timestamp() - 25 * 3600, 86_400, true);
     let done = client(&dev.url, &["wait", "--batch", &id, "--timeout", "30"]).await;

@@ -35,7 +35,7 @@ enum EngineKind {
 }
 
 /// The engine simulator's command line.
-fn double_command(latency_ms: u64) -> String {
+fn simulator_command(latency_ms: u64) -> String {
     format!(
         "{} --listen 127.0.0.1:{{port}} --latency-ms {latency_ms} --start-delay-ms {START_DELAY_MS}",
         env!("CARGO_BIN_EXE_engine-simulator")
@@ -46,10 +46,10 @@ impl EngineKind {
     /// The engine command, `{port}` left for dev to fill in.
     fn command(&self) -> String {
         match self {
-            EngineKind::Simulator { latency_ms } => double_command(*latency_ms),
+            EngineKind::Simulator { latency_ms } => simulator_command(*latency_ms),
             EngineKind::SlowToStop => format!(
                 "sh -c 'trap \"sleep 1; echo slow-stop-engine: stopped >&2; exit 0\" TERM; {} & wait'; exit",
-                double_command(LATENCY_MS)
+                simulator_command(LATENCY_MS)
             ),
             EngineKind::LlamaCpp => {
                 format!("{}/scripts/local-engine.sh serve --port {{port}} --slots 2", env!("CARGO_MANIFEST_DIR"))

@@ -13,7 +13,7 @@ pub struct EngineProcess {
 }
 
 impl EngineProcess {
-    /// Starts the double on a free loopback port with these extra flags (e.g. `--latency-ms 500`).
+    /// Starts the simulator on a free loopback port with these extra flags (e.g. `--latency-ms 500`).
     pub fn start(flags: &[&str]) -> Self {
         let mut child = Command::new(binary())
             .args(["--listen", "127.0.0.1:0"])
