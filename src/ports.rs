@@ -310,6 +310,13 @@ pub trait ServiceTasks: Send + Sync {
     async fn task_counts(&self, service: &Service) -> Result<TaskCounts, FleetError>;
 }
 
+/// Asks a service for its first task, at once (ECS UpdateService with a desired count of 1): the wake on arrival of
+/// a tier at zero. Called only when the desired count was read as 0, so it never lowers a count.
+#[async_trait]
+pub trait FirstTask: Send + Sync {
+    async fn ask_for_first_task(&self, service: &Service) -> Result<(), FleetError>;
+}
+
 /// GPU compute (not memory) utilization of a service's tasks (Container Insights `TaskGPUUtilization`).
 #[async_trait]
 pub trait GpuUtilization: Send + Sync {

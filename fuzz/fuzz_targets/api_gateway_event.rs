@@ -43,6 +43,7 @@ static ROUTER: LazyLock<Router> = LazyLock::new(|| {
         metrics: Emf::discard(),
         bodies: gpuinfer::router::body_budget::BodyBudget::default(),
         openai: Default::default(),
+        wake: None,
     });
     let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
     Router { _dir: dir, state, runtime }

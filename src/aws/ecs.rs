@@ -1,10 +1,10 @@
-//! ECS service task counts for the scaler (DescribeServices: running, desired, and the current deployment's
-//! failed task starts).
+//! ECS services: their task counts for the scaler and the wake on arrival (DescribeServices: running, desired, and
+//! the current deployment's failed task starts), and a tier's first task (UpdateService).
 
 use async_trait::async_trait;
 use aws_sdk_ecs::Client;
 
-use crate::ports::{FleetError, Service, ServiceTasks, TaskCounts};
+use crate::ports::{FirstTask, FleetError, Service, ServiceTasks, TaskCounts};
 
 #[derive(Debug, Clone)]
 pub struct EcsServices {
@@ -39,5 +39,22 @@ impl ServiceTasks for EcsServices {
             desired: count(found.desired_count),
             failed_starts: primary.map_or(0, |d| count(d.failed_tasks)),
         })
+    }
+}
+
+#[async_trait]
+impl FirstTask for EcsServices {
+    async fn ask_for_first_task(&self, service: &Service) -> Result<(), FleetError> {
+        self.client
+            .update_service()
+            .cluster(&service.cluster)
+            .service(&service.name)
+            .desired_count(1)
+            .send()
+            .await
+            .map_err(|e| {
+                FleetError::caused(&format!("UpdateService {}/{} to 1 task", service.cluster, service.name), e)
+            })?;
+        Ok(())
     }
 }

@@ -8,7 +8,10 @@ use lambda_http::LambdaEvent;
 use lambda_http::request::LambdaRequest;
 use tokio_util::sync::CancellationToken;
 
-use crate::cmd::args::{CallbackPolicyArgs, DataDirArgs, HttpServerArgs, RoutingArgs, RoutingSettings, TierQueueArgs};
+use crate::aws::ecs::EcsServices;
+use crate::cmd::args::{
+    CallbackPolicyArgs, DataDirArgs, HttpServerArgs, RoutingArgs, RoutingSettings, ServiceArgs, TierQueueArgs,
+};
 use crate::cmd::backends::{Destination, QueueSource, Wiring};
 use crate::cmd::running_on_lambda;
 use crate::contract::tier::{Lanes, PerTier, Tier};
@@ -18,6 +21,7 @@ use crate::ports::DEFAULT_MAX_RECEIVE_COUNT;
 use crate::router::body_budget::BodyBudget;
 use crate::router::state::AppState;
 use crate::router::{app, lambda_event};
+use crate::scaler::wake::{AWS_RECHECK, WakeOnArrival};
 use crate::worker::callbacks::outbound::OutboundPolicy;
 
 #[derive(Debug, clap::Args)]
@@ -35,6 +39,13 @@ pub struct Args {
     pub(crate) routing: RoutingArgs,
     #[command(flatten)]
     pub(crate) callbacks: CallbackPolicyArgs,
+    /// When work is enqueued for a tier whose ECS service has no task asked for, set its desired count to 1 at once
+    /// (DescribeServices, then UpdateService), instead of waiting for the scaler's next tick and an alarm's period.
+    /// SQS only: the services are --cluster-name and --service-name.
+    #[arg(long, env = "WAKE_ON_ARRIVAL")]
+    pub(crate) wake_on_arrival: bool,
+    #[command(flatten)]
+    pub(crate) services: ServiceArgs,
 }
 
 pub struct Config {
@@ -47,12 +58,24 @@ pub struct Config {
     callbacks: OutboundPolicy,
     wiring: Wiring,
     openai: crate::router::openai::settings::Settings,
+    /// Each tier's ECS service, when the router wakes them on arrival.
+    wake: Option<PerTier<crate::ports::Service>>,
 }
 
 impl Args {
     pub fn into_config(self) -> anyhow::Result<Config> {
         let queues = self.queues.sources(&Tier::ALL)?;
+        if self.wake_on_arrival && queues.small.normal.is_embedded() {
+            anyhow::bail!(
+                "WAKE_ON_ARRIVAL sets ECS services' desired counts: it needs the tiers on SQS (their queue URLs), not \
+                 the embedded queues (gpuinfer dev wakes its engines on its own)"
+            );
+        }
+        let wake = self
+            .wake_on_arrival
+            .then(|| PerTier { small: self.services.service(Tier::Small), large: self.services.service(Tier::Large) });
         Ok(Config {
+            wake,
             listen: self.http.listen,
             http: self.http.limits(),
             bodies: self.http.body_budget(),
@@ -81,6 +104,13 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         metrics: Emf::stdout(),
         bodies: config.bodies.clone(),
         openai: config.openai.clone(),
+        wake: match &config.wake {
+            Some(services) => {
+                let ecs = Arc::new(EcsServices::new(aws_sdk_ecs::Client::new(wiring.sdk().await)));
+                Some(Arc::new(WakeOnArrival::new(services.clone(), ecs.clone(), ecs, AWS_RECHECK)))
+            }
+            None => None,
+        },
     });
     if running_on_lambda() {
         let service = lambda_http::tower::ServiceBuilder::new()

@@ -78,11 +78,6 @@ impl QueueDb {
     }
 
     /// A handle on one named queue of this database.
-    /// Notified (to the tasks waiting then) at every send, and whenever a message may have become visible.
-    pub(crate) fn changes(&self) -> Arc<Notify> {
-        Arc::clone(&self.changed)
-    }
-
     pub fn queue(&self, name: &str, settings: QueueSettings) -> LocalQueue {
         LocalQueue { db: self.clone(), name: name.to_owned(), settings }
     }

@@ -55,14 +55,15 @@ fn admit(state: &AppState, request: InferenceRequest) -> Result<Admitted, Reques
     Ok(Admitted { request, body })
 }
 
-/// Logs and counts a request its queue took.
-fn accepted(state: &AppState, request: &InferenceRequest, tier: Tier, reason: Reason) {
+/// Logs and counts a request its queue took, and wakes its tier if it has no task.
+async fn accepted(state: &AppState, request: &InferenceRequest, tier: Tier, reason: Reason) {
     tracing::info!(request_id = %request.request_id, %tier, priority = %request.priority, reason = reason.as_str(), chars = request.input.char_count(), max_tokens = request.max_tokens, deadline = ?request.deadline, "request accepted");
     let mut counted = vec![Metric::count(metrics::ROUTED_REQUESTS, 1)];
     if reason == Reason::ClassifierFallback {
         counted.push(Metric::count(metrics::CLASSIFIER_FALLBACKS, 1));
     }
     state.metrics.emit(&[("Tier", tier.as_str())], &counted);
+    state.enqueued(tier).await;
 }
 
 fn lane(state: &AppState, tier: Tier, priority: Priority) -> &dyn Queue {
@@ -91,7 +92,7 @@ pub(super) async fn infer(
         forget(&state, id).await;
         return Err(ApiError::queue_unavailable());
     }
-    accepted(&state, &request, tier, reason);
+    accepted(&state, &request, tier, reason).await;
     Ok((StatusCode::ACCEPTED, Json(json!({ "requestId": id, "tier": tier }))))
 }
 
@@ -192,7 +193,7 @@ pub(super) async fn infer_bulk(
             let id = admitted.request.request_id;
             answers[index] = match outcome {
                 Ok(()) => {
-                    accepted(&state, &admitted.request, tier, reason);
+                    accepted(&state, &admitted.request, tier, reason).await;
                     json!({ "index": index, "status": 202, "requestId": id, "tier": tier })
                 }
                 Err(error) => {

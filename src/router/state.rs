@@ -3,12 +3,13 @@
 
 use std::sync::Arc;
 
-use crate::contract::tier::{Lanes, PerTier};
+use crate::contract::tier::{Lanes, PerTier, Tier};
 use crate::infra::metrics::Emf;
 use crate::ports::{Classifier, Queue, ResultStore};
 use crate::router::body_budget::BodyBudget;
 use crate::router::openai::settings::Settings;
 use crate::router::routing::RoutingConfig;
+use crate::scaler::wake::WakeOnArrival;
 use crate::worker::callbacks::outbound::OutboundPolicy;
 
 /// Everything the handlers share.
@@ -30,4 +31,16 @@ pub struct AppState {
     pub bodies: BodyBudget,
     /// The OpenAI-compatible Files, Uploads, Batches and Models API.
     pub openai: Settings,
+    /// Asks a tier at zero for its first task as soon as work is enqueued for it; None where the tiers' capacity
+    /// is not the router's to ask for (fixed pools, or a stack whose image is not pushed yet).
+    pub wake: Option<Arc<WakeOnArrival>>,
+}
+
+impl AppState {
+    /// Work was just enqueued for `tier`: wakes it if it has no task (see `scaler::wake`).
+    pub(crate) async fn enqueued(&self, tier: Tier) {
+        if let Some(wake) = &self.wake {
+            wake.arrived(tier).await;
+        }
+    }
 }

@@ -44,6 +44,7 @@
 //!   read only while tasks run; GPU memory is never read (vLLM reserves ~90 % of it whatever the load).
 
 pub mod simulate;
+pub mod wake;
 
 use std::sync::Arc;
 use std::time::Duration;

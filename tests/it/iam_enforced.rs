@@ -9,6 +9,7 @@ use crate::support::iam_moto::{ADMIN, IamMoto, allows, as_moto_decides};
 use crate::support::process::ChildProcess;
 use crate::support::{eventually, free_port, moto, router_listening};
 use aws_sdk_sqs::types::QueueAttributeName;
+use futures_util::StreamExt;
 use gpuinfer::engine::simulator::{Behavior, EngineSimulator, Reply};
 use serde_json::{Value, json};
 
@@ -485,31 +486,24 @@ async fn cloudwatch_double(key_id: String) -> (String, Arc<AtomicUsize>) {
     (url, calls)
 }
 
-/// The scaler with the ScalerFunction's environment, as ScalerRole, over the template's cluster and both
-/// services: its first tick reads every lane, both services (moto) and GPU utilization (the CloudWatch double,
-/// the role's grant checked on its policy document) and decides for both tiers.
-#[tokio::test]
-#[ignore = "needs the moto server binary: scripts/test.sh"]
-async fn the_scaler_role_lets_the_scaler_read_every_input_of_both_tiers() {
-    let stack = stack(&[]);
+/// The template's cluster, both tiers' services and their ARNs, as `stack` names them.
+fn ecs_names(stack: &Stack) -> (String, [String; 2], Vec<String>) {
     let cluster = stack.physical_name("Cluster");
     let services = ["SmallService", "LargeService"].map(|id| stack.physical_name(id));
-    let arns: Vec<String> =
-        services.iter().map(|s| format!("arn:aws:ecs:{REGION}:{ACCOUNT}:service/{cluster}/{s}")).collect();
-    let metrics = "cloudwatch:GetMetricData";
-    assert!(
-        stack.role_policies("ScalerRole").iter().any(|(_, p)| allows(p, metrics, "*")),
-        "ScalerRole lacks {metrics}"
-    );
-    let world = World::start(stack, "ScalerRole", &arns).await;
+    let arns = services.iter().map(|s| format!("arn:aws:ecs:{REGION}:{ACCOUNT}:service/{cluster}/{s}")).collect();
+    (cluster, services, arns)
+}
+
+/// Creates (as admin) the cluster and both services, each at desired count 0 (a stack at rest).
+async fn create_services(world: &World, cluster: &str, services: &[String]) {
     let ecs = aws_sdk_ecs::Client::new(&world.moto.sdk(ADMIN).await);
-    ecs.create_cluster().cluster_name(&cluster).send().await.unwrap();
+    ecs.create_cluster().cluster_name(cluster).send().await.unwrap();
     let container =
         aws_sdk_ecs::types::ContainerDefinition::builder().name("inference").image("gpuinfer").memory(512).build();
     ecs.register_task_definition().family("inference").container_definitions(container).send().await.unwrap();
-    for service in &services {
+    for service in services {
         ecs.create_service()
-            .cluster(&cluster)
+            .cluster(cluster)
             .service_name(service)
             .task_definition("inference")
             .desired_count(0)
@@ -517,6 +511,103 @@ async fn the_scaler_role_lets_the_scaler_read_every_input_of_both_tiers() {
             .await
             .unwrap();
     }
+}
+
+/// Each service's desired count, read as admin.
+async fn desired_counts(world: &World, cluster: &str, services: &[String]) -> Vec<i32> {
+    let ecs = aws_sdk_ecs::Client::new(&world.moto.sdk(ADMIN).await);
+    let described = ecs.describe_services().cluster(cluster).set_services(Some(services.to_vec())).send().await;
+    let described = described.unwrap().services.unwrap_or_default();
+    services
+        .iter()
+        .map(|name| described.iter().find(|s| s.service_name() == Some(name)).map_or(-1, |s| s.desired_count))
+        .collect()
+}
+
+/// Wake on arrival, as RouterRole with the RouterFunction's environment of a stack whose image is pushed, over
+/// the template's cluster and both services at desired count 0: the 202 of one request for the small tier finds
+/// its service asked for one task within 2 s (the large one left at 0); a burst of 1,000 more makes no other
+/// UpdateService (the router logs each); the scaler's next tick (ScalerFunction's environment) keeps the woken
+/// task and asks only for the tasks still missing.
+#[tokio::test]
+#[ignore = "needs the moto server binary: scripts/test.sh"]
+async fn the_router_role_lets_the_router_wake_a_cold_tier_once_for_a_burst() {
+    let stack = stack(&[("ImagePushed", "true")]);
+    let (cluster, services, arns) = ecs_names(&stack);
+    let world = World::start(stack, "RouterRole", &arns).await;
+    create_services(&world, &cluster, &services).await;
+    let env = world.stack.environment("RouterFunction");
+    assert_eq!(var(&env, "WAKE_ON_ARRIVAL"), "true");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let base = format!("http://{listen}");
+    let router = world.gpuinfer(&["router", "--listen", &listen, "--classifier", "none"], &env);
+    let http = reqwest::Client::new();
+    router_listening(&http, &base).await;
+
+    let answer = http.post(format!("{base}/infer")).json(&infer("small", "normal", "one")).send().await.unwrap();
+    assert_eq!(answer.status(), 202, "{}", refusals(&router));
+    let accepted = Instant::now();
+    eventually(Duration::from_secs(2), "the small service asked for one task", || {
+        let counts = desired_counts(&world, &cluster, &services);
+        async move { (counts.await == [1, 0]).then_some(()) }
+    })
+    .await;
+    assert!(accepted.elapsed() < Duration::from_secs(2));
+
+    let burst = (0..1000).map(|n| {
+        let request = http.post(format!("{base}/infer")).json(&infer("small", "normal", &format!("burst {n}"))).send();
+        async move { request.await.map(|r| r.status().as_u16()).unwrap_or(0) }
+    });
+    let statuses: Vec<u16> = futures_util::stream::iter(burst).buffer_unordered(32).collect().await;
+    assert!(
+        statuses.iter().all(|&s| s == 202),
+        "{:?}\n{}",
+        statuses.iter().filter(|&&s| s != 202).collect::<Vec<_>>(),
+        refusals(&router)
+    );
+    let wakes = router.log().matches("asked for its first one").count();
+    assert_eq!(wakes, 1, "one UpdateService for 1,001 requests:\n{}", router.log());
+    assert_eq!(desired_counts(&world, &cluster, &services).await, [1, 0]);
+    assert_no_refusal(&router);
+
+    // The scaler's next tick, signing as admin (its own role is the test above): 1,001 messages on the woken
+    // task ask for the 9 more the small tier's maximum allows (metric 10), not 10 more; nothing to scale in.
+    let (cloudwatch, _) = cloudwatch_double(world.moto.key_id(ADMIN).to_owned()).await;
+    let mut scaler_env: Vec<(String, String)> = world.stack.environment("ScalerFunction");
+    scaler_env.extend(world.moto.child_env(ADMIN));
+    scaler_env.push(("AWS_ENDPOINT_URL_CLOUDWATCH".into(), cloudwatch));
+    let env: Vec<(&str, String)> = scaler_env.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+    let scaler = ChildProcess::gpuinfer(&["scaler"], &env, &world.dir.path().join("scaler.log"));
+    let decision = eventually(LIMIT, "the small tier's scaling decision", || {
+        let line = scaler
+            .log()
+            .lines()
+            .find(|l| l.contains("scaling decision") && l.contains("tier=small"))
+            .map(str::to_owned);
+        std::future::ready(line)
+    })
+    .await;
+    assert!(
+        decision.contains(r#""desiredTasks":1"#) && decision.contains(r#""inferenceScalingMetric":10.0"#),
+        "{decision}"
+    );
+}
+
+/// The scaler with the ScalerFunction's environment, as ScalerRole, over the template's cluster and both
+/// services: its first tick reads every lane, both services (moto) and GPU utilization (the CloudWatch double,
+/// the role's grant checked on its policy document) and decides for both tiers.
+#[tokio::test]
+#[ignore = "needs the moto server binary: scripts/test.sh"]
+async fn the_scaler_role_lets_the_scaler_read_every_input_of_both_tiers() {
+    let stack = stack(&[]);
+    let (cluster, services, arns) = ecs_names(&stack);
+    let metrics = "cloudwatch:GetMetricData";
+    assert!(
+        stack.role_policies("ScalerRole").iter().any(|(_, p)| allows(p, metrics, "*")),
+        "ScalerRole lacks {metrics}"
+    );
+    let world = World::start(stack, "ScalerRole", &arns).await;
+    create_services(&world, &cluster, &services).await;
 
     let (cloudwatch, metric_reads) = cloudwatch_double(world.moto.key_id("ScalerRole").to_owned()).await;
     let mut env = world.stack.environment("ScalerFunction");

@@ -112,6 +112,7 @@ fn clone_state(f: &Fixture) -> AppState {
         metrics: Emf::discard(),
         bodies: f.state.bodies.clone(),
         openai: f.state.openai.clone(),
+        wake: None,
     }
 }
 
@@ -157,6 +158,7 @@ fn refusing(f: &Fixture) -> Arc<AppState> {
     Arc::new(AppState {
         bodies: f.state.bodies.clone(),
         openai: f.state.openai.clone(),
+        wake: None,
         queues: PerTier { small: lanes(), large: lanes() },
         store: f.state.store.clone(),
         routing: RoutingConfig::default(),

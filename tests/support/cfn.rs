@@ -152,7 +152,8 @@ impl Stack {
     fn attribute(&self, id: &str, attribute: &str) -> String {
         match attribute {
             "Arn" => self.arn(id),
-            "QueueName" => self.physical_name(id),
+            // An ECS service's `Name`: its ServiceName (AWS::ECS::Service, Fn::GetAtt return values).
+            "QueueName" | "Name" => self.physical_name(id),
             "QueueUrl" => self.reference(id),
             other => format!("{}/{other}", self.arn(id)),
         }

@@ -37,6 +37,7 @@ pub fn fixture() -> Fixture {
     let state = Arc::new(AppState {
         bodies: BodyBudget::default(),
         openai: Default::default(),
+        wake: None,
         queues: PerTier { small: lanes(Tier::Small), large: lanes(Tier::Large) },
         store: backends.store.clone(),
         routing: RoutingConfig::default(),

@@ -10,7 +10,7 @@
 //! (util-linux), when present, kills the group's shell as well.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use async_trait::async_trait;
 use tokio::sync::Notify;
@@ -20,8 +20,8 @@ use tokio_util::task::TaskTracker;
 use crate::cmd::dev::engine_run::{EngineRun, free_port, setpriv_installed};
 use crate::cmd::dev::fleet_state::{EngineTier, FleetSettings, Managed, PoolOutputs, Slot, TierState, lock};
 use crate::contract::tier::Tier;
-use crate::ports::{FleetError, GpuUtilization, Service, ServiceTasks, TaskCounts};
-use crate::scaler::{START_FAILURES_TO_STOP, TierOutcome, TierReport};
+use crate::ports::{FirstTask, FleetError, GpuUtilization, Service, ServiceTasks, TaskCounts};
+use crate::scaler::{TierOutcome, TierReport};
 
 /// Engines per tier at most, unless configured (`--max-engines`).
 pub(crate) const DEFAULT_MAX_ENGINES: u32 = 1;
@@ -29,8 +29,6 @@ pub(crate) const DEFAULT_MAX_ENGINES: u32 = 1;
 pub(crate) const DEFAULT_IDLE_TTL_SECONDS: u64 = 300;
 /// Seconds an engine has to answer /health after its start, unless configured (`--engine-start-timeout-seconds`).
 pub(crate) const DEFAULT_START_TIMEOUT_SECONDS: u64 = 600;
-/// Least time between two looks for a tier without engines that has work, after queue changes.
-const COLD_LOOK_INTERVAL: Duration = Duration::from_millis(50);
 
 /// The engines of the tiers that have an engine command; a tier without one runs a fixed pool (one task).
 pub(crate) struct EngineFleet {
@@ -129,46 +127,6 @@ impl EngineFleet {
         }
     }
 
-    /// Notifies `tick_now` (the scaler's) as soon as a tier with no engine has a message waiting, so its first
-    /// request starts an engine at once rather than at the next scaler tick. Looks after each change of the
-    /// embedded queues (`changes`), until shutdown.
-    pub(crate) async fn wake_cold_tiers(self: Arc<Self>, changes: Arc<Notify>, tick_now: Arc<Notify>) {
-        loop {
-            // Enabled before the look, so a change during it is not missed.
-            let changed = changes.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            if self.a_cold_tier_has_work().await {
-                tick_now.notify_one();
-            }
-            tokio::select! {
-                () = changed => {}
-                () = self.shutdown.cancelled() => return,
-            }
-            tokio::time::sleep(COLD_LOOK_INTERVAL).await;
-        }
-    }
-
-    /// Whether a tier with no engine (running or starting) has messages visible in its lanes; a tier whose starts
-    /// keep failing is not counted (the scaler asks nothing for it until dev restarts).
-    async fn a_cold_tier_has_work(&self) -> bool {
-        for managed in &self.managed {
-            let cold = {
-                let state = lock(&managed.state);
-                state.failed_starts < START_FAILURES_TO_STOP && state.engines.values().all(|slot| slot.stopping)
-            };
-            if !cold {
-                continue;
-            }
-            for queue in managed.spec.lanes.all() {
-                if queue.counts().await.is_ok_and(|counts| counts.visible > 0) {
-                    return true;
-                }
-            }
-        }
-        false
-    }
-
     /// Waits until every engine has stopped (after the shutdown token is cancelled).
     pub(crate) async fn stopped(&self) {
         self.tasks.close();
@@ -219,6 +177,18 @@ impl ServiceTasks for EngineFleet {
             running += u32::from(slot.healthy);
         }
         Ok(TaskCounts { running, desired, failed_starts: state.failed_starts })
+    }
+}
+
+/// A local tier's first task, as the router's wake on arrival asks for it: the scaler ticks at once, and the fleet
+/// starts an engine on its decision ([`EngineFleet::apply`]), as Application Auto Scaling would on AWS.
+pub(crate) struct TickNow(pub(crate) Arc<Notify>);
+
+#[async_trait]
+impl FirstTask for TickNow {
+    async fn ask_for_first_task(&self, _service: &Service) -> Result<(), FleetError> {
+        self.0.notify_one();
+        Ok(())
     }
 }
 

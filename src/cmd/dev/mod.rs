@@ -19,7 +19,7 @@ use crate::cmd::args::{
 };
 use crate::cmd::backends::Wiring;
 use crate::cmd::dev::engine_fleet::{
-    DEFAULT_IDLE_TTL_SECONDS, DEFAULT_MAX_ENGINES, DEFAULT_START_TIMEOUT_SECONDS, EngineFleet,
+    DEFAULT_IDLE_TTL_SECONDS, DEFAULT_MAX_ENGINES, DEFAULT_START_TIMEOUT_SECONDS, EngineFleet, TickNow,
 };
 use crate::cmd::dev::engine_run::PORT_PLACEHOLDER;
 use crate::cmd::dev::fleet_state::{EngineTier, FleetSettings, PoolOutputs};
@@ -35,6 +35,7 @@ use crate::local::fleet::FixedFleet;
 use crate::ports::{Queue, ResultStore};
 use crate::router::body_budget::BodyBudget;
 use crate::router::state::AppState;
+use crate::scaler::wake::WakeOnArrival;
 use crate::worker::callbacks::webhook::{WebhookConfig, Webhooks};
 use crate::worker::{Stopped, WorkerConfig};
 
@@ -249,6 +250,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         })
         .collect();
     let mut engine_fleet = None;
+    let mut wake = None;
     let scaler = if engine_tiers.is_empty() {
         let fleet = Arc::new(FixedFleet { tasks_per_tier: 1 });
         let scaler = config.scaler.scaler(scaled, fleet.clone(), fleet, metrics.clone());
@@ -264,7 +266,13 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         ));
         engine_fleet = Some(Arc::clone(&fleet));
         let scaler = config.scaler.scaler(scaled, fleet.clone(), fleet.clone(), metrics.clone());
-        tokio::spawn(Arc::clone(&fleet).wake_cold_tiers(backends.db.changes(), scaler.tick_now()));
+        // Looking at a local fleet costs nothing: every arrival looks.
+        let services = PerTier {
+            small: config.scaler.service(Tier::Small).clone(),
+            large: config.scaler.service(Tier::Large).clone(),
+        };
+        let first_task = Arc::new(TickNow(scaler.tick_now()));
+        wake = Some(Arc::new(WakeOnArrival::new(services, fleet.clone(), first_task, Duration::ZERO)));
         tokio::spawn(scaler.run(config.scaler.interval(), shutdown.clone(), move |reports| fleet.apply(reports)))
     };
     let expiry = tokio::spawn(expiry::sweep_periodically(
@@ -283,6 +291,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         metrics,
         bodies: config.bodies.clone(),
         openai: config.openai.clone(),
+        wake,
     });
     print_banner(&config, &metrics_path);
     let served = serve(config.listen, state, config.http, shutdown.clone()).await;

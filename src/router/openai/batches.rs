@@ -235,6 +235,7 @@ async fn enqueue(
             state
                 .metrics
                 .emit(&[("Tier", tier.as_str())], &[Metric::count(metrics::ROUTED_REQUESTS, bodies.len() as u64)]);
+            state.enqueued(tier).await;
         }
         Ok(())
     });
