@@ -629,3 +629,40 @@ fn the_router_may_invoke_its_classifier_profile_and_the_model_in_each_region_the
     let here = format!("arn:aws:bedrock:{REGION}::foundation-model/{model_id}");
     assert_eq!(resources, json!(here), "a model id: that model, in the stack's Region alone");
 }
+
+/// Service Authorization Reference, "Actions, resources, and condition keys for Amazon Elastic Container Service":
+/// DescribeServices and UpdateService take the resource type `service`,
+/// `arn:${Partition}:ecs:${Region}:${Account}:service/${ClusterName}/${ServiceName}`. The router's wake on arrival
+/// gets exactly those two actions on exactly the two tiers' services; no other role may set a desired count (the
+/// scaler only reads it, Application Auto Scaling acts through its service-linked role), and the router wakes only
+/// once an image exists (a task could not start before).
+#[test]
+fn only_the_router_may_set_a_desired_count_and_only_on_the_two_tiers_services() {
+    let t = template();
+    let service_arn = |service: &str| {
+        json!({"Fn::Sub": format!(
+            "arn:${{AWS::Partition}}:ecs:${{AWS::Region}}:${{AWS::AccountId}}:service/${{Cluster}}/${{{service}.Name}}"
+        )})
+    };
+    let wake: Vec<&Value> =
+        statements(&t["Resources"]["RouterRole"]).into_iter().filter(|s| s["Sid"] == "WakeOnArrival").collect();
+    assert_eq!(wake.len(), 1, "RouterRole has one WakeOnArrival statement");
+    assert_eq!(wake[0]["Action"], json!(["ecs:DescribeServices", "ecs:UpdateService"]));
+    assert_eq!(wake[0]["Resource"], json!([service_arn("SmallService"), service_arn("LargeService")]));
+    for (name, role) in of_type(&t, "AWS::IAM::Role") {
+        for statement in statements(role) {
+            let actions = statement["Action"].to_string();
+            let sets_count = actions.contains("ecs:UpdateService") || actions.contains("ecs:*");
+            assert!(
+                !sets_count || (name == "RouterRole" && statement["Sid"] == "WakeOnArrival"),
+                "{name}: {statement}"
+            );
+        }
+    }
+    let env = &t["Resources"]["RouterFunction"]["Properties"]["Environment"]["Variables"];
+    assert_eq!(env["WAKE_ON_ARRIVAL"], json!({"Fn::If": ["ImageIsPushed", "true", "false"]}));
+    assert_eq!(
+        env["SERVICE_NAME"],
+        t["Resources"]["ScalerFunction"]["Properties"]["Environment"]["Variables"]["SERVICE_NAME"]
+    );
+}
