@@ -179,7 +179,7 @@ impl InferenceRequest {
         object.retain(|_, v| !v.is_null());
         let request_id = match (object.remove("requestId"), intake) {
             (Some(value), _) => parse_request_id(&value)?,
-            (None, Intake::Api(_)) => RequestId::new_v4(),
+            (None, Intake::Api(_)) => RequestId::router_made(),
             (None, Intake::Queue(_)) => return Err(RequestError::invalid("requestId", "required")),
         };
         let input = match (object.remove("prompt"), object.remove("messages")) {

@@ -7,6 +7,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 /// The UUID and which of its 32 hex digits were written in upper case (bit i: digit i): `Copy`, and printed back
@@ -18,9 +19,25 @@ pub struct RequestId {
 }
 
 impl RequestId {
-    /// A fresh random id (lower case), for a request sent without one.
+    /// A fresh random id (lower case).
     pub fn new_v4() -> Self {
         Uuid::new_v4().into()
+    }
+
+    /// A fresh id the router makes for a request sent without one: a random UUID v4 (lower case) whose last four
+    /// bytes check the first twelve ([`RequestId::is_router_made`]), so the router knows its own ids when a client
+    /// sends one back, without keeping a record of each.
+    pub fn router_made() -> Self {
+        let mut bytes = *Uuid::new_v4().as_bytes();
+        let check = router_check(&bytes);
+        bytes[12..].copy_from_slice(&check);
+        Uuid::from_bytes(bytes).into()
+    }
+
+    /// Whether the router made this id (of a random client id, one in 2^32 looks so).
+    pub fn is_router_made(&self) -> bool {
+        let bytes = self.uuid.as_bytes();
+        bytes[12..] == router_check(bytes)
     }
 
     /// The id in `text` when it is a UUID v4 (RFC 4122 variant) in the hyphenated 8-4-4-4-12 form, in any case:
@@ -48,6 +65,12 @@ impl RequestId {
     pub(crate) fn canonical(&self) -> RequestId {
         self.uuid.into()
     }
+}
+
+/// The check of a router-made id: the first four bytes of SHA-256 over a label and the id's first twelve bytes.
+fn router_check(bytes: &[u8; 16]) -> [u8; 4] {
+    let digest = Sha256::new().chain_update(b"gpuinfer router-made requestId").chain_update(&bytes[..12]).finalize();
+    [digest[0], digest[1], digest[2], digest[3]]
 }
 
 impl From<Uuid> for RequestId {

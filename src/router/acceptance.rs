@@ -1,7 +1,8 @@
 //! How the router tells a retry from a reused requestId: the record it keeps, beside the results, of each request
-//! it accepted (a fingerprint of what the client sent, the tier it answered, the id as it was sent). A record is
-//! kept under the id's canonical (lower-case) form, so of two spellings that differ only in case, only the first
-//! is accepted.
+//! it accepted with an id its client chose (a fingerprint of what the client sent, the tier it answered, the id as it
+//! was sent). A record is kept under the id's canonical (lower-case) form, so of two spellings that differ only in
+//! case, only the first is accepted. An id the router made needs no record: it is new when made, and the router
+//! knows it when a client sends it back (`RequestId::is_router_made`), as an id another request holds.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -32,11 +33,22 @@ struct Record {
     request_id: Option<RequestId>,
 }
 
-/// The fingerprint of a request as the client sent it: SHA-256 of its JSON with keys sorted, so the same request
-/// sent again matches whatever the order of its fields.
-pub(crate) fn fingerprint(sent: &Value) -> String {
-    let digest = Sha256::digest(canonical(sent).as_bytes());
-    digest.iter().map(|byte| format!("{byte:02x}")).collect()
+/// What of a request as the client sent it decides its admission.
+pub(crate) struct Sent {
+    /// SHA-256 of its JSON with keys sorted, so the same request sent again matches whatever the order of its fields.
+    fingerprint: String,
+    /// Whether the client chose its requestId (else the router made one).
+    names_its_id: bool,
+}
+
+impl Sent {
+    pub(crate) fn of(sent: &Value) -> Sent {
+        let digest = Sha256::digest(canonical(sent).as_bytes());
+        Sent {
+            fingerprint: digest.iter().map(|byte| format!("{byte:02x}")).collect(),
+            names_its_id: sent.get("requestId").is_some_and(|id| !id.is_null()),
+        }
+    }
 }
 
 fn canonical(value: &Value) -> String {
@@ -55,40 +67,56 @@ fn canonical(value: &Value) -> String {
     }
 }
 
-/// Records that `request_id` is accepted for the request with `fingerprint`, routed to `tier` — unless it already
-/// was, in any case, for the same request (a retry) or another one.
+/// Admits `request_id` for the request `sent`, routed to `tier`: an id the router just made is new; an id the client
+/// chose is recorded as accepted, unless it already was, in any case, for the same request (a retry) or another one;
+/// an id the router made, sent back by a client, is another request's.
 pub(crate) async fn admit(
     store: &dyn ResultStore,
     request_id: RequestId,
-    fingerprint: &str,
+    sent: &Sent,
     tier: Tier,
 ) -> Result<Admission, StoreError> {
-    let record = Record { fingerprint: fingerprint.to_owned(), tier, request_id: Some(request_id) };
+    match (sent.names_its_id, request_id.is_router_made()) {
+        (false, _) => return Ok(Admission::New),
+        (true, true) => return Ok(Admission::Reused { status: status(store, request_id).await? }),
+        (true, false) => {}
+    }
+    let record = Record { fingerprint: sent.fingerprint.clone(), tier, request_id: Some(request_id) };
     let record = serde_json::to_vec(&record).map_err(|e| StoreError::caused("encoding the acceptance record", e))?;
     if store.record_acceptance(request_id.canonical(), &record).await? == PutOutcome::Created {
         return Ok(Admission::New);
     }
     match read(store, request_id).await?.flatten() {
-        Some(earlier) if earlier.fingerprint == fingerprint => Ok(Admission::Retry(earlier.tier)),
+        Some(earlier) if earlier.fingerprint == sent.fingerprint => Ok(Admission::Retry(earlier.tier)),
         earlier => {
             let holder = earlier.and_then(|record| record.request_id).unwrap_or(request_id);
-            let document = store.get(holder).await?;
-            let status =
-                document.as_deref().and_then(Ending::read).map_or("pending".into(), |e| e.status.as_str().into());
-            Ok(Admission::Reused { status })
+            Ok(Admission::Reused { status: status(store, holder).await? })
         }
     }
 }
 
+/// Where the accepted request `holder` stands: its document's status, else "pending".
+async fn status(store: &dyn ResultStore, holder: RequestId) -> Result<String, StoreError> {
+    let document = store.get(holder).await?;
+    Ok(document.as_deref().and_then(Ending::read).map_or("pending".into(), |e| e.status.as_str().into()))
+}
+
 /// The id, as its request sent it, of the accepted request that holds `request_id` in any case; None when none
-/// does (or its record expired).
+/// does (or its record expired). An id the router made is held as the router wrote it (lower case).
 pub(crate) async fn holder(store: &dyn ResultStore, request_id: RequestId) -> Result<Option<RequestId>, StoreError> {
+    if request_id.is_router_made() {
+        return Ok(Some(request_id.canonical()));
+    }
     let record = read(store, request_id).await?;
     Ok(record.map(|record| record.and_then(|record| record.request_id).unwrap_or(request_id)))
 }
 
-/// Drops the record of accepting `request_id` (its enqueue failed, so the client's retry must be accepted).
+/// Drops the record of accepting `request_id` (its enqueue failed, so the client's retry must be accepted); an id
+/// the router made has none.
 pub(crate) async fn forget(store: &dyn ResultStore, request_id: RequestId) -> Result<(), StoreError> {
+    if request_id.is_router_made() {
+        return Ok(());
+    }
     store.forget_acceptance(request_id.canonical()).await
 }
 

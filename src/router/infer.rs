@@ -77,11 +77,11 @@ pub(super) async fn infer(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let (body, _held) = read_body(&state, &headers, body, MAX_REQUEST_BYTES).await?;
     let request = InferenceRequest::parse(&body, Intake::Api(Utc::now()))?;
-    let fingerprint = acceptance::fingerprint(&crate::contract::request::parse_json(&body).unwrap_or_default());
+    let sent = acceptance::Sent::of(&crate::contract::request::parse_json(&body).unwrap_or_default());
     let Admitted { request, body } = admit(&state, request)?;
     let (tier, reason) = routing::route(&request, &state.routing, state.classifier.as_deref()).await;
     let id = request.request_id;
-    let admission = acceptance::admit(state.store.as_ref(), id, &fingerprint, tier).await;
+    let admission = acceptance::admit(state.store.as_ref(), id, &sent, tier).await;
     match admission.map_err(|error| ApiError::store_unavailable(id, &error))? {
         Admission::New => {}
         Admission::Retry(tier) => return Ok((StatusCode::ACCEPTED, Json(json!({ "requestId": id, "tier": tier })))),
@@ -137,7 +137,7 @@ pub(super) async fn infer_bulk(
     let mut seen = HashSet::new();
     let mut routing = JoinSet::new();
     for (index, entry) in entries.into_iter().enumerate() {
-        let fingerprint = acceptance::fingerprint(&entry);
+        let sent = acceptance::Sent::of(&entry);
         let admitted = InferenceRequest::from_value(entry, Intake::Api(now))
             .and_then(|request| match seen.insert(request.request_id.canonical()) {
                 true => Ok(request),
@@ -154,7 +154,7 @@ pub(super) async fn infer_bulk(
                     let (tier, reason) =
                         routing::route(&admitted.request, &state.routing, state.classifier.as_deref()).await;
                     let id = admitted.request.request_id;
-                    let admission = acceptance::admit(state.store.as_ref(), id, &fingerprint, tier).await;
+                    let admission = acceptance::admit(state.store.as_ref(), id, &sent, tier).await;
                     Routed { index, admitted, tier, reason, admission }
                 });
             }

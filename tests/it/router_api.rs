@@ -401,6 +401,33 @@ async fn a_reused_request_id_is_refused_and_a_retry_is_answered_as_before() {
     assert_eq!(queue.counts().await.unwrap().visible, 1, "nothing more was enqueued");
 }
 
+/// A request sent without a requestId gets one the router made, and no acceptance record (the store holds
+/// nothing for it until its result): the id sent back in another request is refused as one in use (409, pending,
+/// also in a batch), in upper case too; its cancel needs no record (200, canceled); nothing but the first request
+/// is ever enqueued.
+#[tokio::test]
+async fn an_id_the_router_made_needs_no_record_and_is_refused_when_sent_back() {
+    let f = fixture();
+    let (status, answer) = call(&f.state, post(json!({"prompt": "no id"}).to_string())).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let id = gpuinfer::contract::request_id::RequestId::parse(answer["requestId"].as_str().unwrap()).unwrap();
+    assert!(id.is_router_made());
+    assert_eq!(f.backends.store.acceptance(id).await.unwrap(), None, "no record for an id the router made");
+    for sent in [id.to_string(), id.to_string().to_uppercase()] {
+        let again = json!({"requestId": sent, "prompt": "no id"}).to_string();
+        let (status, conflict) = call(&f.state, post(again)).await;
+        assert_eq!((status, &conflict["status"]), (StatusCode::CONFLICT, &json!("pending")), "{conflict}");
+    }
+    let (status, answer) =
+        call(&f.state, post_to("/infer/batch", json!([{"requestId": id, "prompt": "x"}]).to_string())).await;
+    assert_eq!((status, &answer["results"][0]["status"]), (StatusCode::MULTI_STATUS, &json!(409)), "{answer}");
+    assert_eq!(f.lane(Tier::Small, Priority::Normal).counts().await.unwrap().visible, 1);
+    let (status, _) = call(&f.state, delete(&format!("/results/{}", id.to_string().to_uppercase()))).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "a cancel in another spelling names the router's");
+    let (status, canceled) = call(&f.state, delete(&format!("/results/{id}"))).await;
+    assert_eq!((status, &canceled["error"]["code"]), (StatusCode::OK, &json!("canceled")), "{canceled}");
+}
+
 /// Two spellings of one UUID that differ only in case are one id: the second is refused as a reused id (409 with
 /// the holder's status, also in a batch, where `status` is the entry's HTTP code and `holderStatus` the holder's),
 /// two in one batch are refused as a repeat, a cancel in the other spelling names the holder's, and only the first

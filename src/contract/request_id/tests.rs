@@ -40,3 +40,20 @@ fn only_a_hyphenated_version_4_uuid_is_an_id() {
         assert_eq!(RequestId::parse(refused), None, "{refused}");
     }
 }
+
+#[test]
+fn the_router_knows_the_ids_it_made_and_not_a_clients() {
+    for _ in 0..100 {
+        let made = RequestId::router_made();
+        assert!(made.is_router_made());
+        let sent = RequestId::parse(&made.to_string().to_uppercase()).unwrap();
+        assert!(sent.is_router_made(), "in any case");
+        assert_eq!(made.uuid().get_version_num(), 4);
+        assert_eq!(made.uuid().get_variant(), uuid::Variant::RFC4122);
+    }
+    let clients = (0..1000).filter(|_| RequestId::new_v4().is_router_made()).count();
+    assert_eq!(clients, 0, "a random id passes the 32-bit check once in 2^32");
+    let mut altered = *RequestId::router_made().uuid().as_bytes();
+    altered[3] ^= 1;
+    assert!(!RequestId::from(Uuid::from_bytes(altered)).is_router_made());
+}
