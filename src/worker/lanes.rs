@@ -14,6 +14,11 @@
 //! - **Long polls.** Only when every lane looked empty does the receiver long-poll, and then every lane at once,
 //!   each in its own task: a lane that answers is served at once and polled again while the others' polls are
 //!   still waiting, so no lane waits behind another's long poll.
+//! - **No receive that cannot bring anything.** A quick round skips a lane whose long poll is pending (that poll
+//!   answers the moment a message arrives) and a lane whose last long poll brought fewer messages than it asked
+//!   for (it had no more then; its next long poll looks again). At a steady trickle of requests a worker so makes
+//!   about one receive per request, the long poll that brings it, instead of a quick round of every lane after
+//!   each start and each end.
 //! - **Slots.** A long poll asks for the lane's part of the free slots, at least one. When lanes answer
 //!   together while only one slot was free, the worker holds the extra message (its visibility renewed) until
 //!   the next slot frees: at most one message per lane beyond the free slots, and never more requests in the
@@ -76,6 +81,8 @@ pub(crate) struct LaneReceiver<Q: ?Sized> {
     wait: Duration,
     share: Share,
     polls: Lanes<Option<Poll>>,
+    /// Lanes whose last long poll brought fewer messages than it asked for: none left then, so no quick receive.
+    drained: Lanes<bool>,
 }
 
 impl<Q: ?Sized> Drop for LaneReceiver<Q> {
@@ -89,7 +96,13 @@ impl<Q: ?Sized> Drop for LaneReceiver<Q> {
 
 impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
     pub fn new(lanes: Lanes<Arc<Q>>, wait: Duration) -> Self {
-        LaneReceiver { lanes, wait, share: Share::default(), polls: Lanes::from_fn(|_| None) }
+        LaneReceiver {
+            lanes,
+            wait,
+            share: Share::default(),
+            polls: Lanes::from_fn(|_| None),
+            drained: Lanes::from_fn(|_| false),
+        }
     }
 
     /// Free slots not promised to a pending long poll.
@@ -143,8 +156,12 @@ impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
         Ok(())
     }
 
-    /// Receives up to `max` messages of `lane` at once into `taken`; how many came.
+    /// Receives up to `max` messages of `lane` at once into `taken`; how many came. None are asked of a lane whose
+    /// long poll is pending or that its last long poll drained (see the module documentation).
     async fn take(&self, lane: Priority, max: usize, taken: &mut Vec<Lease>) -> Result<usize, QueueError> {
+        if self.polls.get(lane).is_some() || *self.drained.get(lane) {
+            return Ok(0);
+        }
         let messages = self.receive_now(lane, max).await?;
         let count = messages.len();
         taken.extend(leases(lane, messages));
@@ -181,6 +198,7 @@ impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
                 received
             });
             *self.polls.get_mut(lane) = Some(Poll { ask, task });
+            *self.drained.get_mut(lane) = false;
         }
     }
 
@@ -192,8 +210,9 @@ impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
             joined = join(&mut self.polls.normal) => (Priority::Normal, joined),
             joined = join(&mut self.polls.batch) => (Priority::Batch, joined),
         };
-        *self.polls.get_mut(lane) = None;
+        let asked = self.polls.get_mut(lane).take().map_or(0, |poll| poll.ask);
         let received = joined.unwrap_or_else(|e| Err(QueueError::caused("long-poll task failed", e)));
+        *self.drained.get_mut(lane) = received.as_ref().is_ok_and(|messages| messages.len() < asked);
         if let Ok(messages) = &received {
             match lane {
                 Priority::High => self.share.record(messages.len(), 0, 0),

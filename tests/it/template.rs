@@ -107,7 +107,7 @@ fn each_task_role_touches_only_its_lanes_the_dead_letter_queue_and_results() {
 }
 
 #[test]
-fn the_router_role_only_enqueues_reads_and_cancels_results_and_asks_one_model() {
+fn the_router_role_only_enqueues_reads_and_cancels_results_asks_one_model_and_wakes_the_two_services() {
     let t = template();
     let statements = statements(&t["Resources"]["RouterRole"]);
     let actions = |statement: &Value| -> Vec<String> {
@@ -127,6 +127,13 @@ fn the_router_role_only_enqueues_reads_and_cancels_results_and_asks_one_model() 
             {"Bucket": {"Fn::Select": [2, {"Fn::Split": ["/", {"Ref": "OutputDestination"}]}]}}]})
     };
     let output_bucket = json!([bucket(""), bucket("/*")]);
+    // The wake on arrival: the two tiers' services.
+    let service = |id: &str| {
+        json!({"Fn::Sub": format!(
+            "arn:${{AWS::Partition}}:ecs:${{AWS::Region}}:${{AWS::AccountId}}:service/${{Cluster}}/${{{id}.Name}}"
+        )})
+    };
+    let services = json!([service("SmallService"), service("LargeService")]);
     let expected: BTreeSet<(String, String)> = [
         (
             "sqs:SendMessage",
@@ -152,6 +159,8 @@ fn the_router_role_only_enqueues_reads_and_cancels_results_and_asks_one_model() 
         ("bedrock:InvokeModel", classify_resources()),
         ("sqs:SendMessage", arn("DeadLetterQueue")),
         ("kms:Decrypt", arn("LogsKey")),
+        ("ecs:DescribeServices", services.clone()),
+        ("ecs:UpdateService", services),
     ]
     .into_iter()
     .map(|(action, resource)| (action.to_owned(), resource.to_string()))
@@ -413,6 +422,37 @@ fn alarms_and_dashboard_use_only_metrics_the_binary_emits() {
     }
 }
 
+/// The dashboard's cold-start widgets, parsed from its body: per tier, the metric names they read, in order.
+fn cold_start_widgets(t: &Value) -> BTreeMap<String, Vec<String>> {
+    let body = t["Resources"]["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"][0].as_str().unwrap();
+    let body: Value = serde_json::from_str(body).expect("the dashboard body is JSON");
+    let mut read: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let widgets = body["widgets"].as_array().unwrap().iter().map(|widget| &widget["properties"]);
+    let cold_start =
+        |widget: &&Value| widget["title"].as_str().is_some_and(|t| t.to_lowercase().contains("cold start"));
+    for widget in widgets.filter(cold_start) {
+        for row in widget["metrics"].as_array().unwrap() {
+            let row: Vec<&str> = row.as_array().unwrap().iter().filter_map(Value::as_str).collect();
+            assert_eq!((row[0], row[2]), (gpuinfer::infra::metrics::NAMESPACE, "Tier"), "{row:?}");
+            read.entry(row[3].to_owned()).or_default().push(row[1].to_owned());
+        }
+    }
+    read
+}
+
+#[test]
+fn the_dashboard_shows_each_tiers_cold_start_under_the_names_the_worker_emits() {
+    let read = cold_start_widgets(&template());
+    let emitted: Vec<String> = gpuinfer::infra::metrics::COLD_START.iter().map(|name| (*name).to_owned()).collect();
+    assert_eq!(read.keys().collect::<Vec<_>>(), ["large", "small"], "a cold-start widget per tier");
+    for (tier, names) in &read {
+        assert_eq!(
+            names, &emitted,
+            "the {tier} tier's widgets read every cold-start metric the worker emits, in order"
+        );
+    }
+}
+
 #[test]
 fn scaling_alarms_follow_the_scaler_design() {
     let t = template();
@@ -425,7 +465,9 @@ fn scaling_alarms_follow_the_scaler_design() {
         assert_eq!(out["EvaluationPeriods"], 1, "{tier}: one request on zero tasks scales out within a minute");
         let idle = &t["Resources"][format!("{tier}ScaleInAlarm")]["Properties"];
         assert_eq!(idle["ComparisonOperator"], "LessThanThreshold");
-        assert_eq!(t["Mappings"]["Tiers"][tier]["ScaleInPeriods"], idle_periods);
+        let idle_minutes = if tier == "Small" { "ScaleInIdleMinutes" } else { "LargeModelScaleInIdleMinutes" };
+        assert_eq!(idle["EvaluationPeriods"], json!({ "Ref": idle_minutes }));
+        assert_eq!(t["Parameters"][idle_minutes]["Default"], idle_periods, "{tier}: the AWS sample's idle window");
         let steps = |policy: &str| {
             t["Resources"][format!("{tier}{policy}")]["Properties"]["StepScalingPolicyConfiguration"]["StepAdjustments"]
                 .as_array()
@@ -586,5 +628,121 @@ fn every_prefix_written_to_the_results_bucket_expires_by_a_lifecycle_rule() {
             Kept::WithResults => assert!(days.iter().all(|d| **d == with_results), "{key} goes sooner: {days:?}"),
             Kept::OneDay => assert!(days.contains(&&json!(1)), "{key} is not expired after a day: {days:?}"),
         }
+    }
+}
+
+/// CloudWatch PutMetricAlarm: `Period` × `EvaluationPeriods` can't be more than 604,800 s, and for a period under an
+/// hour no more than one day (86,400 s); `DatapointsToAlarm` (the M of "M out of N") is at most `EvaluationPeriods`.
+/// Every alarm holds both for any value its parameters allow: the scale-in alarms' idle windows
+/// (`ScaleInIdleMinutes`, `LargeModelScaleInIdleMinutes`) go from 1 minute to a day, the AWS sample's 5 and 10 by
+/// default, and feed both numbers, so a scale-in needs every period of the window below the threshold.
+#[test]
+fn every_alarm_evaluates_at_most_a_day_and_needs_no_more_datapoints_than_it_evaluates() {
+    let t = template();
+    let p = &t["Parameters"];
+    // The largest (or smallest) value a literal or a `Ref` to a Number parameter can take.
+    let bound = |value: &Value, limit: &str| match value.get("Ref") {
+        Some(name) => p[name.as_str().unwrap()][limit].as_u64().unwrap_or_else(|| panic!("{name} has no {limit}")),
+        None => value.as_u64().unwrap_or_else(|| panic!("{value} is not a number of periods")),
+    };
+    let mut checked = 0;
+    for (name, alarm) in of_type(&t, "AWS::CloudWatch::Alarm") {
+        let alarm = &alarm["Properties"];
+        let period = alarm["Period"].as_u64().unwrap_or_else(|| panic!("{name}: Period"));
+        let evaluation = &alarm["EvaluationPeriods"];
+        let longest = if period < 3_600 { 86_400 } else { 604_800 };
+        assert!(period * bound(evaluation, "MaxValue") <= longest, "{name}: {period} s × {evaluation}");
+        assert!(bound(evaluation, "MinValue") >= 1, "{name}: at least one period");
+        if let Some(datapoints) = alarm.get("DatapointsToAlarm") {
+            let same = datapoints == evaluation;
+            assert!(same || bound(datapoints, "MaxValue") <= bound(evaluation, "MinValue"), "{name}: {datapoints}");
+        }
+        checked += 1;
+    }
+    assert!(checked >= 8, "only {checked} alarms: is the template parsed right?");
+    for (alarm, minutes, default) in
+        [("SmallScaleInAlarm", "ScaleInIdleMinutes", 5), ("LargeScaleInAlarm", "LargeModelScaleInIdleMinutes", 10)]
+    {
+        let properties = &t["Resources"][alarm]["Properties"];
+        for count in ["EvaluationPeriods", "DatapointsToAlarm"] {
+            assert_eq!(properties[count], json!({ "Ref": minutes }), "{alarm} {count}");
+        }
+        assert_eq!((properties["Period"].as_u64(), &p[minutes]["Default"]), (Some(60), &json!(default)));
+        assert_eq!((p[minutes]["MinValue"].as_u64(), p[minutes]["MaxValue"].as_u64()), (Some(1), Some(1_440)));
+    }
+}
+
+/// Application Auto Scaling's cron format (Schedule recurring scaling actions using cron expressions; the EventBridge
+/// cron reference it points to): `cron(` six fields `)`, minutes hours day-of-month month day-of-week year, and exactly
+/// one of day-of-month and day-of-week is `?`.
+fn is_application_auto_scaling_cron(schedule: &str) -> bool {
+    let Some(fields) = schedule.strip_prefix("cron(").and_then(|rest| rest.strip_suffix(')')) else { return false };
+    let fields: Vec<&str> = fields.split(' ').collect();
+    fields.len() == 6 && fields.iter().all(|f| !f.is_empty()) && ((fields[2] == "?") != (fields[4] == "?"))
+}
+
+/// The warm window's parameters' AllowedPattern: empty, or a cron expression by the rule above.
+const WARM_WINDOW_PATTERN: &str = r"^$|^cron\([^ ]+ [^ ]+ (\? [^ ]+ [^ ?]+|[^ ?]+ [^ ]+ \?) [^ ]+\)$";
+
+/// AWS::ApplicationAutoScaling::ScalableTarget ScheduledAction (CloudFormation reference) and PutScheduledAction:
+/// `ScheduledActionName` must be unique among the scheduled actions of its scalable target; `Schedule` is `at(...)`,
+/// `rate(...)` or `cron(...)`, the cron of six fields; `Timezone` an IANA name (UTC when absent); a
+/// `ScalableTargetAction`'s MinCapacity may not exceed the target's MaxCapacity (0 until ImagePushed), and
+/// Application Auto Scaling does not restore the previous minimum when a window ends, so a second action does. Each
+/// tier's warm window is off by default, a pair of actions when set: MinCapacity 1 at its start, MinTaskCount at its
+/// end, only while the images are pushed and the tier would otherwise go to zero.
+#[test]
+fn warm_windows_are_scheduled_actions_as_application_auto_scaling_takes_them() {
+    let t = template();
+    let p = &t["Parameters"];
+    for (tier, prefix, min_tasks) in [("Small", "", "MinTaskCount"), ("Large", "LargeModel", "LargeModelMinTaskCount")]
+    {
+        let (start, end) = (format!("{prefix}WarmWindowStart"), format!("{prefix}WarmWindowEnd"));
+        let condition = format!("{tier}WarmWindow");
+        let scheduled = &t["Resources"][format!("{tier}ScalableTarget")]["Properties"]["ScheduledActions"]["Fn::If"];
+        assert_eq!((&scheduled[0], &scheduled[2]), (&json!(condition), &json!({"Ref": "AWS::NoValue"})), "{tier}");
+        assert_eq!(
+            t["Conditions"][&condition]["Fn::And"],
+            json!([
+                {"Condition": "ImageIsPushed"},
+                {"Fn::Not": [{"Fn::Equals": [{"Ref": start}, ""]}]},
+                {"Fn::Equals": [{"Ref": min_tasks}, 0]}
+            ]),
+            "{tier}: a window only while MaxCapacity allows a task and MinTaskCount leaves the tier at zero"
+        );
+        let actions = scheduled[1].as_array().unwrap();
+        let names: BTreeSet<&str> = actions.iter().map(|a| a["ScheduledActionName"].as_str().unwrap()).collect();
+        assert_eq!(names.len(), actions.len(), "{tier}: names are unique on the target");
+        let action = |schedule: &str| actions.iter().find(|a| a["Schedule"] == json!({ "Ref": schedule })).unwrap();
+        assert_eq!(action(&start)["ScalableTargetAction"], json!({"MinCapacity": 1}));
+        assert_eq!(action(&end)["ScalableTargetAction"], json!({"MinCapacity": {"Ref": min_tasks}}));
+        assert!(p[if tier == "Small" { "MaxTaskCount" } else { "LargeModelMaxTaskCount" }]["MinValue"] == 1);
+        for action in actions {
+            assert_eq!(action["Timezone"], json!({"Ref": "WarmWindowTimezone"}));
+        }
+        for parameter in [&start, &end] {
+            assert_eq!(
+                (&p[parameter]["Default"], &p[parameter]["AllowedPattern"]),
+                (&json!(""), &json!(WARM_WINDOW_PATTERN))
+            );
+        }
+    }
+    assert_eq!(p["WarmWindowTimezone"]["Default"], "Etc/UTC");
+
+    // Every cron the parameters and the docs give as an example follows the format; the rule itself tells them apart.
+    let text = [
+        serde_json::to_string(p).unwrap(),
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/configuration.md")).unwrap(),
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/scaling.md")).unwrap(),
+    ]
+    .join("\n");
+    let examples: Vec<&str> =
+        text.match_indices("cron(").map(|(at, _)| &text[at..at + text[at..].find(')').unwrap() + 1]).collect();
+    assert!(examples.len() >= 4, "{examples:?}");
+    for example in examples {
+        assert!(is_application_auto_scaling_cron(example), "{example}");
+    }
+    for wrong in ["cron(0 8 * * MON-FRI *)", "cron(0 8 ? * ? *)", "cron(0 8 * * 1-5)", "0 8 ? * MON-FRI *"] {
+        assert!(!is_application_auto_scaling_cron(wrong), "{wrong}");
     }
 }

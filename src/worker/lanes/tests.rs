@@ -135,3 +135,39 @@ async fn a_failing_lane_does_not_drop_what_the_other_lanes_brought() {
     assert_eq!(started[0].message.body, "urgent");
     assert!(receiver.take_ready(3).await.is_err(), "nothing received: the lane's error");
 }
+
+/// No receive that cannot bring anything: a quick round asks nothing of a lane whose long poll is pending or that
+/// its last long poll drained (it brought fewer than it asked for); the lane's next long poll brings what came
+/// meanwhile, and a poll that brought all it asked for leaves its lane to the quick round.
+#[tokio::test]
+async fn a_quick_round_skips_lanes_a_pending_or_draining_long_poll_covers() {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use crate::contract::tier::{Priority, Tier};
+    use crate::local::LocalBackends;
+    use crate::ports::Queue;
+
+    use super::LaneReceiver;
+
+    let dir = tempfile::tempdir().unwrap();
+    let backends = LocalBackends::open(dir.path()).unwrap();
+    let lanes = backends.tier_lanes(Tier::Small, Duration::from_secs(300), 3).map(|q| q as Arc<dyn Queue>);
+    let mut receiver = LaneReceiver::new(lanes.clone(), Duration::from_secs(20));
+    receiver.poll_idle_lanes(9);
+    let normal = lanes.get(Priority::Normal);
+    normal.send("first").await.unwrap();
+    let (lane, brought) = receiver.next_polled().await;
+    assert_eq!((lane, brought.unwrap().len()), (Priority::Normal, 1), "one of the three it asked for: drained");
+    normal.send("second").await.unwrap();
+    lanes.get(Priority::High).send("high").await.unwrap();
+    let quick = receiver.take_ready(5).await.unwrap();
+    assert!(quick.is_empty(), "high's poll is pending, normal is drained, batch's poll is pending: {quick:?}");
+    let (lane, brought) = receiver.next_polled().await;
+    assert_eq!((lane, brought.unwrap().len()), (Priority::High, 1), "the pending poll brings what came");
+    receiver.poll_idle_lanes(5);
+    let (lane, brought) = tokio::time::timeout(Duration::from_secs(5), receiver.next_polled()).await.unwrap();
+    let brought = brought.unwrap();
+    assert_eq!((lane, brought[0].message.body.as_str()), (Priority::Normal, "second"), "its next poll looks again");
+    drop(receiver.close().await);
+}
