@@ -19,7 +19,13 @@
 # GPU_MEM_UTIL, TP_SIZE, ENGINE_PORT, MODEL_DIR; SHARED_MEMORY_DIR (default /dev/shm; tests point it
 # elsewhere); ENGINE_CMD replaces the whole engine command line (tests and other engines); GPUINFER
 # is the gpuinfer binary. The worker reads the rest.
+#
+# Cold start: the script exports when it started (GPUINFER_STARTED_AT, kept across the re-execution
+# as uid 1000) and when the weights were on disk (GPUINFER_WEIGHTS_READY_AT, only after a fetch),
+# in Unix seconds; the worker reports the phases of the start with its first result.
 set -euo pipefail
+
+export GPUINFER_STARTED_AT="${GPUINFER_STARTED_AT:-$(date +%s.%N)}"
 
 GPUINFER="${GPUINFER:-gpuinfer}"
 ENGINE_PORT="${ENGINE_PORT:-8000}"
@@ -83,6 +89,8 @@ fi
 if ((fetch)); then
     say "fetching $MODEL_S3_PATH into $MODEL_DIR"
     "$GPUINFER" fetch-model "$MODEL_S3_PATH" "$MODEL_DIR"
+    GPUINFER_WEIGHTS_READY_AT="$(date +%s.%N)"
+    export GPUINFER_WEIGHTS_READY_AT
 else
     say "no MODEL_S3_PATH: the engine loads $MODEL_NAME from its hub"
 fi

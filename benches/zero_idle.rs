@@ -13,6 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use gpuinfer::contract::tier::Tier;
+use gpuinfer::scaler::simulate::cold_start::ColdStart;
 use gpuinfer::scaler::simulate::event_loop::{self, Timing};
 use gpuinfer::scaler::simulate::policy::{Policy, PolicyKind};
 use gpuinfer::scaler::simulate::trace::{self, Traffic};
@@ -240,7 +241,8 @@ fn predicted(
 ) -> (f64, Millis, Millis) {
     let model = TierModel {
         tier: Tier::Small,
-        cold_start: start.as_millis() as Millis,
+        // Measured whole: spawn to healthy.
+        cold_start: ColdStart { phases: [start.as_millis() as Millis, 0, 0, 0] },
         service_time: request.as_millis() as Millis,
         concurrency: engine.slots,
         price_per_hour: 0.0,
@@ -248,6 +250,7 @@ fn predicted(
         scale_in_periods: IDLE_TTL_SECONDS as usize,
         scale_in_cooldown: 0,
         gpu_memory_when_running: 90.0,
+        warm_window: None,
     };
     let end = TRACE_SECONDS * SECOND * 4;
     let timing = Timing { period: SECOND, retention: end, end };

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmarks, side by side in one run (release build): prints markdown tables and writes them to
-# BENCHMARKS.md (the pipeline table, then the saturation and zero-idle sections). Starts what it
+# BENCHMARKS.md (the pipeline table, then the saturation, zero-idle, Batch API and AWS-calls sections). Starts what it
 # measures against: the local llama.cpp engine (8 slots), the moto SQS/S3 emulator, the engine
 # simulator (8, 64 and 256 slots) and, for the baselines, the AWS CLI (PyPI awscli) and a Python +
 # boto3 router; profiles the worker with valgrind's callgrind when valgrind is installed.
@@ -12,6 +12,8 @@ CACHE="${GPUINFER_CACHE:-$HOME/.cache/gpuinfer}"
 ENGINE_PORT="${BENCH_ENGINE_PORT:-18100}"
 MOTO_PORT="${BENCH_MOTO_PORT:-15100}"
 WORKER_MOTO_PORT="${BENCH_WORKER_MOTO_PORT:-15101}"
+# The AWS-calls section's moto; the 9 ports after it are its counter's, routers' and webhook receiver's.
+AWS_CALLS_MOTO_PORT="${BENCH_AWS_CALLS_MOTO_PORT:-15110}"
 AWSCLI_PIN="awscli==1.46.3"
 
 stop_services() {
@@ -62,3 +64,9 @@ cargo bench --locked --bench pipeline -- --write BENCHMARKS.md
 cargo bench --locked --bench saturation -- --write BENCHMARKS.md
 cargo bench --locked --bench zero_idle -- --write BENCHMARKS.md
 cargo bench --locked --bench batch_api -- --write BENCHMARKS.md
+# AWS calls and price per request: every SQS, S3, CloudWatch, ECS and Lambda call of our router, worker and scaler and
+# of the AWS sample's own code on the same requests, counted through a recording proxy in front of a moto of its own
+# (started and stopped by the script), with the binaries `cargo bench` built (the counts do not depend on the build).
+"$BENCH_PYTHON" scripts/bench/aws_calls.py --gpuinfer "$target_dir/release/gpuinfer" \
+    --simulator "$target_dir/release/engine-simulator" --build "release build (\`cargo bench\`'s)" \
+    --moto-port "$AWS_CALLS_MOTO_PORT" --port-base "$((AWS_CALLS_MOTO_PORT + 1))" --write BENCHMARKS.md

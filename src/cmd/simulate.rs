@@ -1,5 +1,6 @@
 //! `gpuinfer simulate`: replay one traffic trace against the AWS sample's scaling policy and ours, for one tier or
-//! both, print the side-by-side table, and optionally plot tasks and backlog over time.
+//! both, print the side-by-side table, a lone request's time by phase, our policy's cost and p95 by idle window and
+//! with a warm window, and optionally plot tasks and backlog over time.
 
 use std::path::PathBuf;
 
@@ -9,19 +10,28 @@ use clap::ValueEnum;
 use crate::cmd::args::{PolicyArgs, TierSetting};
 use crate::contract::tier::{PerTier, Tier};
 use crate::scaler::simulate::TierModel;
+use crate::scaler::simulate::cold_start::ColdStart;
 use crate::scaler::simulate::event_loop::{self, Timing};
+use crate::scaler::simulate::lone_request;
 use crate::scaler::simulate::plot::{self, TierSeries};
 use crate::scaler::simulate::policy::PolicyKind;
 use crate::scaler::simulate::report::{self, Column, Summary};
 use crate::scaler::simulate::trace::{self, RawArrival, Traffic};
-use crate::scaler::simulate::{HOUR, SECOND, seconds};
+use crate::scaler::simulate::trade;
+use crate::scaler::simulate::warm_window::{Hours, WarmWindow};
+use crate::scaler::simulate::{HOUR, MINUTE, SECOND, seconds};
 
 /// Requests per hour of each generated trace unless --rate says otherwise.
 const DEFAULT_POISSON_RATE: f64 = 60.0;
 const DEFAULT_BURSTY_RATE: f64 = 600.0;
 const DEFAULT_DIURNAL_RATE: f64 = 60.0;
-/// The AWS sample's README: ~7 min for g6e.xlarge + Mistral-7B, 15–20 min for g6e.48xlarge + Llama-2-70B.
-const DEFAULT_COLD_START_MINUTES: PerTier<f64> = PerTier { small: 7.0, large: 17.0 };
+/// A cold start by phase, in seconds. The AWS sample's README states the totals, ~7 min for g6e.xlarge + Mistral-7B
+/// and 15–20 min for g6e.48xlarge + Llama-2-70B (17 here), and for the small tier ~5 min of the 7 for ECS Managed
+/// Instances to provision the instance; it states no other phase, so the rest of each split is assumed.
+const DEFAULT_TASK_START_SECONDS: PerTier<f64> = PerTier { small: 360.0, large: 480.0 };
+const DEFAULT_WEIGHTS_SECONDS: PerTier<f64> = PerTier { small: 30.0, large: 300.0 };
+const DEFAULT_ENGINE_START_SECONDS: PerTier<f64> = PerTier { small: 25.0, large: 235.0 };
+const DEFAULT_FIRST_REQUEST_SECONDS: PerTier<f64> = PerTier { small: 5.0, large: 5.0 };
 /// The AWS sample's README: a small request took ~5 s once warm; the large model is assumed six times slower.
 const DEFAULT_SERVICE_SECONDS: PerTier<f64> = PerTier { small: 5.0, large: 30.0 };
 /// Requests one task serves at once unless configured.
@@ -31,6 +41,24 @@ const DEFAULT_PRICE_PER_HOUR: PerTier<f64> = PerTier { small: 1.01, large: 13.35
 /// The AWS sample's template: scale-in alarm evaluation periods and scale-in cooldowns.
 const DEFAULT_SCALE_IN_PERIODS: PerTier<u32> = PerTier { small: 5, large: 10 };
 const DEFAULT_SCALE_IN_COOLDOWN_SECONDS: PerTier<u64> = PerTier { small: 300, large: 600 };
+/// The idle windows our policy is compared at, in minutes: the template's least, the small tier's and the large's.
+const DEFAULT_IDLE_WINDOWS: [u32; 3] = [1, 5, 10];
+
+/// Each tier's cold start by default: the phases above, and their sum in minutes for --cold-start-minutes.
+fn default_cold_start(tier: Tier) -> [f64; 4] {
+    [
+        &DEFAULT_TASK_START_SECONDS,
+        &DEFAULT_WEIGHTS_SECONDS,
+        &DEFAULT_ENGINE_START_SECONDS,
+        &DEFAULT_FIRST_REQUEST_SECONDS,
+    ]
+    .map(|phase| *phase.get(tier))
+}
+
+fn default_cold_start_minutes() -> PerTier<f64> {
+    let minutes = |tier| default_cold_start(tier).iter().sum::<f64>() / 60.0;
+    PerTier { small: minutes(Tier::Small), large: minutes(Tier::Large) }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum TraceKind {
@@ -81,13 +109,37 @@ pub struct Args {
     /// With both tiers: the share of requests the trace does not assign that go to the large tier.
     #[arg(long, env = "SIM_LARGE_SHARE", default_value_t = 0.2)]
     pub(crate) large_share: f64,
+    #[arg(long, env = "SIM_TASK_START_SECONDS", value_delimiter = ',', help = format!(
+        "Cold start, phase 1: seconds from a task asked for to its container started (instance launch + image \
+         pull); the AWS sample states ~5 min to provision a g6e.xlarge, the rest is assumed [default: {}]",
+        TierSetting::per_tier(&DEFAULT_TASK_START_SECONDS)
+    ))]
+    pub(crate) task_start_seconds: Vec<TierSetting<f64>>,
+    #[arg(long, env = "SIM_WEIGHTS_SECONDS", value_delimiter = ',', help = format!(
+        "Cold start, phase 2: seconds to the model's weights on disk (assumed) [default: {}]",
+        TierSetting::per_tier(&DEFAULT_WEIGHTS_SECONDS)
+    ))]
+    pub(crate) weights_seconds: Vec<TierSetting<f64>>,
+    #[arg(long, env = "SIM_ENGINE_START_SECONDS", value_delimiter = ',', help = format!(
+        "Cold start, phase 3: seconds to the engine healthy, its weights in GPU memory (assumed) [default: {}]",
+        TierSetting::per_tier(&DEFAULT_ENGINE_START_SECONDS)
+    ))]
+    pub(crate) engine_start_seconds: Vec<TierSetting<f64>>,
+    #[arg(long, env = "SIM_FIRST_REQUEST_SECONDS", value_delimiter = ',', help = format!(
+        "Cold start, phase 4: seconds to the worker receiving its first request (assumed) [default: {}]",
+        TierSetting::per_tier(&DEFAULT_FIRST_REQUEST_SECONDS)
+    ))]
+    pub(crate) first_request_seconds: Vec<TierSetting<f64>>,
     #[arg(long, env = "SIM_COLD_START_MINUTES", value_delimiter = ',', help = format!(
-        "Minutes from a task being asked for to its first request [default: {}]",
-        TierSetting::per_tier(&DEFAULT_COLD_START_MINUTES)
+        "A tier's whole cold start, in minutes: its four phases scaled to add up to this. The defaults add up to the \
+         AWS sample's stated ~7 min (small) and 15-20 min (large) [default: {}]",
+        TierSetting::per_tier(&default_cold_start_minutes())
     ))]
     pub(crate) cold_start_minutes: Vec<TierSetting<f64>>,
     #[arg(long, env = "SIM_SERVICE_SECONDS", value_delimiter = ',', help = format!(
-        "Seconds one request takes on a warm task [default: {}]", TierSetting::per_tier(&DEFAULT_SERVICE_SECONDS)
+        "Seconds one request takes on a warm task (a lone request's last phase, to its first result written) \
+         [default: {}]",
+        TierSetting::per_tier(&DEFAULT_SERVICE_SECONDS)
     ))]
     pub(crate) service_seconds: Vec<TierSetting<f64>>,
     #[arg(long, env = "SIM_TASK_CONCURRENCY", value_delimiter = ',', help = format!(
@@ -109,6 +161,22 @@ pub struct Args {
         TierSetting::per_tier(&DEFAULT_SCALE_IN_COOLDOWN_SECONDS)
     ))]
     pub(crate) scale_in_cooldown_seconds: Vec<TierSetting<u64>>,
+    /// Idle windows, in minutes, to compare our policy at: how long a tier with nothing to do waits before it scales
+    /// in (the template's ScaleInIdleMinutes, LargeModelScaleInIdleMinutes).
+    #[arg(long, env = "SIM_IDLE_WINDOWS", value_delimiter = ',', default_values_t = DEFAULT_IDLE_WINDOWS,
+        value_parser = clap::value_parser!(u32).range(1..=1440))]
+    pub(crate) idle_windows: Vec<u32>,
+    /// Hours of the day a tier keeps a task warm, in --utc-offset's time, Monday to Friday unless --warm-weekends:
+    /// `8-18`, or per tier `small=8-18` (the template's WarmWindowStart and WarmWindowEnd); prints our policy's cost
+    /// and p95 with and without the window [default: off]
+    #[arg(long, env = "SIM_WARM_HOURS", value_delimiter = ',')]
+    pub(crate) warm_hours: Vec<TierSetting<Hours>>,
+    /// The warm window holds on Saturday and Sunday too.
+    #[arg(long, env = "SIM_WARM_WEEKENDS")]
+    pub(crate) warm_weekends: bool,
+    /// The warm window's time zone, in hours from UTC; simulated time starts on a Monday at 00:00 UTC.
+    #[arg(long, env = "SIM_UTC_OFFSET", default_value_t = 0.0, allow_hyphen_values = true)]
+    pub(crate) utc_offset: f64,
     /// GPU memory utilization (percent) the AWS sample's metric reads while a task runs (vLLM reserves ~90 %).
     #[arg(long, env = "SIM_SAMPLE_GPU_MEMORY", default_value_t = 90.0)]
     pub(crate) sample_gpu_memory: f64,
@@ -130,6 +198,8 @@ pub struct Config {
     arrivals: Vec<RawArrival>,
     tiers: Vec<Tier>,
     models: PerTier<TierModel>,
+    idle_windows: Vec<u32>,
+    warm_windows: PerTier<Option<WarmWindow>>,
     timing: Timing,
     large_share: f64,
     random_seed: u64,
@@ -141,10 +211,12 @@ impl Args {
         ensure!(self.hours > 0.0 && self.tail_hours >= 0.0, "--hours must be above 0 and --tail-hours at least 0");
         ensure!((0.0..=1.0).contains(&self.large_share), "--large-share must be between 0 and 1");
         ensure!(self.retention_hours > 0.0, "--retention-hours must be above 0");
+        ensure!((-12.0..=14.0).contains(&self.utc_offset), "--utc-offset must be between -12 and 14 hours");
         let duration = seconds(self.hours * 3600.0);
         let (arrivals, description) = self.arrivals(duration)?;
         let end = arrivals.iter().map(|a| a.0).max().unwrap_or(0).max(duration) + seconds(self.tail_hours * 3600.0);
         let models = PerTier { small: self.model(Tier::Small)?, large: self.model(Tier::Large)? };
+        let warm_windows = PerTier { small: self.warm_window(Tier::Small), large: self.warm_window(Tier::Large) };
         let mut tiers = self.tiers;
         tiers.dedup();
         Ok(Config {
@@ -152,6 +224,8 @@ impl Args {
             arrivals,
             tiers,
             models,
+            idle_windows: self.idle_windows,
+            warm_windows,
             timing: Timing {
                 period: self.scaler_period_seconds * SECOND,
                 retention: seconds(self.retention_hours * 3600.0),
@@ -191,9 +265,7 @@ impl Args {
         ensure!(concurrency > 0, "--task-concurrency must be at least 1");
         Ok(TierModel {
             tier,
-            cold_start: seconds(
-                TierSetting::pick(&self.cold_start_minutes, tier, *DEFAULT_COLD_START_MINUTES.get(tier)) * 60.0,
-            ),
+            cold_start: self.cold_start(tier),
             service_time: seconds(TierSetting::pick(&self.service_seconds, tier, *DEFAULT_SERVICE_SECONDS.get(tier))),
             concurrency,
             price_per_hour: TierSetting::pick(&self.price_per_hour, tier, *DEFAULT_PRICE_PER_HOUR.get(tier)),
@@ -206,6 +278,27 @@ impl Args {
                 *DEFAULT_SCALE_IN_COOLDOWN_SECONDS.get(tier),
             ) * SECOND,
             gpu_memory_when_running: self.sample_gpu_memory,
+            warm_window: None,
+        })
+    }
+
+    /// The tier's phases as given or by default, scaled to --cold-start-minutes where that names the tier.
+    fn cold_start(&self, tier: Tier) -> ColdStart {
+        let (defaults, flags) = (
+            default_cold_start(tier),
+            [&self.task_start_seconds, &self.weights_seconds, &self.engine_start_seconds, &self.first_request_seconds],
+        );
+        let phases = ColdStart::from_seconds(std::array::from_fn(|i| TierSetting::pick(flags[i], tier, defaults[i])));
+        let minutes = TierSetting::pick(&self.cold_start_minutes, tier, phases.total() as f64 / MINUTE as f64);
+        phases.scaled_to(seconds(minutes * 60.0))
+    }
+
+    fn warm_window(&self, tier: Tier) -> Option<WarmWindow> {
+        let hours = TierSetting::pick(&self.warm_hours, tier, Hours::OFF);
+        (!hours.is_off()).then_some(WarmWindow {
+            hours,
+            weekends: self.warm_weekends,
+            utc_offset_hours: self.utc_offset,
         })
     }
 }
@@ -236,7 +329,40 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         }
     }
     println!("{}\n", report::table(&columns));
-    println!("cost of every tier: sample ${:.2}, ours ${:.2}", totals[0], totals[1]);
+    println!("cost of every tier: sample ${:.2}, ours ${:.2}\n", totals[0], totals[1]);
+
+    let models: Vec<&TierModel> = config.tiers.iter().map(|&tier| config.models.get(tier)).collect();
+    let lone: Vec<lone_request::Column<'_>> = models
+        .iter()
+        .flat_map(|&model| {
+            let requests = lone_request::compare(model, &config.timing);
+            requests.map(|(kind, request)| lone_request::Column {
+                heading: format!("{} · {}", model.tier, kind.name()),
+                model,
+                request,
+            })
+        })
+        .collect();
+    println!("A lone request on an idle tier, phase by phase:\n\n{}\n", lone_request::table(&lone));
+
+    let idle: Vec<Column> = models
+        .iter()
+        .flat_map(|model| trade::idle_windows(model, &config.timing, arrivals.get(model.tier), &config.idle_windows))
+        .collect();
+    println!(
+        "Ours by idle window (minutes with nothing to do before a tier scales in):\n\n{}\n",
+        report::trade_table(&idle)
+    );
+
+    let windows: Vec<(&TierModel, WarmWindow)> =
+        models.iter().filter_map(|&model| Some((model, (*config.warm_windows.get(model.tier))?))).collect();
+    if let Some((_, window)) = windows.first() {
+        let warm: Vec<Column> = windows
+            .iter()
+            .flat_map(|(model, window)| trade::warm_window(model, *window, &config.timing, arrivals.get(model.tier)))
+            .collect();
+        println!("Ours with a warm window ({window}):\n\n{}\n", report::trade_table(&warm));
+    }
     println!(
         "scaler period {} s, retention {:.0} h; see docs/scaling.md for the model",
         config.timing.period / SECOND,

@@ -1,6 +1,7 @@
 //! `gpuinfer worker`: one tier's queue worker beside an OpenAI-compatible engine (ECS task or local).
 
 use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::anyhow;
 use tokio_util::sync::CancellationToken;
@@ -14,6 +15,7 @@ use crate::engine::client::{EngineClient, EngineConfig};
 use crate::infra::metrics::Emf;
 use crate::ports::{Queue, ResultStore};
 use crate::worker::callbacks::webhook::{WebhookConfig, Webhooks};
+use crate::worker::cold_start::Start;
 use crate::worker::{Stopped, Worker, WorkerConfig};
 
 #[derive(Debug, clap::Args)]
@@ -48,9 +50,15 @@ pub struct Args {
     pub(crate) output_destination: Option<String>,
     #[command(flatten)]
     pub(crate) data: DataDirArgs,
-    /// ECS task metadata endpoint (set by ECS), read for the task ARN.
+    /// ECS task metadata endpoint (set by ECS), read for the task ARN and when the task's image was pulled.
     #[arg(long, env = "ECS_CONTAINER_METADATA_URI_V4", hide = true)]
     pub(crate) metadata_uri: Option<String>,
+    /// When entrypoint.sh started, in Unix seconds (set by it): the cold start's start without ECS metadata.
+    #[arg(long, env = "GPUINFER_STARTED_AT", hide = true, value_parser = unix_seconds)]
+    pub(crate) started_at: Option<SystemTime>,
+    /// When fetch-model had the weights on disk, in Unix seconds (set by entrypoint.sh after it).
+    #[arg(long, env = "GPUINFER_WEIGHTS_READY_AT", hide = true, value_parser = unix_seconds)]
+    pub(crate) weights_ready_at: Option<SystemTime>,
     #[command(flatten)]
     pub(crate) tuning: TuningArgs,
     #[command(flatten)]
@@ -67,6 +75,8 @@ pub struct Config {
     worker: WorkerConfig,
     webhooks: WebhookConfig,
     metadata_uri: Option<String>,
+    started_at: Option<SystemTime>,
+    weights_ready_at: Option<SystemTime>,
     wiring: Wiring,
 }
 
@@ -86,19 +96,24 @@ impl Args {
             worker: self.tuning.worker_config(self.tier, &self.service)?,
             webhooks: self.webhooks.config(),
             metadata_uri: self.metadata_uri,
+            started_at: self.started_at,
+            weights_ready_at: self.weights_ready_at,
             wiring: Wiring::new(self.data.data_dir),
         })
     }
 }
 
 pub async fn run(mut config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
-    config.worker.task_arn = ecs_metadata::task_arn(config.metadata_uri.as_deref(), &config.worker.task_arn).await;
+    let task = ecs_metadata::task(config.metadata_uri.as_deref(), &config.worker.task_arn).await;
+    config.worker.task_arn = task.arn;
+    let start = Start::of_container(task.image_pull, config.started_at, config.weights_ready_at);
     let w = &config.worker;
     let lanes = config.wiring.lanes(&config.sources, w.tier, w.visibility_timeout, w.max_receive_count).await?;
     let store = config.wiring.store(&config.destination).await?;
     let metrics = Emf::stdout();
     let webhooks = Webhooks::new(config.webhooks.clone(), metrics.clone())?;
-    let worker = build(lanes, store, &config.engine, config.worker.clone(), metrics)?.with_webhooks(webhooks);
+    let worker =
+        build(lanes, store, &config.engine, config.worker.clone(), metrics)?.with_webhooks(webhooks).with_start(start);
     match worker.run(shutdown).await {
         Stopped::Drained => Ok(()),
         Stopped::EngineLost { released } => Err(engine_lost(&config.worker, &config.engine.base_url, released)),
@@ -124,4 +139,10 @@ pub fn build(
     metrics: Emf,
 ) -> anyhow::Result<Worker<dyn Queue, dyn ResultStore, EngineClient>> {
     Ok(Worker::new(lanes, store, Arc::new(EngineClient::new(engine)?), config, metrics))
+}
+
+/// An instant given as Unix seconds with a fraction (`date +%s.%N`).
+fn unix_seconds(text: &str) -> Result<SystemTime, String> {
+    let seconds: f64 = text.trim().parse().map_err(|_| format!("not Unix seconds: {text:?}"))?;
+    Duration::try_from_secs_f64(seconds).map(|since| UNIX_EPOCH + since).map_err(|e| e.to_string())
 }

@@ -34,8 +34,27 @@ pub(crate) const ENGINE_REQUESTS_WAITING: &str = "EngineRequestsWaiting";
 /// (see `saturation_report`); the scaler's GPU term on AWS.
 pub const ENGINE_SATURATION: &str = "EngineSaturation";
 
+/// Per tier, once per worker start (see `worker::cold_start`): the seconds of each phase from the task's start to its
+/// first result written, in order, then their total. A phase with nothing to measure (no image pull seen, weights
+/// not fetched) is not emitted.
+pub(crate) const COLD_START_IMAGE: &str = "ColdStartImageSeconds";
+pub(crate) const COLD_START_WEIGHTS: &str = "ColdStartWeightsSeconds";
+pub(crate) const COLD_START_ENGINE: &str = "ColdStartEngineSeconds";
+pub(crate) const COLD_START_FIRST_REQUEST: &str = "ColdStartFirstRequestSeconds";
+pub(crate) const COLD_START_FIRST_RESULT: &str = "ColdStartFirstResultSeconds";
+pub(crate) const COLD_START_TOTAL: &str = "ColdStartTotalSeconds";
+/// The cold-start metrics, phases in order and the total last (the dashboard's cold-start widgets show these).
+pub const COLD_START: [&str; 6] = [
+    COLD_START_IMAGE,
+    COLD_START_WEIGHTS,
+    COLD_START_ENGINE,
+    COLD_START_FIRST_REQUEST,
+    COLD_START_FIRST_RESULT,
+    COLD_START_TOTAL,
+];
+
 /// Every metric name the binary emits (the template's alarms and widgets may use only these).
-pub const ALL: [&str; 18] = [
+pub const ALL: [&str; 24] = [
     ROUTED_REQUESTS,
     CLASSIFIER_FALLBACKS,
     INFERENCE_LATENCY,
@@ -54,12 +73,19 @@ pub const ALL: [&str; 18] = [
     ENGINE_REQUESTS_RUNNING,
     ENGINE_REQUESTS_WAITING,
     ENGINE_SATURATION,
+    COLD_START_IMAGE,
+    COLD_START_WEIGHTS,
+    COLD_START_ENGINE,
+    COLD_START_FIRST_REQUEST,
+    COLD_START_FIRST_RESULT,
+    COLD_START_TOTAL,
 ];
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Unit {
     Count,
     Milliseconds,
+    Seconds,
     Percent,
     None,
 }
@@ -69,6 +95,7 @@ impl Unit {
         match self {
             Unit::Count => "Count",
             Unit::Milliseconds => "Milliseconds",
+            Unit::Seconds => "Seconds",
             Unit::Percent => "Percent",
             Unit::None => "None",
         }
@@ -90,6 +117,10 @@ impl Metric {
 
     pub(crate) fn millis(name: &'static str, value: u64) -> Self {
         Metric { name, value: value as f64, unit: Unit::Milliseconds }
+    }
+
+    pub(crate) fn seconds(name: &'static str, value: f64) -> Self {
+        Metric { name, value, unit: Unit::Seconds }
     }
 
     pub(crate) fn percent(name: &'static str, value: f64) -> Self {

@@ -30,7 +30,7 @@ where
         let (id, tier) = (request.request_id, self.config.tier);
         let body = document.to_json();
         match self.with_heartbeat(lease, self.store_result(id, &body)).await {
-            Ok(PutOutcome::Created) => {}
+            Ok(PutOutcome::Created) => self.cold_start.result_written(tier, &self.metrics),
             Ok(PutOutcome::AlreadyExists) => {
                 tracing::info!(request_id = %id, %tier, "another document (a result or a cancel) was stored first; this one is dropped");
                 if !self.mark_batch_line(request, None).await {

@@ -3,6 +3,7 @@
 
 pub mod adaptive_limit;
 pub mod callbacks;
+pub mod cold_start;
 mod config;
 mod engine_watch;
 mod finish;
@@ -17,7 +18,7 @@ pub mod slots;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -29,6 +30,7 @@ use crate::infra::metrics::Emf;
 use crate::ports::{Engine, MAX_MESSAGES_PER_CALL, Queue, ResultStore};
 use crate::worker::adaptive_limit::AdaptiveLimit;
 use crate::worker::callbacks::webhook::{DRAIN_GRACE, Webhooks};
+use crate::worker::cold_start::{ColdStart, Start, StartedBy};
 use crate::worker::lanes::{LaneReceiver, Lease};
 use crate::worker::preemption::{Preemptible, Preemption};
 use crate::worker::slots::{Slot, Slots};
@@ -104,6 +106,8 @@ pub struct Worker<Q: ?Sized, S: ?Sized, E: ?Sized> {
     /// Generations the engine completed: one completed since the last health probe means the engine answers, even
     /// when the probe itself timed out (an engine busy at its full batch, such as llama.cpp on a CPU).
     generations: AtomicU64,
+    /// The instants of its start, reported once with its first result.
+    cold_start: ColdStart,
 }
 
 impl<Q, S, E> Worker<Q, S, E>
@@ -139,6 +143,7 @@ where
             high_waiting: AtomicUsize::new(0),
             storing: AtomicUsize::new(0),
             generations: AtomicU64::new(0),
+            cold_start: ColdStart::new(Start::new(SystemTime::now(), StartedBy::Worker)),
         }
     }
 
@@ -150,6 +155,12 @@ where
     /// Declares the engine lost as soon as `gone` is cancelled (its process exited), releasing every message.
     pub(crate) fn with_engine_gone(mut self, gone: CancellationToken) -> Self {
         self.engine_gone = gone;
+        self
+    }
+
+    /// Measures its cold start from `start` (else from its own construction).
+    pub fn with_start(mut self, start: Start) -> Self {
+        self.cold_start = ColdStart::new(start);
         self
     }
 
@@ -174,6 +185,7 @@ where
         if !answered {
             return Stopped::Drained;
         }
+        self.cold_start.engine_healthy();
         if self.config.adaptive {
             self.first_limit().await;
         }
@@ -313,6 +325,9 @@ where
     /// lanes answering at once, or a high-priority one while the slots are full) is checked at once (parsed, its
     /// result looked for) and then waits for a slot (see `wait_for_slot`), as does a request that gave its slot up.
     fn start(self: &Arc<Self>, in_flight: &mut JoinSet<Disposition>, leases: Vec<Lease>) {
+        if !leases.is_empty() {
+            self.cold_start.request_received();
+        }
         for lease in leases {
             let worker = Arc::clone(self);
             let mut free_slot = self.slots.try_take();

@@ -1,5 +1,6 @@
-//! entrypoint.sh for real: engine (the engine simulator via ENGINE_CMD) + `gpuinfer worker`, supervised together, and
-//! the users it runs them as (started as root: uid 1000 after opening the shared-memory directory).
+//! entrypoint.sh for real: engine (the engine simulator via ENGINE_CMD) + `gpuinfer worker`, supervised together, the
+//! users it runs them as (started as root: uid 1000 after opening the shared-memory directory), and its cold start
+//! reported once.
 
 use std::fs::{self, Permissions};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -7,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
+use crate::cold_start::{finished, one_document, one_report, read, reports};
 use crate::support::{eventually, free_port, request_body};
 use gpuinfer::contract::tier::{Priority, Tier};
 use gpuinfer::local::LocalBackends;
@@ -390,4 +392,74 @@ async fn started_as_another_user_it_changes_no_permission_and_refuses_tensor_par
     Command::new("kill").args(["-TERM", &small.id().to_string()]).status().unwrap();
     let status = exit_within(&mut small, Duration::from_secs(20)).await;
     assert!(status.success(), "a drained container exits 0, got {status}");
+}
+
+/// A stand-in for the ECS task metadata endpoint v4 answering `task` at /task; its base URL.
+async fn metadata_endpoint(task: serde_json::Value) -> String {
+    let app =
+        axum::Router::new().route("/v4/task", axum::routing::get(move || std::future::ready(axum::Json(task.clone()))));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://127.0.0.1:{port}/v4")
+}
+
+/// On ECS the task metadata endpoint says when the image pull started and stopped (here a stand-in, the pull 5 s to
+/// 3 s before the container starts): the cold start counts from the pull's start, has an image phase and, with no
+/// MODEL_S3_PATH to fetch, no weights phase; it is logged in one line once, with the first result only, and
+/// published as one EMF document under the tier. The task ARN still comes from the same endpoint.
+#[tokio::test]
+async fn the_container_reports_its_cold_start_once_counted_from_the_image_pull() {
+    const TASK_ARN: &str = "arn:aws:ecs:us-east-1:123456789012:task/inference/0123456789abcdef";
+    let container = Container::new();
+    let backends = LocalBackends::open(&container.data()).unwrap();
+    let queue = backends.lane_queue(Tier::Small, Priority::Normal, Duration::from_secs(300), 3);
+    let now = chrono::Utc::now();
+    let metadata = metadata_endpoint(serde_json::json!({
+        "TaskARN": TASK_ARN,
+        "KnownStatus": "RUNNING",
+        "PullStartedAt": (now - chrono::Duration::seconds(5)).to_rfc3339(),
+        "PullStoppedAt": (now - chrono::Duration::seconds(3)).to_rfc3339(),
+    }))
+    .await;
+    let (log, emf) = (container.dir.path().join("log"), container.dir.path().join("emf"));
+    container.hand_data_to_engine_user();
+    let port = free_port();
+    let mut command = container.entrypoint(port, engine_simulator());
+    command
+        .env("ECS_CONTAINER_METADATA_URI_V4", metadata)
+        .env("AWS_LAMBDA_LOG_FORMAT", "json")
+        .stdout(fs::File::create(&emf).unwrap())
+        .stderr(fs::File::create(&log).unwrap());
+    let mut entrypoint = Running::spawn(&mut command);
+
+    let store = backends.store.clone();
+    let result = |id| {
+        let store = store.clone();
+        eventually(Duration::from_secs(30), "a result", move || {
+            let store = store.clone();
+            async move { store.get(id).await.unwrap() }
+        })
+    };
+    let (first, body) = request_body("the container's first request");
+    queue.send(&body).await.unwrap();
+    let document: serde_json::Value = serde_json::from_slice(&result(first).await).unwrap();
+    assert_eq!(document["taskArn"], TASK_ARN);
+    eventually(Duration::from_secs(10), "the cold-start line", || {
+        std::future::ready((!reports(&read(&log)).is_empty()).then_some(()))
+    })
+    .await;
+    let (second, body) = request_body("its second request");
+    queue.send(&body).await.unwrap();
+    result(second).await;
+    finished(&log, &second.to_string()).await;
+    worker_takes_sigterm(entrypoint.id()).await;
+    Command::new("kill").args(["-TERM", &entrypoint.id().to_string()]).status().unwrap();
+    let status = exit_within(&mut entrypoint, Duration::from_secs(20)).await;
+    assert!(status.success(), "a drained container exits 0, got {status}");
+
+    let phases = one_report(&read(&log), "small", "ecs image pull", [true, false]);
+    assert_eq!(phases[0], Some(2.0), "the image phase is the pull's, to the millisecond");
+    assert!(phases[5].unwrap() >= 5.0, "the total counts from the pull's start: {phases:?}");
+    one_document(&read(&emf), "small", phases);
 }

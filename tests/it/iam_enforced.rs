@@ -548,7 +548,7 @@ async fn the_router_role_lets_the_router_wake_a_cold_tier_once_for_a_burst() {
     assert_eq!(answer.status(), 202, "{}", refusals(&router));
     let accepted = Instant::now();
     eventually(Duration::from_secs(2), "the small service asked for one task", || {
-        let counts = desired_counts(&world, &cluster, &services);
+        let counts = Box::pin(desired_counts(&world, &cluster, &services));
         async move { (counts.await == [1, 0]).then_some(()) }
     })
     .await;

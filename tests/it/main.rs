@@ -9,10 +9,12 @@ mod support;
 
 mod adaptive_limit;
 mod aws_adapters;
+mod aws_call_counter;
 mod aws_rules;
 mod batch_api;
 mod bedrock;
 mod cli;
+mod cold_start;
 mod deletes;
 mod deploy_journey;
 mod docs;

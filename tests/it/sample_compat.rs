@@ -1032,8 +1032,9 @@ fn an_idle_tier_returns_to_its_minimum_in_one_step_after_its_idle_window() {
                 step_adjustment(properties(&t, &format!("{name}ScaleInPolicy")), decision.scaling_metric - threshold);
             assert_eq!(i64::from(running) + step, i64::from(policy.min_tasks()), "{name}: {running} tasks");
         }
-        assert_eq!(alarm["EvaluationPeriods"], json!({"Fn::FindInMap": ["Tiers", name, "ScaleInPeriods"]}));
-        let periods = t["Mappings"]["Tiers"][name]["ScaleInPeriods"].as_u64().unwrap();
+        let idle_minutes = if name == "Small" { "ScaleInIdleMinutes" } else { "LargeModelScaleInIdleMinutes" };
+        assert_eq!(alarm["EvaluationPeriods"], json!({ "Ref": idle_minutes }));
+        let periods = t["Parameters"][idle_minutes]["Default"].as_u64().unwrap();
         let seconds = 60 + alarm["Period"].as_u64().unwrap() * periods;
         assert_eq!(seconds, if name == "Small" { 360 } else { 660 }, "{name}");
     }

@@ -1,20 +1,23 @@
 //! The simulator: seeded traces, the alarm and step-scaling rules, and the two policies on the AWS sample's failure
-//! modes (a lone request, a tier that never goes back to zero) and on bursty traffic; `gpuinfer simulate`.
+//! modes (a lone request, a tier that never goes back to zero) and on bursty traffic; our wake on arrival, warm
+//! windows and idle windows; `gpuinfer simulate` and what it prints.
 
 use gpuinfer::contract::tier::Tier;
 use gpuinfer::scaler::ScalingPolicy;
 use gpuinfer::scaler::simulate::TierModel;
 use gpuinfer::scaler::simulate::autoscaling::ScalableTarget;
+use gpuinfer::scaler::simulate::cold_start::ColdStart;
 use gpuinfer::scaler::simulate::event_loop::{self, Run, Timing};
 use gpuinfer::scaler::simulate::policy::{LARGEST_STEP, Policy, PolicyKind};
 use gpuinfer::scaler::simulate::report::Summary;
 use gpuinfer::scaler::simulate::trace::{self, Traffic};
+use gpuinfer::scaler::simulate::warm_window::WarmWindow;
 use gpuinfer::scaler::simulate::{HOUR, MINUTE, Millis, SECOND};
 
 fn small_tier() -> TierModel {
     TierModel {
         tier: Tier::Small,
-        cold_start: 7 * MINUTE,
+        cold_start: ColdStart::from_seconds([360.0, 30.0, 25.0, 5.0]),
         service_time: 5 * SECOND,
         concurrency: 8,
         price_per_hour: 1.01,
@@ -22,6 +25,7 @@ fn small_tier() -> TierModel {
         scale_in_periods: 5,
         scale_in_cooldown: 300 * SECOND,
         gpu_memory_when_running: 90.0,
+        warm_window: None,
     }
 }
 
@@ -44,6 +48,11 @@ fn bursty(seed: u64) -> Vec<Millis> {
     arrivals.into_iter().map(|(at, _)| at).collect()
 }
 
+/// Arrival to result when a task is asked for at the arrival: the cold start's own phases, then the request.
+fn at_the_hardwares_speed(model: &TierModel) -> Millis {
+    model.cold_start.total() + model.service_time
+}
+
 #[test]
 fn a_lone_request_is_never_served_by_the_sample_and_served_by_ours_which_then_returns_to_zero() {
     let model = small_tier();
@@ -53,18 +62,56 @@ fn a_lone_request_is_never_served_by_the_sample_and_served_by_ours_which_then_re
     assert!(sample.latencies.is_empty(), "the sample serves nothing: 1/5 = 0.2 never crosses 1.0");
     assert_eq!(sample.expired, 1, "the request expires after the 1-day retention");
     assert!(sample.samples.iter().all(|s| s.tasks == 0));
+    assert_eq!(sample.first_task_asked, None, "the sample has no wake on arrival: it never asks for a task");
 
     let ours = &comparison.ours;
     assert_eq!(ours.latencies.len(), 1);
     let latency = ours.latencies[0];
     assert!(
-        latency <= MINUTE + model.cold_start + model.service_time,
-        "one period, a cold start, the request: {latency}"
+        latency.abs_diff(at_the_hardwares_speed(&model)) <= 10 * SECOND,
+        "the cold start's phases and the request, nothing waiting for the scaler: {latency} ms"
     );
     let idle_window = (model.scale_in_periods as u64 + 2) * MINUTE;
     let zero = settled_at_zero(ours).expect("ours returns to zero");
     assert!(zero <= latency + idle_window, "back to zero at {zero} ms, served at {latency} ms");
-    assert_eq!(ours.task_time, zero - MINUTE, "one task, from the first alarm to the scale-in");
+    assert_eq!(ours.task_time, zero, "one task, from the arrival to the scale-in");
+}
+
+/// The router's UpdateService on a tier at zero asks for a task at the arrival, between two scaler minutes; the
+/// scaler reads the desired count, so its next datapoint asks for nothing more and no second task starts.
+#[test]
+fn ours_wakes_a_tier_at_zero_on_arrival_and_asks_for_no_second_task() {
+    let model = small_tier();
+    for at in [0, 30 * SECOND, 59 * SECOND, 3 * HOUR + 17 * SECOND] {
+        let ours = event_loop::run(&model, &Policy::new(PolicyKind::Ours, &model), &timing(6 * HOUR), &[at]);
+        assert_eq!(ours.first_task_asked, Some(at), "asked for at the arrival");
+        assert_eq!(ours.latencies, [at_the_hardwares_speed(&model)], "arrival at {at} ms");
+        assert!(ours.samples.iter().all(|s| s.desired <= 1 && s.tasks <= 1), "arrival at {at} ms: one task only");
+    }
+    let large = TierModel { cold_start: ColdStart::from_seconds([480.0, 300.0, 235.0, 5.0]), ..small_tier() };
+    let comparison = event_loop::compare(&large, &timing(26 * HOUR), &[45 * SECOND]);
+    assert_eq!(comparison.ours.latencies, [at_the_hardwares_speed(&large)]);
+    assert!(comparison.sample.latencies.is_empty(), "the sample still never serves it");
+}
+
+#[test]
+fn a_warm_window_keeps_one_task_through_its_hours_and_lets_the_tier_go_at_its_end() {
+    let office = WarmWindow { hours: "8-18".parse().unwrap(), weekends: false, utc_offset_hours: 0.0 };
+    let model = TierModel { warm_window: Some(office), ..small_tier() };
+    let ours = |model: &TierModel, arrivals: &[Millis]| {
+        event_loop::run(model, &Policy::new(PolicyKind::Ours, model), &timing(24 * HOUR), arrivals)
+    };
+    let noon = ours(&model, &[12 * HOUR]);
+    assert_eq!(noon.latencies, [model.service_time], "a warm task serves at once");
+    assert_eq!(noon.first_task_asked, Some(8 * HOUR), "the window's start asks for the task");
+    let tasks_at = |run: &Run, at: Millis| run.samples.iter().find(|s| s.at == at).unwrap().tasks;
+    assert_eq!((tasks_at(&noon, 8 * HOUR - MINUTE), tasks_at(&noon, 17 * HOUR)), (0, 1));
+    let gone = settled_at_zero(&noon).unwrap();
+    assert!((18 * HOUR..=18 * HOUR + 2 * MINUTE).contains(&gone), "back to zero at the end: {gone} ms");
+    assert_eq!(noon.task_time, gone - 8 * HOUR);
+
+    let night = ours(&model, &[2 * HOUR]);
+    assert_eq!(night.latencies, [at_the_hardwares_speed(&model)], "outside the window, a cold start as ever");
 }
 
 #[test]
@@ -229,4 +276,84 @@ fn the_command_prints_the_table_and_writes_the_plot() {
         .unwrap();
     let stdout = String::from_utf8(output.stdout).unwrap();
     assert!(stdout.contains("| never served: expired after the retention | 1 | 0 |"), "{stdout}");
+}
+
+/// `gpuinfer simulate` with `args`, its stdout; panics if it fails.
+fn simulate(args: &[&str]) -> String {
+    let output =
+        std::process::Command::new(env!("CARGO_BIN_EXE_gpuinfer")).arg("simulate").args(args).output().unwrap();
+    assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap()
+}
+
+fn assert_prints(stdout: &str, lines: &[&str]) {
+    for line in lines {
+        assert!(stdout.lines().any(|l| l == *line), "{line}\nnot in\n{stdout}");
+    }
+}
+
+#[test]
+fn the_command_prints_a_lone_request_by_phase_ours_at_the_hardwares_speed_and_the_samples_never() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("one.csv");
+    std::fs::write(&csv, "0,small\n").unwrap();
+    let one = ["--trace", "csv", "--csv", csv.to_str().unwrap(), "--tier", "small", "--hours", "25"];
+    assert_prints(
+        &simulate(&one),
+        &[
+            "| | small · sample | small · ours |",
+            "| until a task is asked for | never | 0 s |",
+            "| task start: instance launch + image pull | — | 6.0 min |",
+            "| weights on disk | — | 30 s |",
+            "| engine healthy | — | 25 s |",
+            "| first request received | — | 5 s |",
+            "| first result written | — | 5 s |",
+            "| arrival to result | never | 7.1 min |",
+            "| never served: expired after the retention | 1 | 0 |",
+        ],
+    );
+    let total = simulate(&[&one[..], &["--cold-start-minutes", "small=5"]].concat());
+    assert_prints(
+        &total,
+        &["| task start: instance launch + image pull | — | 4.3 min |", "| arrival to result | never | 5.1 min |"],
+    );
+    let phases = ["--task-start-seconds", "60", "--weights-seconds", "0", "--engine-start-seconds", "0"];
+    let phases = simulate(&[&one[..], &phases, &["--first-request-seconds", "small=3"]].concat());
+    assert_prints(&phases, &["| first request received | — | 3 s |", "| arrival to result | never | 68 s |"]);
+}
+
+#[test]
+fn the_command_prints_cost_and_p95_by_idle_window_and_with_a_warm_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("noon.csv");
+    std::fs::write(&csv, "43200,small\n").unwrap();
+    let noon = ["--trace", "csv", "--csv", csv.to_str().unwrap(), "--tier", "small", "--hours", "25"];
+    let stdout = simulate(&[&noon[..], &["--idle-windows", "1,10", "--warm-hours", "small=8-18"]].concat());
+    assert_prints(
+        &stdout,
+        &[
+            "| | small · 1 min idle | small · 10 min idle |",
+            "| completion latency p95 | 7.1 min | 7.1 min |",
+            "Ours with a warm window (Monday to Friday, UTC+0):",
+            "| | small · ours | small · ours, warm 08:00-18:00 |",
+            "| completion latency p95 | 7.1 min | 5 s |",
+        ],
+    );
+    let cost = |heading: &str| {
+        let table = &stdout[stdout.find(heading).unwrap()..];
+        let row = table.lines().find(|l| l.starts_with("| cost |")).unwrap().to_owned();
+        row.split(" | $").skip(1).map(|c| c.trim_end_matches(" |").parse::<f64>().unwrap()).collect::<Vec<_>>()
+    };
+    let idle = cost("Ours by idle window");
+    assert!(idle[0] < idle[1], "a shorter idle window costs less: {idle:?}");
+    let warm = cost("Ours with a warm window");
+    assert!(warm[0] < warm[1], "the window's hours are paid for: {warm:?}");
+    assert!(!simulate(&noon).contains("warm window"), "no window by default");
+
+    let wrong = std::process::Command::new(env!("CARGO_BIN_EXE_gpuinfer"))
+        .args(["simulate", "--warm-hours", "18-8"])
+        .output()
+        .unwrap();
+    assert!(!wrong.status.success());
+    assert!(String::from_utf8_lossy(&wrong.stderr).contains("START < END"));
 }

@@ -4,7 +4,7 @@
 
 use std::process::Stdio;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::process::{Child, Command};
 use tokio_util::sync::CancellationToken;
@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cmd::dev::fleet_state::{Managed, PoolOutputs, lock};
 use crate::engine::client::EngineClient;
 use crate::ports::Engine;
+use crate::worker::cold_start::{Start, StartedBy};
 use crate::worker::slots::Slots;
 use crate::worker::{Stopped, Worker};
 
@@ -48,6 +49,7 @@ impl EngineRun {
         let tier = self.managed.spec.tier;
         let (id, port) = (self.id, self.port);
         let spawned = Instant::now();
+        let spawned_at = SystemTime::now();
         let mut child = match self.command().spawn() {
             Ok(child) => child,
             Err(error) => {
@@ -106,7 +108,8 @@ impl EngineRun {
             self.managed.spec.worker.clone(),
             self.outputs.metrics.clone(),
         )
-        .with_webhooks(self.outputs.webhooks.clone());
+        .with_webhooks(self.outputs.webhooks.clone())
+        .with_start(Start::new(spawned_at, StartedBy::DevEngine));
         self.healthy(worker.slots());
         let engine_gone = CancellationToken::new();
         let mut pool = tokio::spawn(worker.with_engine_gone(engine_gone.clone()).run(self.stop.clone()));

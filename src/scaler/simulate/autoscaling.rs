@@ -1,7 +1,7 @@
 //! CloudWatch alarms, step scaling policies and an ECS service's scalable target, following the rules
 //! Application Auto Scaling documents: an alarm in ALARM invokes its policy every period; a step is chosen
 //! by how far the metric is past the threshold; scale-out cooldowns count the previous step, scale-in
-//! cooldowns block; the desired count stays within [min, max].
+//! cooldowns block; the desired count stays within [min, max], which scheduled actions may move.
 
 use super::Millis;
 
@@ -108,6 +108,21 @@ impl ScalableTarget {
             }
         } else if change < 0 && now >= self.scale_in_blocked_until && self.set(i64::from(self.desired) + change) {
             self.scale_in_blocked_until = now + cooldown;
+        }
+    }
+
+    /// A scheduled action's new MinCapacity: a desired count below it rises to it; one above it stays, for the
+    /// scale-in policy to lower.
+    pub fn set_min(&mut self, min: u32) {
+        self.min = min.min(self.max);
+        self.set(i64::from(self.desired));
+    }
+
+    /// The router's UpdateService on a tier at zero: one task at once, outside the scaling policies, so no
+    /// cooldown starts.
+    pub fn wake(&mut self) {
+        if self.desired == 0 {
+            self.set(1);
         }
     }
 

@@ -1,7 +1,8 @@
 //! The event loop of one tier under one policy. Requests join a FIFO queue and leave it when a running task
 //! has a free slot (or expire after the retention); tasks start cold and serve `concurrency` requests at once;
 //! every scaler period the alarms act on the metric's past datapoints, ECS starts or stops tasks to match the
-//! desired count, and the scaler publishes a new datapoint.
+//! desired count, and the scaler publishes a new datapoint. Under our policy, an arrival on a tier at zero asks for
+//! a task at once; a warm window moves the scalable target's minimum at the ticks it starts and ends.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -45,6 +46,8 @@ pub struct Run {
     /// Sum of every task's lifetime, cold start included.
     pub task_time: Millis,
     pub(crate) time_at_zero: Millis,
+    /// When the first task was asked for; None if none was.
+    pub first_task_asked: Option<Millis>,
 }
 
 /// Both policies' runs on the same arrivals.
@@ -83,7 +86,7 @@ pub fn run(model: &TierModel, policy: &Policy, timing: &Timing, arrivals: &[Mill
         match event {
             Event::Finished { task, arrived } => simulation.finish(task, arrived),
             Event::Ready { task } => simulation.ready(task),
-            Event::Arrival => simulation.waiting.push_back(at),
+            Event::Arrival => simulation.arrive(),
             Event::Tick => simulation.tick(),
         }
         simulation.dispatch();
@@ -206,6 +209,15 @@ impl<'a> Simulation<'a> {
         }
     }
 
+    /// A request joins the queue; under our policy, a tier at zero is woken at once.
+    fn arrive(&mut self) {
+        self.waiting.push_back(self.now);
+        if self.policy.wakes_on_arrival() && self.target.desired() == 0 {
+            self.target.wake();
+            self.reconcile();
+        }
+    }
+
     fn ready(&mut self, task: usize) {
         if let Some(task) = self.tasks.get_mut(task).filter(|task| task.state == TaskState::Starting) {
             task.state = TaskState::Serving;
@@ -235,8 +247,13 @@ impl<'a> Simulation<'a> {
         }
     }
 
-    /// The scaler's minute: alarms act on past datapoints, ECS follows, a new datapoint is published.
+    /// The scaler's minute: a warm window's scheduled action, then alarms act on past datapoints, ECS follows, a
+    /// new datapoint is published.
     fn tick(&mut self) {
+        if let Some(window) = &self.model.warm_window {
+            let floor = u32::from(window.contains(self.now));
+            self.target.set_min(self.model.scaling.min_tasks().max(floor));
+        }
         for rule in [&self.policy.scale_out, &self.policy.scale_in] {
             if let Some(change) = rule.triggered(&self.datapoints) {
                 self.target.apply(self.now, change, rule.policy.cooldown);
@@ -267,7 +284,7 @@ impl<'a> Simulation<'a> {
                 busy_time: 0,
                 busy_since: self.now,
             });
-            self.schedule(self.now + self.model.cold_start, Event::Ready { task: self.tasks.len() - 1 });
+            self.schedule(self.now + self.model.cold_start.total(), Event::Ready { task: self.tasks.len() - 1 });
         }
         let excess = active.len().saturating_sub(desired);
         active.sort_by_key(|&i| {
@@ -315,6 +332,7 @@ impl<'a> Simulation<'a> {
             expired: self.expired,
             task_time,
             time_at_zero: self.time_at_zero,
+            first_task_asked: self.tasks.first().map(|t| t.launched),
         }
     }
 }

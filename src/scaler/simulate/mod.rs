@@ -5,18 +5,26 @@
 //! - `trace`: request arrivals from a seeded generator (Poisson, on/off bursts, a daily cycle) or a CSV file
 //! - `autoscaling`: CloudWatch alarms, step scaling policies and the scalable target, by AWS's documented rules
 //! - `policy`: the two policies under comparison: their metric and their alarms
-//! - `event_loop`: one tier under one policy: queue, tasks with cold starts, the scaler's ticks
-//! - `report`: the side-by-side table; `plot`: tasks and backlog over time as SVG
+//! - `cold_start`: a task's cold start by phase; `warm_window`: hours a tier keeps a task
+//! - `event_loop`: one tier under one policy: queue, tasks with cold starts, the scaler's ticks, our wake on arrival
+//! - `report`: the side-by-side table; `lone_request`: one request on an idle tier, phase by phase;
+//!   `trade`: our policy's cost and latency by idle window and with a warm window; `plot`: tasks and backlog as SVG
 
 pub mod autoscaling;
+pub mod cold_start;
 pub mod event_loop;
+pub mod lone_request;
 pub mod plot;
 pub mod policy;
 pub mod report;
 pub mod trace;
+pub mod trade;
+pub mod warm_window;
 
 use crate::contract::tier::Tier;
 use crate::scaler::ScalingPolicy;
+use cold_start::ColdStart;
+use warm_window::WarmWindow;
 
 /// Simulated time, in milliseconds since the start of the trace.
 pub type Millis = u64;
@@ -39,8 +47,8 @@ pub(crate) fn hours(time: Millis) -> f64 {
 #[derive(Debug, Clone)]
 pub struct TierModel {
     pub tier: Tier,
-    /// From the desired count rising to the new task taking requests (instance, image, model load).
-    pub cold_start: Millis,
+    /// From the desired count rising to the new task's first request (instance, image, weights, engine).
+    pub cold_start: ColdStart,
     pub service_time: Millis,
     /// Requests one task serves at once.
     pub concurrency: u32,
@@ -51,4 +59,6 @@ pub struct TierModel {
     pub scale_in_cooldown: Millis,
     /// What Container Insights reports as GPU memory utilization while a task runs (vLLM reserves ~90 %).
     pub gpu_memory_when_running: f64,
+    /// Hours the tier keeps at least one task; None for none.
+    pub warm_window: Option<WarmWindow>,
 }

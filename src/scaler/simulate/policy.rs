@@ -3,7 +3,8 @@
 //!   one task more when above 1.0 for a period (cooldown 120 s small, 180 s large), one task fewer when
 //!   below 0.1 for the whole idle window;
 //! - ours: `scaler::decide`'s metric, with the alarms docs/scaling.md specifies for template.yaml: as many tasks
-//!   as metric − 1 says, up to `LARGEST_STEP` per step, in both directions.
+//!   as metric − 1 says, up to `LARGEST_STEP` per step, in both directions; and the router asks for one task as
+//!   soon as work arrives on a tier at zero.
 //!
 //! Both use the tier's idle window (scale-in evaluation periods) and scale-in cooldown.
 
@@ -77,6 +78,12 @@ impl Policy {
             }
         };
         Policy { kind, scale_out, scale_in, model: model.clone() }
+    }
+
+    /// Whether work arriving on a tier at zero asks for a task at once (our router's UpdateService), not only
+    /// through the scaler's next datapoint and the alarm after it.
+    pub(crate) fn wakes_on_arrival(&self) -> bool {
+        self.kind == PolicyKind::Ours
     }
 
     /// The metric this policy's scaler publishes for `observation`.

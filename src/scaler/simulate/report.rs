@@ -1,5 +1,6 @@
 //! The side-by-side table of `gpuinfer simulate`, one column per tier and policy, in Markdown: GPU
-//! instance-hours and dollars, requests served and never served, completion latency, time at zero tasks.
+//! instance-hours and dollars, requests served and never served, completion latency, time at zero tasks; and the
+//! shorter tables of a trade (cost and p95 only).
 
 use super::event_loop::Run;
 use super::{HOUR, MINUTE, Millis, SECOND, hours};
@@ -65,18 +66,29 @@ const ROWS: [Row; 11] = [
     ("most tasks at once", |s| s.peak_tasks.to_string()),
 ];
 
+/// The rows of a trade: what a setting costs, and what it does to the slow end of the latency.
+const TRADE_ROWS: [Row; 2] = [ROWS[1], ROWS[7]];
+
 /// The Markdown table: one row per measure, one column per tier and policy.
 pub(crate) fn table(columns: &[Column]) -> String {
-    let mut lines = vec![
-        format!("| | {} |", columns.iter().map(|c| c.heading.as_str()).collect::<Vec<_>>().join(" | ")),
-        format!("|---|{}", "---:|".repeat(columns.len())),
-    ];
-    for (label, value) in ROWS {
-        lines.push(format!(
-            "| {label} | {} |",
-            columns.iter().map(|c| value(&c.summary)).collect::<Vec<_>>().join(" | ")
-        ));
-    }
+    summary_table(columns, &ROWS)
+}
+
+/// The Markdown table of a trade: cost and p95 latency, one column per setting.
+pub(crate) fn trade_table(columns: &[Column]) -> String {
+    summary_table(columns, &TRADE_ROWS)
+}
+
+fn summary_table(columns: &[Column], rows: &[Row]) -> String {
+    let headings: Vec<&str> = columns.iter().map(|c| c.heading.as_str()).collect();
+    let rows = rows.iter().map(|(label, value)| (*label, columns.iter().map(|c| value(&c.summary)).collect()));
+    markdown(&headings, rows)
+}
+
+/// A Markdown table: a heading per column, and each row's label and cells.
+pub(crate) fn markdown<'a>(headings: &[&str], rows: impl IntoIterator<Item = (&'a str, Vec<String>)>) -> String {
+    let mut lines = vec![format!("| | {} |", headings.join(" | ")), format!("|---|{}", "---:|".repeat(headings.len()))];
+    lines.extend(rows.into_iter().map(|(label, cells)| format!("| {label} | {} |", cells.join(" | "))));
     lines.join("\n")
 }
 
@@ -86,7 +98,8 @@ fn percentile(sorted: &[Millis], percent: usize) -> Option<Millis> {
     sorted.get(rank.saturating_sub(1)).copied()
 }
 
-fn latency(value: Option<Millis>) -> String {
+/// A duration as the tables print it: seconds, minutes or hours; a dash for none.
+pub(crate) fn latency(value: Option<Millis>) -> String {
     match value {
         None => "—".into(),
         Some(ms) if ms < 2 * MINUTE => format!("{:.0} s", ms as f64 / SECOND as f64),
