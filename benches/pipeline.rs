@@ -3,6 +3,8 @@
 //! and fetch-model vs `aws s3 cp`. Prints one markdown table and writes it to BENCHMARKS.md.
 //!
 //! Run through scripts/bench.sh, which builds in release and starts the services this needs.
+//! `GPUINFER_BENCH_ROWS` (row ids separated by commas, `ROWS` below) runs only those rows and writes them into the
+//! table in place, the other rows kept.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 use std::path::{Path, PathBuf};
@@ -23,8 +25,39 @@ mod support;
 const PROFILE_HEADING: &str = "## Where the worker's time goes (P3)";
 use support::{
     GPU_LIKE, Memory, Process, Row, TOKENS, after_first_table, best_direct, container_build, drive_engine, free_port,
-    gpuinfer, gpuinfer_build, loads_during, machine, mean_of, memory, report, simulator, table,
+    gpuinfer, gpuinfer_logged, loads_during, machine, mean_of, memory, report, simulator, table, with_rows,
 };
+
+/// The rows `GPUINFER_BENCH_ROWS` can name, in the order a run measures them: `sim-N` the pipeline through
+/// `gpuinfer dev` on the simulator at N slots (P1, and P2 where it has one), `llama` the same on the local
+/// llama.cpp engine, `sqs-sim-N` and `sqs-llama` the worker on SQS + S3 (P1; `sqs-llama` also P6 as deployed),
+/// `p3` the worker's ceiling and its profile, `p4` the router, `f1` fetch-model (P6's memory row needs `p3` and
+/// `p4`).
+const ROWS: &[&str] =
+    &["sim-8", "sim-64", "sim-256", "llama", "sqs-sim-8", "sqs-sim-64", "sqs-llama", "p3", "p4", "f1"];
+
+/// The rows this run measures: those `GPUINFER_BENCH_ROWS` names, or every row when it is unset or empty.
+struct Selection(Option<Vec<String>>);
+
+impl Selection {
+    fn from_env() -> Self {
+        let named = std::env::var("GPUINFER_BENCH_ROWS").unwrap_or_default();
+        let ids: Vec<String> = named.split(',').map(str::trim).filter(|id| !id.is_empty()).map(str::to_owned).collect();
+        for id in &ids {
+            assert!(ROWS.contains(&id.as_str()), "GPUINFER_BENCH_ROWS: no row '{id}' (rows: {})", ROWS.join(", "));
+        }
+        Self((!ids.is_empty()).then_some(ids))
+    }
+
+    /// Whether the run measures the row `id` (one of `ROWS`: any other is measured in no run).
+    fn has(&self, id: &str) -> bool {
+        ROWS.contains(&id) && self.0.as_ref().is_none_or(|ids| ids.iter().any(|named| named == id))
+    }
+
+    fn all(&self) -> bool {
+        self.0.is_none()
+    }
+}
 
 fn request(i: usize) -> String {
     json!({"requestId": uuid::Uuid::new_v4(), "prompt": format!("Benchmark request {i}: tell a story."), "maxTokens": TOKENS})
@@ -375,13 +408,31 @@ async fn router_env(moto: &str) -> Vec<(&'static str, String)> {
     env
 }
 
+/// The worker's SQS and S3: two motos (scripts/bench.sh starts them on idle CPU only), one for each service, so the
+/// emulator is not one Python process on one core; one S3 moto, as a bucket cannot be split between processes.
+#[derive(Clone, Copy)]
+struct WorkerMoto<'a> {
+    sqs: &'a str,
+    s3: &'a str,
+}
+
+impl WorkerMoto<'_> {
+    /// Whether SQS and S3 are two processes (two URLs), which the rows say.
+    fn split(self) -> bool {
+        self.sqs != self.s3
+    }
+}
+
 /// The worker on SQS + S3 (moto), measured in one run: its throughput, moto's latency and CPU, the worker's memory.
 struct SqsRun {
     tokens_per_s: f64,
     /// Median time of an empty ReceiveMessage.
     receive_ms: f64,
-    /// CPU time moto (a Python server on this machine's 2 cores, beside the engine) spent during the run.
-    moto_cpu_s: f64,
+    /// CPU time the SQS moto (a Python server on this machine's 2 cores, beside the engine) spent during the run;
+    /// with one moto for both services, all of moto's.
+    sqs_moto_cpu_s: f64,
+    /// CPU time the S3 moto spent during the run, where it is a process of its own.
+    s3_moto_cpu_s: Option<f64>,
     /// CPU time the worker spent during the run.
     worker_cpu_s: f64,
     seconds: f64,
@@ -411,10 +462,9 @@ fn service_pid(service: &str, url: &str) -> u32 {
 /// in the worker's metric lines (one per request, after its message is deleted), and the documents are read once
 /// at the end, so watching costs moto no CPU: on this machine moto shares the 2 cores with the engine, and the
 /// direct runs have no watcher.
-async fn through_sqs_worker(binary: &str, moto: &str, engine: &str, requests: usize) -> SqsRun {
-    let sdk = gpuinfer::aws::sdk_config(Some(moto)).await;
-    let sqs = aws_sdk_sqs::Client::new(&sdk);
-    let s3 = gpuinfer::aws::s3::client(&sdk);
+async fn through_sqs_worker(binary: &str, moto: WorkerMoto<'_>, engine: &str, requests: usize) -> SqsRun {
+    let sqs = aws_sdk_sqs::Client::new(&gpuinfer::aws::sdk_config(Some(moto.sqs)).await);
+    let s3 = gpuinfer::aws::s3::client(&gpuinfer::aws::sdk_config(Some(moto.s3)).await);
     let suffix = &uuid::Uuid::new_v4().simple().to_string()[..8];
     let queue = |name: String| {
         let sqs = sqs.clone();
@@ -433,21 +483,30 @@ async fn through_sqs_worker(binary: &str, moto: &str, engine: &str, requests: us
     calls.sort_by(f64::total_cmp);
     // Started first and left a second to settle into its long poll, as a deployed worker waits for work (and as
     // the P3 run starts its worker): the run then measures the pipeline, not the process start.
-    let metrics = run_dir().join("worker-metrics.jsonl");
-    let worker = gpuinfer_build(
+    let logs = run_dir();
+    let (metrics, warnings) = (logs.join("worker-metrics.jsonl"), logs.join("worker-warnings.log"));
+    let worker = gpuinfer_logged(
         binary,
         &["worker", "--tier", "small", "--engine-url", engine],
         &[
-            ("AWS_ENDPOINT_URL", moto.to_owned()),
+            // Per service (the SDKs' service-specific endpoints): the queues are only in the SQS moto and the bucket
+            // only in the S3 one, so a call that went to the other would fail the run. The global endpoint keeps
+            // any other service's call on this machine.
+            ("AWS_ENDPOINT_URL", moto.sqs.to_owned()),
+            ("AWS_ENDPOINT_URL_SQS", moto.sqs.to_owned()),
+            ("AWS_ENDPOINT_URL_S3", moto.s3.to_owned()),
             ("REQUEST_QUEUE_URL", queue_url.clone()),
             ("DLQ_URL", dlq_url),
             ("OUTPUT_DESTINATION", format!("s3://{bucket}/results/")),
         ],
         Some(&metrics),
+        Some(&warnings),
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let moto_process = service_pid("moto", moto);
-    let (moto_cpu_before, worker_cpu_before) = (cpu_seconds(moto_process), cpu_seconds(worker.pid()));
+    let sqs_moto = service_pid("moto", moto.sqs);
+    let s3_moto = moto.split().then(|| service_pid("moto", moto.s3));
+    let (sqs_moto_before, s3_moto_before, worker_cpu_before) =
+        (cpu_seconds(sqs_moto), s3_moto.map(cpu_seconds), cpu_seconds(worker.pid()));
     let started = SystemTime::now();
     let bodies: Vec<String> = (0..requests).map(request).collect();
     for chunk in bodies.chunks(10) {
@@ -464,15 +523,34 @@ async fn through_sqs_worker(binary: &str, moto: &str, engine: &str, requests: us
         assert!(started.elapsed().unwrap() < Duration::from_secs(900), "the SQS worker did not finish");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let moto_cpu = cpu_seconds(moto_process) - moto_cpu_before;
+    let sqs_moto_cpu = cpu_seconds(sqs_moto) - sqs_moto_before;
+    let s3_moto_cpu = s3_moto.zip(s3_moto_before).map(|(pid, before)| cpu_seconds(pid) - before);
     let worker_cpu = cpu_seconds(worker.pid()) - worker_cpu_before;
     let watched = SqsQueue::new(sqs.clone(), queue_url.clone(), None);
-    assert_eq!(watched.counts().await.unwrap(), QueueCounts::default(), "every message deleted, none left");
-    let listed = s3.list_objects_v2().bucket(&bucket).prefix("results/").send().await.unwrap();
-    assert_eq!(listed.key_count.unwrap_or(0) as usize, requests, "one result per request");
+    // A message still in flight when the last request is recorded: said, with the worker's warnings, and waited
+    // for (outside the measured time, which ends at the newest result) until the queue is empty.
+    let (first, looked) = (watched.counts().await.unwrap(), Instant::now());
+    if first != QueueCounts::default() {
+        let warned = std::fs::read_to_string(&warnings).unwrap_or_default();
+        eprintln!("  after the last request the queue had {first:?}; the worker's warnings:\n{warned}");
+        let mut counts = first;
+        while counts != QueueCounts::default() {
+            assert!(looked.elapsed() < Duration::from_secs(120), "every message deleted, none left: {counts:?}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            counts = watched.counts().await.unwrap();
+        }
+        eprintln!("  the queue was empty {:.1} s later", looked.elapsed().as_secs_f64());
+    }
+    // ListObjectsV2 answers up to 1,000 keys a page.
+    let mut pages = s3.list_objects_v2().bucket(&bucket).prefix("results/").into_paginator().send();
+    let mut keys = Vec::new();
+    while let Some(page) = pages.next().await {
+        keys.extend(page.unwrap().contents().iter().map(|object| object.key().unwrap().to_owned()));
+    }
+    assert_eq!(keys.len(), requests, "one result per request");
     let (mut tokens, mut finished) = (0, started);
-    for object in listed.contents() {
-        let body = s3.get_object().bucket(&bucket).key(object.key().unwrap()).send().await.unwrap().body;
+    for key in &keys {
+        let body = s3.get_object().bucket(&bucket).key(key).send().await.unwrap().body;
         let document: Value = serde_json::from_slice(&body.collect().await.unwrap().into_bytes()).unwrap();
         tokens += completion_tokens(&document);
         let made = chrono::DateTime::parse_from_rfc3339(document["timestamp"].as_str().unwrap()).unwrap();
@@ -483,7 +561,8 @@ async fn through_sqs_worker(binary: &str, moto: &str, engine: &str, requests: us
     SqsRun {
         tokens_per_s: tokens as f64 / seconds,
         receive_ms: calls[calls.len() / 2],
-        moto_cpu_s: moto_cpu.as_secs_f64(),
+        sqs_moto_cpu_s: sqs_moto_cpu.as_secs_f64(),
+        s3_moto_cpu_s: s3_moto_cpu.map(|cpu| cpu.as_secs_f64()),
         worker_cpu_s: worker_cpu.as_secs_f64(),
         seconds,
         worker_peak,
@@ -543,9 +622,41 @@ async fn fetch_versus_cli(moto: &str) -> (f64, f64) {
     (ours_mib_s, cli_mib_s)
 }
 
-/// An engine the bench drives: its URL and, where the bench knows it, its process (to read the CPU time it gets).
+/// The engines the P1 rows run on.
+#[derive(Clone, Copy)]
+enum EngineKind {
+    /// `engine-simulator`: waits instead of computing, so its speed is steady and it leaves the CPU to the rest.
+    Simulator,
+    /// The local llama.cpp engine: computes on this machine's 2 cores, beside everything else.
+    LlamaCpp,
+}
+
+impl EngineKind {
+    /// Pipeline runs alternating with direct ones: one pair on the simulator, whose speed is steady; eight on the
+    /// local llama.cpp engine, whose own runs on this machine's 2 shared cores have moved by up to 30 % within one
+    /// bench.
+    fn pairs(self) -> usize {
+        match self {
+            Self::Simulator => 1,
+            Self::LlamaCpp => 8,
+        }
+    }
+
+    /// P1's target for the worker on SQS + S3: on the simulator, which leaves the CPU to moto and the worker, what
+    /// is lost is the pipeline's own; llama.cpp shares this machine's 2 cores with moto.
+    fn sqs_target(self) -> (&'static str, f64) {
+        match self {
+            Self::Simulator => ("≥ 0.97", 0.97),
+            Self::LlamaCpp => ("≥ 0.95", 0.95),
+        }
+    }
+}
+
+/// An engine the bench drives: its kind, its URL and, where the bench knows it, its process (to read the CPU time
+/// it gets).
 #[derive(Clone, Copy)]
 struct EngineUnderTest<'a> {
+    kind: EngineKind,
     url: &'a str,
     process: Option<u32>,
 }
@@ -626,10 +737,14 @@ fn listed(values: &[f64]) -> String {
     values.iter().map(|v| format!("{v:.1}")).collect::<Vec<_>>().join(", ")
 }
 
-/// Runs alternating with the engine driven directly: one pair on the simulator, whose speed is steady; eight on the
-/// local llama.cpp engine, whose own runs on this machine's 2 shared cores have moved by up to 30 % within one bench.
-const SIMULATOR_PAIRS: usize = 1;
-const LLAMA_PAIRS: usize = 8;
+/// The engine warmed up (caches, memory pages, a first-request cost: not measured), then driven directly at a few
+/// concurrencies: the one that gave the most tokens per second.
+async fn direct_concurrency(label: &str, engine: &str, slots: usize, requests: usize) -> usize {
+    drive_engine(engine, slots, slots).await;
+    eprintln!("{label}: direct load, best concurrency");
+    let concurrencies: Vec<usize> = [1, slots / 2, slots, slots * 2].into_iter().filter(|&c| c > 0).collect();
+    best_direct(engine, &concurrencies, requests).await.1
+}
 
 /// P1 (pipeline with default settings vs the engine driven directly at its best concurrency) and, given a
 /// number of sequential requests, P2 (our worker vs a sample-style sequential one).
@@ -640,14 +755,10 @@ async fn pipeline_rows(
     slots: usize,
     requests: usize,
     sequential: Option<usize>,
-    pairs: usize,
 ) {
     let engine = engine_under_test.url;
-    // Warm up the engine (caches, memory pages, a first-request cost): not measured.
-    drive_engine(engine, slots, slots).await;
-    eprintln!("{label}: direct load, best concurrency");
-    let concurrencies: Vec<usize> = [1, slots / 2, slots, slots * 2].into_iter().filter(|&c| c > 0).collect();
-    let (_, best) = best_direct(engine, &concurrencies, requests).await;
+    let pairs = engine_under_test.kind.pairs();
+    let best = direct_concurrency(label, engine, slots, requests).await;
     // Measured again at the best concurrency, in turn with the pipeline: the best of several noisy runs would
     // overstate the engine.
     eprintln!("{label}: through gpuinfer dev (default settings), in turn with the engine at concurrency {best}");
@@ -692,95 +803,197 @@ async fn pipeline_rows(
     );
 }
 
-#[tokio::main]
-async fn main() {
-    let local_engine =
-        std::env::var("BENCH_LOCAL_ENGINE_URL").expect("BENCH_LOCAL_ENGINE_URL (scripts/bench.sh starts the engine)");
-    let moto = std::env::var("BENCH_MOTO_URL").expect("BENCH_MOTO_URL (scripts/bench.sh starts moto)");
-    // The worker's SQS and S3: a moto of their own, which scripts/bench.sh runs on idle CPU only (SCHED_IDLE).
-    let worker_moto =
-        std::env::var("BENCH_WORKER_MOTO_URL").expect("BENCH_WORKER_MOTO_URL (scripts/bench.sh starts it)");
-    let output = std::env::args().skip_while(|a| a != "--write").nth(1).map(PathBuf::from);
-    let started = Instant::now();
-    let mut rows = Vec::new();
-
-    for (slots, requests, sequential) in [(8, 160, None), (64, 1280, Some(24)), (256, 5120, None)] {
-        let (_sim, sim_url) = simulator(slots, GPU_LIKE);
-        let label = format!("simulator, {slots} slots");
-        let engine = EngineUnderTest { url: &sim_url, process: None };
-        pipeline_rows(&mut rows, &label, engine, slots, requests, sequential, SIMULATOR_PAIRS).await;
-    }
-    let label = "local llama.cpp gemma-3-270m, 8 slots";
-    let llama = EngineUnderTest { url: &local_engine, process: Some(service_pid("engine", &local_engine)) };
-    pipeline_rows(&mut rows, label, llama, 8, 48, Some(8), LLAMA_PAIRS).await;
-
-    eprintln!(
-        "P1 on SQS + S3 (moto): the worker as deployed against the local engine, in turn with the engine directly"
-    );
+/// P1 of the worker as deployed (the container build) on SQS + S3, in a moto on idle CPU only, against the engine
+/// driven directly at its best concurrency, in turn: `requests` requests of `TOKENS` tokens a run. The worker's runs,
+/// for P6.
+async fn sqs_worker_row(
+    rows: &mut Vec<Row>,
+    label: &str,
+    engine_under_test: EngineUnderTest<'_>,
+    slots: usize,
+    requests: usize,
+    worker_moto: WorkerMoto<'_>,
+) -> Vec<SqsRun> {
+    let engine = engine_under_test.url;
+    let best = direct_concurrency(label, engine, slots, requests).await;
+    eprintln!("{label}: the worker as deployed on SQS + S3 (moto), in turn with the engine at concurrency {best}");
     let container = container_build();
     let Alternated { directs, runs, direct: direct_side, pipeline: pipeline_side } = alternate(
-        llama,
-        LLAMA_PAIRS,
-        || drive_engine(&local_engine, 8, 48),
-        || through_sqs_worker(&container, &worker_moto, &local_engine, 48),
+        engine_under_test,
+        engine_under_test.kind.pairs(),
+        || drive_engine(engine, best, requests),
+        || through_sqs_worker(&container, worker_moto, engine, requests),
     )
     .await;
     let rates: Vec<f64> = runs.iter().map(|run| run.tokens_per_s).collect();
     let (sqs_rate, direct) = (mean(&rates), mean(&directs));
     let moto_ms = runs[0].receive_ms;
-    let moto_cpu: f64 = runs.iter().map(|run| run.moto_cpu_s).sum();
+    let sqs_moto_cpu: f64 = runs.iter().map(|run| run.sqs_moto_cpu_s).sum();
+    let s3_moto_cpu: Option<f64> = runs.iter().map(|run| run.s3_moto_cpu_s).sum();
+    // What moto took: each process's CPU time where SQS and S3 are two.
+    let (moto, moto_took) = match s3_moto_cpu {
+        Some(s3) => (
+            ", moto split: SQS and S3 in two processes",
+            format!("moto's SQS process took {sqs_moto_cpu:.1} CPU-s, its S3 process {s3:.1}"),
+        ),
+        None => ("", format!("moto took {sqs_moto_cpu:.1} CPU-s")),
+    };
     let worker_cpu: f64 = runs.iter().map(|run| run.worker_cpu_s).sum();
     let sqs_seconds: f64 = runs.iter().map(|run| run.seconds).sum();
-    let worker_peak = runs.iter().map(|run| run.worker_peak).fold(0.0, f64::max);
-    eprintln!("P6: the same run once with the build of every subcommand");
-    let full_build_peak =
-        through_sqs_worker(env!("CARGO_BIN_EXE_gpuinfer"), &worker_moto, &local_engine, 48).await.worker_peak;
+    let target = engine_under_test.kind.sqs_target();
     report(
-        &mut rows,
+        rows,
         Row {
             id: "P1",
             what: format!(
-                "worker on SQS + S3 (moto on idle CPU only) vs direct, local llama.cpp, 8 slots (48 × {TOKENS} tokens), default settings"
+                "worker on SQS + S3 (moto on idle CPU only) vs direct, {label} ({requests} × {TOKENS} tokens){moto}, \
+                 default settings"
             ),
             ours: format!(
                 "{sqs_rate:.1} tok/s through `gpuinfer worker`, container build (mean of {}; {}; moto: {moto_ms:.0} ms \
-                 per ReceiveMessage, median; in the {sqs_seconds:.0} s of the runs moto took {moto_cpu:.1} CPU-s and \
-                 the worker {worker_cpu:.1}, on the engine's cores)",
+                 per ReceiveMessage, median; in the {sqs_seconds:.0} s of the runs {moto_took} and the worker \
+                 {worker_cpu:.1}, on the engine's cores)",
                 listed(&rates),
-                pipeline_side.engine_note(8)
+                pipeline_side.engine_note(slots)
             ),
             reference: format!(
-                "{direct:.1} tok/s direct at concurrency 8 (mean of {}, before, between and after; {})",
+                "{direct:.1} tok/s direct at concurrency {best} (mean of {}, before, between and after; {})",
                 listed(&directs),
-                direct_side.engine_note(8)
+                direct_side.engine_note(slots)
             ),
             ratio: sqs_rate / direct,
-            target: "≥ 0.95",
-            met: Some(sqs_rate / direct >= 0.95),
+            target: target.0,
+            met: Some(sqs_rate / direct >= target.1),
         },
     );
+    runs
+}
 
-    report(
-        &mut rows,
-        Row {
-            id: "P6",
-            what: "worker memory as deployed: peak RSS of `gpuinfer worker` on SQS + S3 (moto), P1's runs above".into(),
-            ours: format!(
-                "{worker_peak:.1} MiB, container build (the build of every subcommand: {full_build_peak:.1} MiB, \
-                 one more run)"
-            ),
-            reference: "20 MiB worker budget".into(),
-            ratio: 20.0 / worker_peak,
-            target: "≤ 20 MiB",
-            met: Some(worker_peak <= 20.0),
-        },
+#[tokio::main]
+async fn main() {
+    let selection = Selection::from_env();
+    let local_engine = || {
+        std::env::var("BENCH_LOCAL_ENGINE_URL").expect("BENCH_LOCAL_ENGINE_URL (scripts/bench.sh starts the engine)")
+    };
+    let moto = || std::env::var("BENCH_MOTO_URL").expect("BENCH_MOTO_URL (scripts/bench.sh starts moto)");
+    // The worker's SQS and S3: a moto for each, which scripts/bench.sh runs on idle CPU only (SCHED_IDLE); without
+    // BENCH_WORKER_S3_MOTO_URL, one moto for both.
+    let worker_motos = (std::env::var("BENCH_WORKER_MOTO_URL").ok(), std::env::var("BENCH_WORKER_S3_MOTO_URL").ok());
+    let worker_moto = || {
+        let sqs = worker_motos.0.as_deref().expect("BENCH_WORKER_MOTO_URL (scripts/bench.sh starts it)");
+        WorkerMoto { sqs, s3: worker_motos.1.as_deref().unwrap_or(sqs) }
+    };
+    let output = std::env::args().skip_while(|a| a != "--write").nth(1).map(PathBuf::from);
+    let started = Instant::now();
+    let mut rows = Vec::new();
+
+    // Through `gpuinfer dev` on the simulator, then on the local engine; then the worker on SQS + S3 on each.
+    let simulated = [(8, 160, None), (64, 1280, Some(24)), (256, 5120, None)];
+    for (slots, requests, sequential) in simulated {
+        if selection.has(&format!("sim-{slots}")) {
+            let (_sim, sim_url) = simulator(slots, GPU_LIKE);
+            let engine = EngineUnderTest { kind: EngineKind::Simulator, url: &sim_url, process: None };
+            pipeline_rows(&mut rows, &format!("simulator, {slots} slots"), engine, slots, requests, sequential).await;
+        }
+    }
+    let llama_url = (selection.has("llama") || selection.has("sqs-llama")).then(local_engine);
+    let llama = llama_url.as_deref().map(|url| EngineUnderTest {
+        kind: EngineKind::LlamaCpp,
+        url,
+        process: Some(service_pid("engine", url)),
+    });
+    if let Some(llama) = llama.filter(|_| selection.has("llama")) {
+        pipeline_rows(&mut rows, "local llama.cpp gemma-3-270m, 8 slots", llama, 8, 48, Some(8)).await;
+    }
+    for (slots, requests, _) in simulated {
+        if selection.has(&format!("sqs-sim-{slots}")) {
+            let (_sim, sim_url) = simulator(slots, GPU_LIKE);
+            let engine = EngineUnderTest { kind: EngineKind::Simulator, url: &sim_url, process: None };
+            sqs_worker_row(&mut rows, &format!("simulator, {slots} slots"), engine, slots, requests, worker_moto())
+                .await;
+        }
+    }
+    if let Some(llama) = llama.filter(|_| selection.has("sqs-llama")) {
+        let runs = sqs_worker_row(&mut rows, "local llama.cpp, 8 slots", llama, 8, 48, worker_moto()).await;
+        let worker_peak = runs.iter().map(|run| run.worker_peak).fold(0.0, f64::max);
+        eprintln!("P6: the same run once with the build of every subcommand");
+        let full_build_peak =
+            through_sqs_worker(env!("CARGO_BIN_EXE_gpuinfer"), worker_moto(), llama.url, 48).await.worker_peak;
+        report(
+            &mut rows,
+            Row {
+                id: "P6",
+                what: "worker memory as deployed: peak RSS of `gpuinfer worker` on SQS + S3 (moto), P1's llama.cpp runs above"
+                    .into(),
+                ours: format!(
+                    "{worker_peak:.1} MiB, container build (the build of every subcommand: {full_build_peak:.1} MiB, \
+                     one more run)"
+                ),
+                reference: "20 MiB worker budget".into(),
+                ratio: 20.0 / worker_peak,
+                target: "≤ 20 MiB",
+                met: Some(worker_peak <= 20.0),
+            },
+        );
+    }
+
+    let (ceiling, profile) = if selection.has("p3") { p3_rows(&mut rows).await } else { (None, None) };
+    let router = if selection.has("p4") { p4_rows(&mut rows, &moto()).await } else { None };
+    if let (Some(ceiling), Some((router_idle, router_load))) = (ceiling, router) {
+        report(
+            &mut rows,
+            Row {
+                id: "P6",
+                what: "memory (RSS): worker idle / under load (P3's run); router idle / peak".into(),
+                ours: format!(
+                    "worker {:.1} / {:.1} MiB (under load: {:.1} private, {:.1} pages of the binary and libraries); \
+                     router {router_idle:.1} / {router_load:.1} MiB",
+                    ceiling.idle.rss, ceiling.loaded.peak, ceiling.loaded.anon, ceiling.loaded.file
+                ),
+                reference: "20 MiB worker budget".into(),
+                ratio: 20.0 / ceiling.loaded.peak,
+                target: "worker ≤ 20 MiB",
+                met: Some(ceiling.loaded.peak <= 20.0),
+            },
+        );
+    }
+    if selection.has("f1") {
+        f1_row(&mut rows, &moto()).await;
+    }
+
+    if let Some(runs) = RUNS.get() {
+        std::fs::remove_dir_all(runs).unwrap();
+    }
+    let table = table(&rows);
+    println!("{table}\n{}", profile.as_deref().unwrap_or_default());
+    let Some(path) = output else { return };
+    let earlier = std::fs::read_to_string(&path).unwrap_or_default();
+    if !selection.all() {
+        // Only the rows measured here: each replaces its line of the table, the rest of the document is kept.
+        std::fs::write(&path, with_rows(&earlier, &rows)).unwrap();
+        eprintln!("wrote {} of the rows of {}", rows.len(), path.display());
+        return;
+    }
+    let profile = profile.unwrap_or_default();
+    let report = format!(
+        "# Benchmarks\n\nOne run of `scripts/bench.sh` (release build), every row measured side by side in that run.\n\
+         Machine: {}. Took {:.0} s.\n\n{table}\n{PROFILE_HEADING}\n\n{profile}\n",
+        machine(),
+        started.elapsed().as_secs_f64()
     );
+    // What follows the profile's table (the notes written by hand, the other benches' sections) is kept.
+    let kept = earlier.find(PROFILE_HEADING).map_or("", |at| &earlier[after_first_table(&earlier, at)..]);
+    std::fs::write(&path, format!("{}\n{kept}", report.trim_end())).unwrap();
+    eprintln!("wrote {}", path.display());
+}
 
+/// P3: the worker's ceiling with an instant engine, and where its instructions go (the profile's section).
+async fn p3_rows(rows: &mut Vec<Row>) -> (Option<Ceiling>, Option<String>) {
     eprintln!("P3: worker ceiling with an instant engine");
     let ceiling = worker_ceiling(20_000).await;
     let cpu_us = ceiling.user_us + ceiling.system_us;
     report(
-        &mut rows,
+        rows,
         Row {
             id: "P3",
             what: "worker ceiling: 20,000 requests, instant engine, embedded queue".into(),
@@ -796,19 +1009,24 @@ async fn main() {
     );
     eprintln!("P3: where the worker's instructions go (callgrind, 5,000 requests)");
     let profile = worker_profile(5_000).await.unwrap_or_else(|note| note);
+    (Some(ceiling), Some(profile))
+}
 
+/// P4: our router's start and latency under load against the Python + boto3 baseline's; our router's memory, idle
+/// and at its peak (for P6).
+async fn p4_rows(rows: &mut Vec<Row>, moto: &str) -> Option<(f64, f64)> {
     eprintln!("P4: router start and latency, ours vs Python + boto3");
-    let ours_env = router_env(&moto).await;
+    let ours_env = router_env(moto).await;
     let (ours_start, ours_p50, ours_p99, (router_idle, router_load)) = router_profile(
         |port| gpuinfer(&["router", "--listen", &format!("127.0.0.1:{port}"), "--classifier", "none"], &ours_env),
         400,
     )
     .await;
-    let python_env = router_env(&moto).await;
+    let python_env = router_env(moto).await;
     let (py_start, py_p50, py_p99, _) = router_profile(|port| python_router(port, &python_env), 400).await;
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     report(
-        &mut rows,
+        rows,
         Row {
             id: "P4",
             what: "router: process start → first 202 (median of 5), moto SQS".into(),
@@ -820,7 +1038,7 @@ async fn main() {
         },
     );
     report(
-        &mut rows,
+        rows,
         Row {
             id: "P4",
             what: "router: latency under load, 400 requests at concurrency 8, moto SQS".into(),
@@ -831,27 +1049,15 @@ async fn main() {
             met: None,
         },
     );
-    report(
-        &mut rows,
-        Row {
-            id: "P6",
-            what: "memory (RSS): worker idle / under load (P3's run); router idle / peak".into(),
-            ours: format!(
-                "worker {:.1} / {:.1} MiB (under load: {:.1} private, {:.1} pages of the binary and libraries); \
-                 router {router_idle:.1} / {router_load:.1} MiB",
-                ceiling.idle.rss, ceiling.loaded.peak, ceiling.loaded.anon, ceiling.loaded.file
-            ),
-            reference: "20 MiB worker budget".into(),
-            ratio: 20.0 / ceiling.loaded.peak,
-            target: "worker ≤ 20 MiB",
-            met: Some(ceiling.loaded.peak <= 20.0),
-        },
-    );
+    Some((router_idle, router_load))
+}
 
+/// F1: fetch-model against `aws s3 cp --recursive`.
+async fn f1_row(rows: &mut Vec<Row>, moto: &str) {
     eprintln!("fetch-model vs aws s3 cp --recursive");
-    let (ours_mib_s, cli_mib_s) = fetch_versus_cli(&moto).await;
+    let (ours_mib_s, cli_mib_s) = fetch_versus_cli(moto).await;
     report(
-        &mut rows,
+        rows,
         Row {
             id: "F1",
             what: "model download, 1 GiB in 103 files of mixed sizes, local moto S3".into(),
@@ -862,23 +1068,4 @@ async fn main() {
             met: Some(ours_mib_s > cli_mib_s),
         },
     );
-
-    if let Some(runs) = RUNS.get() {
-        std::fs::remove_dir_all(runs).unwrap();
-    }
-    let table = table(&rows);
-    println!("{table}\n{profile}");
-    if let Some(path) = output {
-        let report = format!(
-            "# Benchmarks\n\nOne run of `scripts/bench.sh` (release build), every row measured side by side in that run.\n\
-             Machine: {}. Took {:.0} s.\n\n{table}\n{PROFILE_HEADING}\n\n{profile}\n",
-            machine(),
-            started.elapsed().as_secs_f64()
-        );
-        // What follows the profile's table (the notes written by hand, the other benches' sections) is kept.
-        let earlier = std::fs::read_to_string(&path).unwrap_or_default();
-        let kept = earlier.find(PROFILE_HEADING).map_or("", |at| &earlier[after_first_table(&earlier, at)..]);
-        std::fs::write(&path, format!("{}\n{kept}", report.trim_end())).unwrap();
-        eprintln!("wrote {}", path.display());
-    }
 }

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Benchmarks, side by side in one run (release build): prints markdown tables and writes them to
 # BENCHMARKS.md (the pipeline table, then the saturation, zero-idle, Batch API and AWS-calls sections). Starts what it
-# measures against: the local llama.cpp engine (8 slots), the moto SQS/S3 emulator, the engine
+# measures against: the local llama.cpp engine (8 slots), the moto SQS/S3 emulator (three of them), the engine
 # simulator (8, 64 and 256 slots) and, for the baselines, the AWS CLI (PyPI awscli) and a Python +
 # boto3 router; profiles the worker with valgrind's callgrind when valgrind is installed.
 # Run it on an otherwise idle machine: it takes about 25 minutes after the release build.
+#
+# GPUINFER_BENCH_ROWS=sim-8,sqs-sim-8 (row ids, benches/pipeline.rs lists them) measures only those rows of the
+# pipeline table and writes them into it in place; the other benches do not run.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -12,29 +15,40 @@ CACHE="${GPUINFER_CACHE:-$HOME/.cache/gpuinfer}"
 ENGINE_PORT="${BENCH_ENGINE_PORT:-18100}"
 MOTO_PORT="${BENCH_MOTO_PORT:-15100}"
 WORKER_MOTO_PORT="${BENCH_WORKER_MOTO_PORT:-15101}"
+# The worker's S3: a moto of its own beside the one for its SQS (moto is one Python process, on one core at a time).
+WORKER_S3_MOTO_PORT="${BENCH_WORKER_S3_MOTO_PORT:-15102}"
 # The AWS-calls section's moto; the 9 ports after it are its counter's, routers' and webhook receiver's.
 AWS_CALLS_MOTO_PORT="${BENCH_AWS_CALLS_MOTO_PORT:-15110}"
 AWSCLI_PIN="awscli==1.46.3"
+ROWS="${GPUINFER_BENCH_ROWS:-}"
+# The local llama.cpp engine: for every run, and for a selection of rows only where one of them runs on it.
+needs_engine=true
+if [[ -n ${ROWS//[ ,]/} && ! ,${ROWS// /}, =~ ,(llama|sqs-llama), ]]; then needs_engine=false; fi
 
 stop_services() {
-    scripts/local-engine.sh stop --port "$ENGINE_PORT" || true
+    if $needs_engine; then scripts/local-engine.sh stop --port "$ENGINE_PORT" || true; fi
     scripts/aws-emulator.sh stop --port "$MOTO_PORT" || true
     scripts/aws-emulator.sh stop --port "$WORKER_MOTO_PORT" || true
+    scripts/aws-emulator.sh stop --port "$WORKER_S3_MOTO_PORT" || true
 }
 trap stop_services EXIT
 scripts/aws-emulator.sh start --port "$MOTO_PORT"
-# The SQS and S3 of the worker runs on SQS + S3 (P1, P6): a moto of their own under SCHED_IDLE, a priority below
-# nice 19 (sched(7)), so it runs on the CPU time the engine leaves. On AWS neither runs on the GPU host; here moto
-# shares the engine's 2 cores, and CPU it took from the engine would be charged to the pipeline. Its calls may get
-# slower instead, which the pipeline has to hide.
-chrt --idle 0 scripts/aws-emulator.sh start --port "$WORKER_MOTO_PORT"
-# With the kernel's autogroups (sched(7): /proc/sys/kernel/sched_autogroup_enabled), the CPU is shared between
-# sessions first, and a thread's policy or nice value counts only against threads of its own session: moto, in a
-# session of its own, would still get an equal share beside the engine. Its session goes to nice 19 as well (the
-# lowest weight an autogroup can have).
-worker_moto_pid=$(cat "$CACHE/moto-$WORKER_MOTO_PORT.pid")
-if [[ -w /proc/$worker_moto_pid/autogroup ]]; then echo 19 >"/proc/$worker_moto_pid/autogroup"; fi
-scripts/local-engine.sh start --port "$ENGINE_PORT" --slots 8
+# The SQS and the S3 of the worker runs on SQS + S3 (P1, P6): two motos of their own, one for SQS and one for S3
+# (the worker is given both endpoints, AWS_ENDPOINT_URL_SQS and AWS_ENDPOINT_URL_S3), so the emulator is not one
+# Python process on one core; S3 stays one process, as a bucket cannot be split between motos. Both run under
+# SCHED_IDLE, a priority below nice 19 (sched(7)), so they run on the CPU time the engine leaves. On AWS neither
+# runs on the GPU host; here moto shares the engine's 2 cores, and CPU it took from the engine would be charged to
+# the pipeline. Its calls may get slower instead, which the pipeline has to hide.
+for port in "$WORKER_MOTO_PORT" "$WORKER_S3_MOTO_PORT"; do
+    chrt --idle 0 scripts/aws-emulator.sh start --port "$port"
+    # With the kernel's autogroups (sched(7): /proc/sys/kernel/sched_autogroup_enabled), the CPU is shared between
+    # sessions first, and a thread's policy or nice value counts only against threads of its own session: moto, in
+    # a session of its own, would still get an equal share beside the engine. Its session goes to nice 19 as well
+    # (the lowest weight an autogroup can have).
+    worker_moto_pid=$(cat "$CACHE/moto-$port.pid")
+    if [[ -w /proc/$worker_moto_pid/autogroup ]]; then echo 19 >"/proc/$worker_moto_pid/autogroup"; fi
+done
+if $needs_engine; then scripts/local-engine.sh start --port "$ENGINE_PORT" --slots 8; fi
 # grep without -q reads pip's whole output: with -q it may exit first, pip dies of SIGPIPE and pipefail
 # fails the check.
 if ! "$CACHE/awscli-venv/bin/python" -m pip freeze 2>/dev/null | grep -x "$AWSCLI_PIN" >/dev/null; then
@@ -48,6 +62,7 @@ export AWS_EC2_METADATA_DISABLED=true
 export BENCH_LOCAL_ENGINE_URL="http://127.0.0.1:$ENGINE_PORT"
 export BENCH_MOTO_URL="http://127.0.0.1:$MOTO_PORT"
 export BENCH_WORKER_MOTO_URL="http://127.0.0.1:$WORKER_MOTO_PORT"
+export BENCH_WORKER_S3_MOTO_URL="http://127.0.0.1:$WORKER_S3_MOTO_PORT"
 export BENCH_PYTHON="$CACHE/moto-venv/bin/python"   # Python 3.11 with boto3 (moto depends on it)
 export BENCH_AWS_CLI="$CACHE/awscli-venv/bin/aws"
 # The inference container's build, as the Dockerfile makes it (for this host, with glibc; the image's is static,
@@ -60,6 +75,7 @@ export BENCH_CONTAINER_GPUINFER="$target_dir/container/gpuinfer"
 # crates; neither changes the code, nor any page the processes load.
 export CARGO_PROFILE_BENCH_DEBUG=line-tables-only CARGO_PROFILE_BENCH_STRIP=false
 cargo bench --locked --bench pipeline -- --write BENCHMARKS.md
+[[ -z ${ROWS//[ ,]/} ]] || exit 0
 # Each writes its own section of BENCHMARKS.md after the pipeline benchmark has rewritten the rest.
 cargo bench --locked --bench saturation -- --write BENCHMARKS.md
 cargo bench --locked --bench zero_idle -- --write BENCHMARKS.md

@@ -63,22 +63,58 @@ pub fn table(rows: &[Row]) -> String {
     let mut out =
         String::from("| | what | ours | reference | ratio | target | met |\n|---|---|---|---|---:|---|---|\n");
     for r in rows {
-        out += &format!(
-            "| {} | {} | {} | {} | {:.2} | {} | {} |\n",
-            r.id,
-            r.what,
-            r.ours,
-            r.reference,
-            r.ratio,
-            r.target,
-            match r.met {
-                Some(true) => "yes",
-                Some(false) => "**no**",
-                None => "—",
-            }
-        );
+        out += &line(r);
     }
     out
+}
+
+/// A row's line of the table, its line break included.
+fn line(r: &Row) -> String {
+    let met = match r.met {
+        Some(true) => "yes",
+        Some(false) => "**no**",
+        None => "—",
+    };
+    format!("| {} | {} | {} | {} | {:.2} | {} | {met} |\n", r.id, r.what, r.ours, r.reference, r.ratio, r.target)
+}
+
+/// The start of a row's line that names it: its id and what it measures.
+fn named(id: &str, what: &str) -> String {
+    format!("| {id} | {what} |")
+}
+
+/// The part of what a row measures that rows of one kind share: its text up to the first comma
+/// ("worker on SQS + S3 (moto on idle CPU only) vs direct").
+fn kind_of(what: &str) -> &str {
+    what.split_once(',').map_or(what, |(kind, _)| kind)
+}
+
+/// `document` with `rows` written into its first table, every other line kept: a row whose id and what are in the
+/// table replaces that line; a new one goes before the first row of its kind (same id, same text up to the first
+/// comma of what it measures), after the new rows of that kind written before it, or at the table's end.
+pub fn with_rows(document: &str, rows: &[Row]) -> String {
+    let start = document.find("\n|").map_or(document.len(), |at| at + 1);
+    let end = after_first_table(document, start);
+    let mut lines: Vec<String> = document[start..end].split_inclusive('\n').map(str::to_owned).collect();
+    let mut last_new: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+    for row in rows {
+        let (name, kind) = (named(row.id, &row.what), named(row.id, kind_of(&row.what)));
+        let position = |prefix: &str| lines.iter().position(|l| l.starts_with(prefix));
+        let at = if let Some(at) = position(&name) {
+            lines[at] = line(row);
+            continue;
+        } else if let Some(at) = last_new.get(&kind).and_then(|last| position(last)) {
+            at + 1
+        } else {
+            let same_kind = lines.iter().position(|l| {
+                l.strip_prefix(&format!("| {} | ", row.id)).is_some_and(|what| kind_of(what) == kind_of(&row.what))
+            });
+            same_kind.unwrap_or(lines.len())
+        };
+        lines.insert(at, line(row));
+        last_new.insert(kind, name);
+    }
+    format!("{}{}{}", &document[..start], lines.concat(), &document[end..])
 }
 
 pub fn machine() -> String {
@@ -193,9 +229,20 @@ pub fn container_build() -> String {
 /// `binary <args>`, a build of gpuinfer, with its logs discarded (warnings only), and its EMF metric lines (its
 /// standard output) written to `metrics` if given, else discarded.
 pub fn gpuinfer_build(binary: &str, args: &[&str], env: &[(&str, String)], metrics: Option<&Path>) -> Process {
-    let stdout = metrics.map_or_else(Stdio::null, |path| std::fs::File::create(path).unwrap().into());
+    gpuinfer_logged(binary, args, env, metrics, None)
+}
+
+/// `gpuinfer_build`, its warnings (its logs at level warn, its standard error) written to `warnings` if given.
+pub fn gpuinfer_logged(
+    binary: &str,
+    args: &[&str],
+    env: &[(&str, String)],
+    metrics: Option<&Path>,
+    warnings: Option<&Path>,
+) -> Process {
+    let file = |path: Option<&Path>| path.map_or_else(Stdio::null, |path| std::fs::File::create(path).unwrap().into());
     let mut command = Command::new(binary);
-    command.args(args).envs(env.iter().cloned()).env("RUST_LOG", "warn").stdout(stdout).stderr(Stdio::null());
+    command.args(args).envs(env.iter().cloned()).env("RUST_LOG", "warn").stdout(file(metrics)).stderr(file(warnings));
     Process(command.spawn().expect("start gpuinfer"))
 }
 
