@@ -198,6 +198,11 @@ pub trait ResultStore: Send + Sync {
     async fn acceptance(&self, request_id: RequestId) -> Result<Option<Vec<u8>>, StoreError>;
     /// Removes the record of an acceptance whose enqueue failed, so that a retry can be accepted.
     async fn forget_acceptance(&self, request_id: RequestId) -> Result<(), StoreError>;
+    /// Tells the workers that requests were canceled, once their canceled documents are stored: rewrites the one
+    /// cancel mark beside the results, which each worker watches instead of every running request's document.
+    async fn mark_cancels(&self) -> Result<(), StoreError>;
+    /// The cancel mark's version, new at each `mark_cancels`; None while there is none.
+    async fn cancel_mark(&self) -> Result<Option<String>, StoreError>;
     /// The same place seen as a store of named objects (files and batches of the Batch API), where it is one: a
     /// bucket or a folder, not a queue.
     fn objects(&self) -> Option<&dyn ObjectStore> {

@@ -46,6 +46,11 @@ impl S3Location {
     pub(crate) fn acceptance_key(&self, request_id: RequestId) -> String {
         format!("{}{request_id}.accepted", self.prefix)
     }
+
+    /// The cancel mark, beside the results (the same grants and lifecycle).
+    pub(crate) fn cancel_mark_key(&self) -> String {
+        format!("{}cancels.mark", self.prefix)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -127,6 +132,23 @@ impl ResultStore for S3Store {
 
     async fn forget_acceptance(&self, request_id: RequestId) -> Result<(), StoreError> {
         self.remove(self.location.acceptance_key(request_id)).await
+    }
+
+    async fn mark_cancels(&self) -> Result<(), StoreError> {
+        let key = self.location.cancel_mark_key();
+        let mark = crate::contract::outcome::cancel_mark();
+        let put = self.client.put_object().bucket(&self.location.bucket).key(&key).body(ByteStream::from(mark));
+        put.send().await.map(drop).map_err(self.unavailable("PutObject", &key))
+    }
+
+    /// The mark's ETag (its bytes differ at each write, so does the ETag).
+    async fn cancel_mark(&self) -> Result<Option<String>, StoreError> {
+        let key = self.location.cancel_mark_key();
+        match self.client.head_object().bucket(&self.location.bucket).key(&key).send().await {
+            Ok(head) => Ok(head.e_tag),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => Ok(None),
+            Err(e) => Err(self.unavailable("HeadObject", &key)(e)),
+        }
     }
 
     fn objects(&self) -> Option<&dyn crate::ports::ObjectStore> {

@@ -45,6 +45,15 @@ impl ResultStore for SqsResults {
         Ok(())
     }
 
+    /// Nothing is read back from a queue: no cancel can be stored, so none is marked.
+    async fn mark_cancels(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn cancel_mark(&self) -> Result<Option<String>, StoreError> {
+        Ok(None)
+    }
+
     async fn get(&self, _request_id: RequestId) -> Result<Option<Vec<u8>>, StoreError> {
         Err(StoreError::unavailable(format!(
             "results are delivered as messages to {}; read them from that queue",

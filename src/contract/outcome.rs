@@ -142,6 +142,12 @@ pub(crate) fn canceled_because(request_id: RequestId, reason: &str) -> serde_jso
     serde_json::json!({ "requestId": request_id, "status": Status::Error, "error": error, "timestamp": now() })
 }
 
+/// The bytes of a new cancel mark (`ResultStore::mark_cancels`): when it was written and a random nonce, so that
+/// each mark differs from the last (and so does its S3 ETag).
+pub(crate) fn cancel_mark() -> Vec<u8> {
+    serde_json::json!({ "markedAt": now(), "nonce": uuid::Uuid::new_v4() }).to_string().into_bytes()
+}
+
 /// What a stored document says about how its request ended: its status and error code.
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct Ending {

@@ -312,10 +312,12 @@ async fn generate(state: &SimulatorState, behavior: &Behavior, reply: Reply, bod
         Reply::Hang => unreachable!("answered above"),
         Reply::Ok => {
             let text = format!("echo: {}", prompt.chars().take(24).collect::<String>());
+            // As an engine does: "length" when the answer was cut at max_tokens, else "stop".
+            let finish_reason = if behavior.completion_tokens >= max_tokens { "length" } else { "stop" };
             let choice = if body.get("messages").is_some() {
-                json!({ "index": 0, "message": { "role": "assistant", "content": text }, "finish_reason": "length" })
+                json!({ "index": 0, "message": { "role": "assistant", "content": text }, "finish_reason": finish_reason })
             } else {
-                json!({ "index": 0, "text": text, "finish_reason": "length" })
+                json!({ "index": 0, "text": text, "finish_reason": finish_reason })
             };
             Json(json!({
                 "id": "cmpl-simulator",

@@ -40,6 +40,10 @@ impl FileStore {
         expire_in(&self.results, now.checked_sub(retention).unwrap_or(SystemTime::UNIX_EPOCH))
     }
 
+    fn cancel_mark_path(&self) -> PathBuf {
+        self.results.join("cancels.mark")
+    }
+
     fn acceptance_path_of(&self, request_id: RequestId) -> PathBuf {
         self.results.join(format!("{request_id}.accepted"))
     }
@@ -85,6 +89,17 @@ impl ResultStore for FileStore {
             Err(e) if e.kind() != ErrorKind::NotFound => Err(io_error(e)),
             _ => Ok(()),
         }
+    }
+
+    /// Written whole, then renamed into place: a reader sees the old mark or the new one.
+    async fn mark_cancels(&self) -> Result<(), StoreError> {
+        let mut temp = tempfile::NamedTempFile::new_in(&self.results).map_err(io_error)?;
+        temp.write_all(&crate::contract::outcome::cancel_mark()).map_err(io_error)?;
+        temp.persist(self.cancel_mark_path()).map(drop).map_err(|e| io_error(e.error))
+    }
+
+    async fn cancel_mark(&self) -> Result<Option<String>, StoreError> {
+        Ok(read(&self.cancel_mark_path())?.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
     }
 
     fn objects(&self) -> Option<&dyn crate::ports::ObjectStore> {

@@ -30,13 +30,13 @@ pub(crate) const MAX_BULK_REQUESTS: usize = 100;
 pub(crate) const MAX_BULK_BODY_BYTES: usize = 5 * 1024 * 1024;
 
 /// A validated request and the body its queue gets.
-struct Admitted {
-    request: InferenceRequest,
-    body: String,
+pub(super) struct Admitted {
+    pub(super) request: InferenceRequest,
+    pub(super) body: String,
 }
 
 /// The operator's rules a valid request must also meet: an accepted callback URL, a queue body within limits.
-fn admit(state: &AppState, request: InferenceRequest) -> Result<Admitted, RequestError> {
+pub(super) fn admit(state: &AppState, request: InferenceRequest) -> Result<Admitted, RequestError> {
     if request.callback_url.is_some() && !state.callbacks_sent {
         let problem = "no callback can be sent: no webhook secret is configured to sign it (gpuinfer dev \
                        --webhook-secret, or WEBHOOK_SECRET); configure one, or leave callbackUrl out and poll";
@@ -56,7 +56,7 @@ fn admit(state: &AppState, request: InferenceRequest) -> Result<Admitted, Reques
 }
 
 /// Logs and counts a request its queue took, and wakes its tier if it has no task.
-async fn accepted(state: &AppState, request: &InferenceRequest, tier: Tier, reason: Reason) {
+pub(super) async fn accepted(state: &AppState, request: &InferenceRequest, tier: Tier, reason: Reason) {
     tracing::info!(request_id = %request.request_id, %tier, priority = %request.priority, reason = reason.as_str(), chars = request.input.char_count(), max_tokens = request.max_tokens, deadline = ?request.deadline, "request accepted");
     let mut counted = vec![Metric::count(metrics::ROUTED_REQUESTS, 1)];
     if reason == Reason::ClassifierFallback {
@@ -66,7 +66,7 @@ async fn accepted(state: &AppState, request: &InferenceRequest, tier: Tier, reas
     state.enqueued(tier).await;
 }
 
-fn lane(state: &AppState, tier: Tier, priority: Priority) -> &dyn Queue {
+pub(super) fn lane(state: &AppState, tier: Tier, priority: Priority) -> &dyn Queue {
     state.queues.get(tier).get(priority).as_ref()
 }
 

@@ -35,35 +35,17 @@ pub(super) async fn result(
     }
 }
 
-/// Cancels a request that has no document yet by storing a `canceled` one: first writer wins, so the worker
-/// either finds it before it runs the request, or sees it appear while it runs and aborts the engine call.
-/// 200 with the canceled document (also when it was canceled before); 409 with the status of a request that
-/// already finished.
+/// DELETE /results/{requestId}: the cancel (`cancel_request`). 200 with the canceled document (also when it was
+/// canceled before); 409 with the status of a request that already finished.
 pub(super) async fn cancel(
     State(state): State<Arc<AppState>>,
     request_id: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let request_id = parse_request_id(request_id)?;
-    let unavailable = |error: StoreError| ApiError::store_unavailable(request_id, &error);
-    let mut existing = state.store.get(request_id).await.map_err(unavailable)?;
-    if existing.is_none() {
-        match acceptance::holder(state.store.as_ref(), request_id).await.map_err(unavailable)? {
-            Some(holder) if holder == request_id => {}
-            holder => return Ok(nothing_to_cancel(request_id, holder)),
-        }
-    }
-    if existing.is_none() {
-        let document = outcome::canceled(request_id);
-        match state.store.put_if_absent(request_id, document.to_string().as_bytes()).await.map_err(unavailable)? {
-            PutOutcome::Created => {
-                tracing::info!(%request_id, "request canceled");
-                return Ok((StatusCode::OK, Json(document)).into_response());
-            }
-            PutOutcome::AlreadyExists => existing = state.store.get(request_id).await.map_err(unavailable)?,
-        }
-    }
-    let Some(document) = existing else {
-        return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "results: store unavailable, retry later"));
+    let canceled = cancel_request(&state, request_id).await;
+    let document = match canceled.map_err(|error| ApiError::store_unavailable(request_id, &error))? {
+        Canceled::Document(document) => document,
+        Canceled::NotHeld(holder) => return Ok(nothing_to_cancel(request_id, holder)),
     };
     match Ending::read(&document) {
         Some(ending) if ending.is_canceled() => Ok(document_response(StatusCode::OK, document)),
@@ -73,6 +55,40 @@ pub(super) async fn cancel(
             Ok((StatusCode::CONFLICT, Json(json!({ "requestId": request_id, "status": status, "error": error })))
                 .into_response())
         }
+    }
+}
+
+/// What a cancel leaves.
+pub(crate) enum Canceled {
+    /// The request's document: the canceled one the cancel stored, or the one stored before it.
+    Document(Vec<u8>),
+    /// No accepted request holds the id as written: none does (None), or one does in another case.
+    NotHeld(Option<RequestId>),
+}
+
+/// Cancels a request that has no document yet by storing a `canceled` one: first writer wins, so the worker
+/// either finds it before it runs the request, or sees it appear while it runs and aborts the engine call.
+pub(crate) async fn cancel_request(state: &AppState, request_id: RequestId) -> Result<Canceled, StoreError> {
+    if let Some(document) = state.store.get(request_id).await? {
+        return Ok(Canceled::Document(document));
+    }
+    match acceptance::holder(state.store.as_ref(), request_id).await? {
+        Some(holder) if holder == request_id => {}
+        holder => return Ok(Canceled::NotHeld(holder)),
+    }
+    let document = outcome::canceled(request_id).to_string().into_bytes();
+    match state.store.put_if_absent(request_id, &document).await? {
+        PutOutcome::Created => {
+            tracing::info!(%request_id, "request canceled");
+            mark_cancels(state).await;
+            Ok(Canceled::Document(document))
+        }
+        PutOutcome::AlreadyExists => state
+            .store
+            .get(request_id)
+            .await?
+            .map(Canceled::Document)
+            .ok_or_else(|| StoreError::unavailable("the document that won over the cancel cannot be read")),
     }
 }
 
@@ -86,6 +102,15 @@ fn nothing_to_cancel(request_id: RequestId, holder: Option<RequestId>) -> Respon
         ),
     };
     (StatusCode::NOT_FOUND, Json(json!({ "requestId": request_id, "error": error }))).into_response()
+}
+
+/// Tells the workers that canceled documents were stored (the cancel mark): the one that runs a canceled request
+/// then stops it within a cancel poll. A failed mark is logged: the cancel stands, and the worker finds it at its
+/// next full look.
+pub(crate) async fn mark_cancels(state: &AppState) {
+    if let Err(error) = state.store.mark_cancels().await {
+        tracing::warn!(%error, "cancel stored, but the cancel mark could not be written: a running request stops at its worker's next full look (60 s)");
+    }
 }
 
 fn document_response(status: StatusCode, document: Vec<u8>) -> Response {

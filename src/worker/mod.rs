@@ -3,6 +3,7 @@
 
 pub mod adaptive_limit;
 pub mod callbacks;
+mod cancel_watch;
 pub mod cold_start;
 mod config;
 mod engine_watch;
@@ -30,6 +31,7 @@ use crate::infra::metrics::Emf;
 use crate::ports::{Engine, MAX_MESSAGES_PER_CALL, Queue, ResultStore};
 use crate::worker::adaptive_limit::AdaptiveLimit;
 use crate::worker::callbacks::webhook::{DRAIN_GRACE, Webhooks};
+use crate::worker::cancel_watch::CancelWatch;
 use crate::worker::cold_start::{ColdStart, Start, StartedBy};
 use crate::worker::lanes::{LaneReceiver, Lease};
 use crate::worker::preemption::{Preemptible, Preemption};
@@ -108,6 +110,8 @@ pub struct Worker<Q: ?Sized, S: ?Sized, E: ?Sized> {
     generations: AtomicU64,
     /// The instants of its start, reported once with its first result.
     cold_start: ColdStart,
+    /// The store's cancel mark, read once for every running request.
+    cancels: CancelWatch,
 }
 
 impl<Q, S, E> Worker<Q, S, E>
@@ -144,6 +148,7 @@ where
             storing: AtomicUsize::new(0),
             generations: AtomicU64::new(0),
             cold_start: ColdStart::new(Start::new(SystemTime::now(), StartedBy::Worker)),
+            cancels: CancelWatch::new(),
         }
     }
 
@@ -191,6 +196,11 @@ where
         }
         tracing::info!(%tier, in_flight_limit = self.slots.limit(), ceiling = self.config.concurrency, "worker polling");
         self.draining = shutdown.clone();
+        // Read before anything is received: a cancel after this is a change of the mark.
+        let mark = self.store.cancel_mark().await.unwrap_or_else(|error| {
+            tracing::warn!(%tier, %error, "cannot read the cancel mark; the next poll reads it again");
+            None
+        });
         let worker = Arc::new(self);
         // Receiving stops when this is cancelled: by shutdown (its parent), or by the watchdog on engine loss.
         let receiving = shutdown.child_token();
@@ -202,6 +212,12 @@ where
             worker.config.service.clone(),
             worker.metrics.clone(),
         ));
+        let watching = {
+            let worker = Arc::clone(&worker);
+            tokio::spawn(
+                async move { worker.cancels.run(worker.store.as_ref(), worker.config.cancel_poll, mark).await },
+            )
+        };
         let mut in_flight = InFlight::default();
         worker.receive_until_stopped(&mut in_flight, &receiving, answering).await;
         if let Some(adapting) = adapting {
@@ -209,6 +225,7 @@ where
         }
         reporting.abort();
         worker.finish_in_flight(&mut in_flight).await;
+        watching.abort();
         watchdog.abort();
         if let Some(webhooks) = &worker.webhooks {
             webhooks.finish(DRAIN_GRACE).await;
@@ -334,6 +351,8 @@ where
             // Entered at once, so the receive loop knows a high-priority request could take this slot.
             let mut preemptible = (lease.preemptible && free_slot.is_some()).then(|| self.preemption.register());
             in_flight.spawn(async move {
+                // Before its first look at its document (in `prepare`): no cancel falls between the two.
+                let mut cancels = worker.cancels.subscribe();
                 let request = match worker.prepare(&lease).await {
                     Ok(request) => request,
                     Err(ended) => return ended,
@@ -355,7 +374,8 @@ where
                             None => return worker.release(&lease).await,
                         },
                     };
-                    if let Some(ended) = worker.run_request(&lease, &request, slot, preemptible.take()).await {
+                    let run = worker.run_request(&lease, &request, slot, preemptible.take(), &mut cancels);
+                    if let Some(ended) = run.await {
                         return ended;
                     }
                     may_give_up = false;

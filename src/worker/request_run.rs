@@ -5,11 +5,13 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
+use tokio::sync::watch;
 
 use crate::contract::outcome::{ErrorCode, Processing, ResultDocument};
 use crate::contract::request::{InferenceRequest, Intake};
 use crate::contract::request_id::RequestId;
 use crate::ports::{Completion, Engine, EngineError, Message, Queue, ResultStore};
+use crate::worker::cancel_watch;
 use crate::worker::lanes::Lease;
 use crate::worker::preemption::Preemptible;
 use crate::worker::slots::Slot;
@@ -78,6 +80,7 @@ where
         request: &InferenceRequest,
         slot: Slot,
         preemptible: Option<Preemptible>,
+        cancels: &mut watch::Receiver<u64>,
     ) -> Option<Disposition> {
         let started = Instant::now();
         let (tier, id, message) = (self.config.tier, request.request_id, &lease.message);
@@ -97,7 +100,7 @@ where
             return Some(self.finish(lease, request, document).await);
         }
         let engine_started = Instant::now();
-        let inference = self.infer(lease, request, preemptible).await;
+        let inference = self.infer(lease, request, preemptible, cancels).await;
         let _storing = Gauged::enter(&self.storing);
         drop(slot);
         let outcome = match inference {
@@ -145,6 +148,7 @@ where
         lease: &Lease,
         request: &InferenceRequest,
         mut preemptible: Option<Preemptible>,
+        cancels: &mut watch::Receiver<u64>,
     ) -> Inference {
         let attempts = async {
             loop {
@@ -160,17 +164,17 @@ where
         tokio::select! {
             biased;
             () = self.hand_back.cancelled() => Inference::HandBack,
-            () = self.document_stored(request.request_id) => Inference::Superseded,
+            () = self.document_stored(request.request_id, cancels) => Inference::Superseded,
             outcome = self.with_heartbeat(lease, attempts) => Inference::Done(outcome),
             () = asked_for_slot(preemptible.as_mut()) => Inference::GaveUpSlot,
         }
     }
 
-    /// Resolves once a document for `request_id` exists, looking every `cancel_poll`; a failed look is ignored
-    /// (the next one may succeed, and the result write settles who was first anyway).
-    pub(super) async fn document_stored(&self, request_id: RequestId) {
+    /// Resolves once a document for `request_id` exists, looking when the cancel mark changed (see `cancel_watch`);
+    /// a failed look is ignored (the next one may succeed, and the result write settles who was first anyway).
+    pub(super) async fn document_stored(&self, request_id: RequestId, cancels: &mut watch::Receiver<u64>) {
         loop {
-            tokio::time::sleep(self.config.cancel_poll).await;
+            cancel_watch::next_look(cancels).await;
             if let Ok(true) = self.store.exists(request_id).await {
                 return;
             }

@@ -14,7 +14,7 @@ use crate::support::{eventually, free_port, moto};
 const KEY: &str = "batch-test-key";
 
 /// The venv python with the pinned openai client; a test that needs it fails (never skips) without it.
-fn python() -> String {
+pub(crate) fn python() -> String {
     std::env::var("GPUINFER_TEST_OPENAI_PYTHON").unwrap_or_else(|_| {
         panic!(
             "this test needs the openai Python client: run scripts/test.sh, or set \

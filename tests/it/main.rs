@@ -39,6 +39,7 @@ mod local_queue;
 mod local_store;
 mod log_privacy;
 mod refusals;
+mod responses;
 mod router_api;
 mod router_limits;
 mod sample_compat;

@@ -21,7 +21,7 @@ async fn a_request_becomes_a_success_document_and_its_message_is_deleted() {
     let result = doc.result.as_ref().unwrap();
     assert_eq!(result.text, "echo: What is Amazon ECS?");
     assert_eq!((result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.total_tokens), (4, 8, 12));
-    assert_eq!(result.finish_reason, "length");
+    assert_eq!(result.finish_reason, "stop", "8 tokens, under the request's 256");
     assert_eq!((doc.tier, doc.attempts, doc.task_arn.as_str()), (Tier::Small, 1, "local"));
     assert_eq!(doc.model.as_deref(), Some("simulator-model"), "model discovered from /v1/models");
     rig.drained().await;
@@ -357,6 +357,40 @@ async fn queue_wait_excludes_the_processing_time() {
     let document = rig.result(id).await;
     assert!(document.processing_time_ms >= 600, "{}", document.processing_time_ms);
     assert!(document.queue_wait_ms < 500, "queueWaitMs {} includes the 600 ms generation", document.queue_wait_ms);
+    rig.stop().await;
+}
+
+/// What watching for cancels costs: 4 requests running 3 s each at a 100 ms cancel poll look for their document once
+/// each before the engine (not once per poll: that was 30 looks per request, 120 in all), while the worker reads the
+/// one cancel mark once per poll for all of them; a cancel among them still stops its request within a few polls.
+#[tokio::test]
+async fn running_requests_share_one_read_of_the_cancel_mark_per_poll() {
+    let behavior = Behavior { latency: Duration::from_secs(3), ..Behavior::default() };
+    let rig = rig(behavior, config()).await;
+    let ids = [rig.send("a").await, rig.send("b").await, rig.send("c").await, rig.send("d").await];
+    rig.engine_called(4).await;
+    let started = Instant::now();
+    for &id in &ids[..3] {
+        assert_eq!(rig.result(id).await.status, Status::Success);
+    }
+    let (looks, mark_reads) = rig.store.looks();
+    let polls = started.elapsed().as_millis() as u64 / 100;
+    assert!(looks <= 8, "looks for a document: {looks} for 4 requests (a pre-run look each; none per poll)");
+    assert!(mark_reads <= polls + 3, "cancel-mark reads: {mark_reads} in {polls} polls, one per poll for all four");
+    crate::support::report_figure(&format!(
+        "cancel watch: 4 requests × 3 s at a 100 ms cancel poll → {looks} document looks and {mark_reads} mark reads \
+         (one look per request per poll would be ~120)"
+    ));
+    let canceled = rig.send("canceled while it runs").await;
+    rig.engine_called(5).await;
+    let asked = Instant::now();
+    rig.cancel(canceled).await;
+    assert_eq!(rig.document(canceled).await["error"]["code"], "canceled");
+    crate::support::eventually(Duration::from_secs(2), "the canceled engine call dropped", || async {
+        (rig.engine.aborted() == 1).then_some(())
+    })
+    .await;
+    assert!(asked.elapsed() < Duration::from_secs(2), "stopped within a few polls of the mark, not after 3 s");
     rig.stop().await;
 }
 

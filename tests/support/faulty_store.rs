@@ -1,5 +1,5 @@
 //! A result store that refuses every call while switched to failing, counting the refusals (store outages), or
-//! holds every write while stalled (a slow store).
+//! holds every write while stalled (a slow store); it counts the looks for documents and for the cancel mark.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -14,6 +14,10 @@ pub struct FaultyStore {
     failing: AtomicBool,
     refused: AtomicU64,
     stalled: watch::Sender<bool>,
+    /// `exists` calls (a HeadObject each on S3).
+    looks: AtomicU64,
+    /// `cancel_mark` calls (a HeadObject each on S3).
+    mark_reads: AtomicU64,
 }
 
 impl FaultyStore {
@@ -23,6 +27,8 @@ impl FaultyStore {
             failing: AtomicBool::new(false),
             refused: AtomicU64::new(0),
             stalled: watch::channel(false).0,
+            looks: AtomicU64::new(0),
+            mark_reads: AtomicU64::new(0),
         }
     }
 
@@ -40,6 +46,11 @@ impl FaultyStore {
         self.refused.load(Ordering::SeqCst)
     }
 
+    /// Looks for a document (`exists`) and reads of the cancel mark so far.
+    pub fn looks(&self) -> (u64, u64) {
+        (self.looks.load(Ordering::SeqCst), self.mark_reads.load(Ordering::SeqCst))
+    }
+
     fn check(&self) -> Result<(), StoreError> {
         if self.failing.load(Ordering::SeqCst) {
             self.refused.fetch_add(1, Ordering::SeqCst);
@@ -52,6 +63,7 @@ impl FaultyStore {
 #[async_trait]
 impl ResultStore for FaultyStore {
     async fn exists(&self, request_id: RequestId) -> Result<bool, StoreError> {
+        self.looks.fetch_add(1, Ordering::SeqCst);
         self.check()?;
         self.inner.exists(request_id).await
     }
@@ -80,5 +92,16 @@ impl ResultStore for FaultyStore {
     async fn forget_acceptance(&self, request_id: RequestId) -> Result<(), StoreError> {
         self.check()?;
         self.inner.forget_acceptance(request_id).await
+    }
+
+    async fn mark_cancels(&self) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.mark_cancels().await
+    }
+
+    async fn cancel_mark(&self) -> Result<Option<String>, StoreError> {
+        self.mark_reads.fetch_add(1, Ordering::SeqCst);
+        self.check()?;
+        self.inner.cancel_mark().await
     }
 }

@@ -105,6 +105,7 @@ impl Rig {
     pub async fn cancel(&self, id: RequestId) -> Value {
         let canceled = gpuinfer::contract::outcome::canceled(id);
         self.backends.store.put_if_absent(id, canceled.to_string().as_bytes()).await.unwrap();
+        self.backends.store.mark_cancels().await.unwrap();
         canceled
     }
 

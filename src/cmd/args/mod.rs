@@ -33,7 +33,7 @@ use crate::local::DEFAULT_DATA_DIR;
 use crate::ports::Classifier;
 use crate::router::DEFAULT_LISTEN_ADDR;
 use crate::router::body_budget::{BodyBudget, DEFAULT_BODY_MEMORY_MIB};
-use crate::router::openai::settings::{ModelTiers, Settings};
+use crate::router::openai::settings::{DEFAULT_RESPONSE_WAIT_SECONDS, ModelTiers, Settings};
 use crate::router::routing::{
     DEFAULT_AMBIGUOUS_MIN_CHARS, DEFAULT_CLASSIFIER_TIMEOUT_MS, DEFAULT_MAX_TOKENS_THRESHOLD,
     DEFAULT_PROMPT_LENGTH_THRESHOLD, RoutingConfig,
@@ -178,7 +178,7 @@ pub(crate) struct RoutingArgs {
     /// Longest wait for the classifier before routing to small.
     #[arg(long, env = "CLASSIFIER_TIMEOUT_MS", default_value_t = DEFAULT_CLASSIFIER_TIMEOUT_MS)]
     pub(crate) classifier_timeout_ms: u64,
-    /// Which tier a Batch API line's `model` runs on: model=tier pairs, comma-separated (e.g.
+    /// Which tier a Batch API line's or a response's `model` runs on: model=tier pairs, comma-separated (e.g.
     /// mistral-7b=small,llama-2-70b=large). "small" and "large" always name their tier; any other model is routed
     /// by the thresholds. GET /v1/models lists them all.
     #[arg(long, env = "MODEL_TIERS", value_parser = ModelTiers::parse)]
@@ -296,6 +296,11 @@ pub(crate) struct HttpServerArgs {
     /// authorization guards the API instead.
     #[arg(long, env = "GPUINFER_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
+    /// Seconds POST /v1/responses waits for a response created without `background` (OpenAI's default) before it
+    /// answers the response as it stands (queued), which the client then polls. Applies on Lambda too, where API
+    /// Gateway ends a request at 30 s.
+    #[arg(long, env = "OPENAI_RESPONSE_WAIT_SECONDS", default_value_t = DEFAULT_RESPONSE_WAIT_SECONDS)]
+    pub(crate) openai_response_wait_seconds: u64,
 }
 
 impl HttpServerArgs {
@@ -307,6 +312,7 @@ impl HttpServerArgs {
             redirect_downloads_over: crate::cmd::running_on_lambda()
                 .then_some(crate::router::openai::LAMBDA_DOWNLOAD_LIMIT),
             api_key: self.api_key.clone(),
+            response_wait: Duration::from_secs(self.openai_response_wait_seconds),
         }
     }
 

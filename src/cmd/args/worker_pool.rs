@@ -68,7 +68,8 @@ pub(crate) struct TuningArgs {
     /// Seconds the engine may fail its health probe before the worker releases its messages and exits non-zero.
     #[arg(long, env = "ENGINE_LOSS_WINDOW_SECONDS", default_value_t = DEFAULT_ENGINE_LOSS_WINDOW_SECONDS, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) engine_loss_window_seconds: u64,
-    /// Seconds between two looks for a cancel while a request runs (a cancel then aborts the engine call).
+    /// Seconds between two reads of the cancel mark while requests run (one read for all of them; when it changed,
+    /// each running request looks for its document, and a cancel aborts its engine call).
     #[arg(long, env = "CANCEL_POLL_SECONDS", default_value_t = DEFAULT_CANCEL_POLL_SECONDS)]
     pub(crate) cancel_poll_seconds: f64,
     /// Seconds a stopping worker (SIGTERM) keeps finishing requests in flight before it hands the unfinished

@@ -21,7 +21,7 @@ use super::batch_record::{
     Batch, PREFIX, RequestCounts, enqueued_key, find, line_key, line_key_key, new_line_key, save,
 };
 use super::files::{self, ListQuery};
-use super::{OpenAiError, ids, objects};
+use super::{OpenAiError, ids, metadata, objects};
 use crate::contract::batch_line::{self, BatchLine, LineEnd};
 use crate::contract::tier::{Priority, Tier};
 use crate::infra::metrics::{self, Metric};
@@ -40,8 +40,6 @@ const LINES_PER_SEND: usize = 100;
 const SENDS_IN_FLIGHT: usize = 8;
 /// Store calls in flight at once when a batch's remaining lines are canceled.
 const CANCELS_IN_FLIGHT: usize = 32;
-/// OpenAI's metadata limits.
-const MAX_METADATA_PAIRS: usize = 16;
 /// How long after a batch started the enqueue of its lines must have ended: the longest a router runs (API Gateway
 /// waits 30 s). A batch still without the mark of its enqueue by then lost its creator midway, and the next poll
 /// enqueues its lines again (a line already queued or run is run once: its request id is its own).
@@ -71,18 +69,7 @@ fn read_ask(body: &[u8]) -> Result<Ask, OpenAiError> {
     if ask.remove("completion_window").as_ref().and_then(Value::as_str) != Some(COMPLETION_WINDOW) {
         return Err(OpenAiError::invalid_param("completion_window", "completion_window: must be \"24h\""));
     }
-    let metadata = match ask.remove("metadata") {
-        None | Some(Value::Null) => None,
-        Some(Value::Object(pairs)) if pairs.len() <= MAX_METADATA_PAIRS && pairs.values().all(Value::is_string) => {
-            Some(pairs)
-        }
-        Some(_) => {
-            return Err(OpenAiError::invalid_param(
-                "metadata",
-                format!("metadata: an object of at most {MAX_METADATA_PAIRS} string values"),
-            ));
-        }
-    };
+    let metadata = metadata(ask.remove("metadata"))?;
     Ok(Ask { input_file_id, endpoint, metadata })
 }
 
@@ -378,8 +365,10 @@ async fn end_remaining(
         })
         // In line order: the lines a worker would take next are ended first.
         .buffered(CANCELS_IN_FLIGHT)
-        .try_collect()
-        .await
+        .try_collect::<()>()
+        .await?;
+    crate::router::results::mark_cancels(state).await;
+    Ok(())
 }
 
 /// GET /v1/batches/{id}: the batch, brought up to date (and finished, once every line has ended).

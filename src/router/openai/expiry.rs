@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use super::files::{self, FileObject};
 use super::object_io::read_json;
 use super::uploads::{self, Upload};
-use super::{batch_record, upload_parts};
+use super::{batch_record, response_record, upload_parts};
 use crate::contract::batch_line;
 use crate::ports::{ObjectStore, StoreError};
 
@@ -24,10 +24,11 @@ pub enum Kept {
     OneDay,
 }
 
-/// Every prefix the Batch, Files and Uploads API write under, beside the results, and how long each is kept.
-pub const PREFIXES: [(&str, Kept); 4] = [
+/// Every prefix the Batch, Files, Uploads and Responses API write under, beside the results, and how long each is kept.
+pub const PREFIXES: [(&str, Kept); 5] = [
     (files::PREFIX, Kept::WithResults),
     (batch_record::PREFIX, Kept::WithResults),
+    (response_record::PREFIX, Kept::WithResults),
     (batch_line::MARKS_PREFIX, Kept::WithResults),
     (upload_parts::PREFIX, Kept::OneDay),
 ];

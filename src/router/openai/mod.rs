@@ -1,11 +1,13 @@
-//! The OpenAI-compatible API beside the pipeline's own, under `/v1`: Files, Uploads, Batches and Models, in
-//! OpenAI's shapes and error format, so OpenAI's clients work by changing their base URL.
+//! The OpenAI-compatible API beside the pipeline's own, under `/v1`: Files, Uploads, Batches, Responses and Models,
+//! in OpenAI's shapes and error format, so OpenAI's clients work by changing their base URL.
 //!
 //! - `files`: the Files API; `uploads`: the Uploads API (large files in parts), `upload_parts`: its parts and their
 //!   bounds; `jsonl_check`: the checks an uploaded batch input passes as it streams in; `expires_after`: a file's
 //!   expiry as a client asks for it; `expiry`: how long each prefix is kept, the sweep that ends what is due
 //! - `batches`: the Batches API and a batch's lifecycle; `batch_input`: input lines → pipeline requests;
 //!   `batch_output`: the output and error files; `models`: model → tier, GET /v1/models; `ids`: object ids
+//! - `responses`: the Responses API (background mode) on the pipeline; `response_input`: a create's body → pipeline
+//!   request; `response_record`: what is kept of a response, its id; `response_object`: the Response object
 
 pub(crate) mod batch_input;
 pub(crate) mod batch_output;
@@ -18,6 +20,10 @@ pub mod ids;
 pub(crate) mod jsonl_check;
 pub mod models;
 pub mod object_io;
+pub(crate) mod response_input;
+pub(crate) mod response_object;
+pub(crate) mod response_record;
+pub(crate) mod responses;
 pub mod settings;
 pub(crate) mod upload_parts;
 pub mod uploads;
@@ -29,6 +35,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use serde_json::{Map, Value};
 
 use crate::contract::error_body;
 use crate::ports::{ObjectStore, StoreError};
@@ -57,6 +64,10 @@ pub(crate) fn endpoints() -> Router<Arc<AppState>> {
         .route("/v1/batches", post(batches::create).get(batches::list))
         .route("/v1/batches/{batch_id}", get(batches::retrieve))
         .route("/v1/batches/{batch_id}/cancel", post(batches::cancel))
+        .route("/v1/responses", post(responses::create))
+        .route("/v1/responses/{response_id}", get(responses::retrieve).delete(responses::delete))
+        .route("/v1/responses/{response_id}/cancel", post(responses::cancel))
+        .route("/v1/responses/{response_id}/input_items", get(responses::input_items))
         .route("/v1/models", get(models::list))
 }
 
@@ -136,7 +147,7 @@ pub(crate) fn objects(state: &AppState) -> Result<&dyn ObjectStore, OpenAiError>
     state.store.objects().ok_or_else(|| OpenAiError {
         status: StatusCode::NOT_IMPLEMENTED,
         message:
-            "the Files and Batches API keep files beside the results: set OUTPUT_DESTINATION to an S3 bucket or a \
+            "the Files, Batches and Responses API keep their objects beside the results: set OUTPUT_DESTINATION to an S3 bucket or a \
                   folder, not a queue"
                 .into(),
         param: None,
@@ -157,6 +168,23 @@ pub(crate) async fn find_record<T: serde::de::DeserializeOwned>(
     let record =
         crate::router::openai::object_io::read_json(objects, &key(id)).await.map_err(|e| OpenAiError::store(&e))?;
     record.ok_or_else(|| OpenAiError::not_found(what, id))
+}
+
+/// OpenAI's metadata limits.
+const MAX_METADATA_PAIRS: usize = 16;
+
+/// An object's `metadata` as a client sent it: at most 16 string values; absent or null is none.
+pub(crate) fn metadata(value: Option<Value>) -> Result<Option<Map<String, Value>>, OpenAiError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(pairs)) if pairs.len() <= MAX_METADATA_PAIRS && pairs.values().all(Value::is_string) => {
+            Ok(Some(pairs))
+        }
+        Some(_) => Err(OpenAiError::invalid_param(
+            "metadata",
+            format!("metadata: an object of at most {MAX_METADATA_PAIRS} string values"),
+        )),
+    }
 }
 
 /// Seconds since the Unix epoch, as OpenAI's objects count time.

@@ -1,10 +1,17 @@
-//! How the OpenAI-compatible API is set up: which tier a Batch API line's `model` runs on (`MODEL_TIERS`, e.g.
-//! `mistral-7b=small,llama-2-70b=large`), large downloads, the local bearer token.
+//! How the OpenAI-compatible API is set up: which tier a Batch API line's or a response's `model` runs on
+//! (`MODEL_TIERS`, e.g. `mistral-7b=small,llama-2-70b=large`), how long a response created without `background`
+//! is waited for, large downloads, the local bearer token.
+
+use std::time::Duration;
 
 use crate::contract::tier::Tier;
 
+/// How long POST /v1/responses waits for a response created without `background` unless configured: under the 30 s
+/// API Gateway gives a request.
+pub(crate) const DEFAULT_RESPONSE_WAIT_SECONDS: u64 = 25;
+
 /// How the OpenAI-compatible API is set up.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Settings {
     /// Which tier a line's `model` runs on.
     pub(crate) models: ModelTiers,
@@ -13,6 +20,20 @@ pub struct Settings {
     pub(crate) redirect_downloads_over: Option<u64>,
     /// The bearer token every request must carry, when one is set (the local API).
     pub api_key: Option<String>,
+    /// How long POST /v1/responses waits for a response created without `background` before it answers the
+    /// response as it stands.
+    pub(crate) response_wait: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            models: ModelTiers::default(),
+            redirect_downloads_over: None,
+            api_key: None,
+            response_wait: Duration::from_secs(DEFAULT_RESPONSE_WAIT_SECONDS),
+        }
+    }
 }
 
 /// Model names and the tier each runs on, as configured.

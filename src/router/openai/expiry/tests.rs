@@ -77,6 +77,7 @@ fn every_key_the_api_writes_is_under_a_prefix_of_the_table() {
         files::record_key("file-a"),
         files::content_key("file-a"),
         batch_record::record_key("batch_a"),
+        response_record::record_key("resp_a"),
         batch_line::mark_key("batch_a", 0, batch_line::LineEnd::Succeeded),
         upload_parts::folder("upload_a"),
     ];

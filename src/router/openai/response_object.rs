@@ -1,0 +1,154 @@
+//! The Response object OpenAI's reference defines, made from a response's record and its result document: the
+//! document decides the status (none yet: `queued`; the engine stopped on the length limit: `incomplete`), the
+//! output and the usage.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::response_record::ResponseRecord;
+use crate::contract::outcome::{ErrorCode, ErrorDetail, Generation, Status};
+
+/// What the Response object reads of a result document (a cancel document carries no more than this).
+#[derive(Debug, Deserialize)]
+struct Stored {
+    status: Status,
+    #[serde(default)]
+    result: Option<Generation>,
+    #[serde(default)]
+    error: Option<ErrorDetail>,
+    #[serde(default)]
+    timestamp: Option<String>,
+}
+
+/// Where a response stands, by its result document.
+enum Standing {
+    /// No document yet: queued or running (the pipeline does not tell them apart).
+    Queued,
+    Completed(Generation),
+    /// The engine stopped at `max_output_tokens`.
+    Incomplete(Generation),
+    Failed(ErrorDetail),
+    Cancelled,
+}
+
+impl Standing {
+    fn of(stored: Option<Stored>) -> Standing {
+        let Some(stored) = stored else { return Standing::Queued };
+        match (stored.status, stored.result, stored.error) {
+            (Status::Success, Some(generation), _) if generation.finish_reason == "length" => {
+                Standing::Incomplete(generation)
+            }
+            (Status::Success, Some(generation), _) => Standing::Completed(generation),
+            (_, _, Some(error)) if error.code == ErrorCode::Canceled => Standing::Cancelled,
+            (_, _, error) => Standing::Failed(error.unwrap_or_else(|| ErrorDetail {
+                code: ErrorCode::AttemptsExhausted,
+                message: "the result document records no result".into(),
+            })),
+        }
+    }
+
+    fn status(&self) -> &'static str {
+        match self {
+            Standing::Queued => "queued",
+            Standing::Completed(_) => "completed",
+            Standing::Incomplete(_) => "incomplete",
+            Standing::Failed(_) => "failed",
+            Standing::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// The Response object of `record`, whose result document is `document` (None while it has none).
+pub(crate) fn response_object(record: &ResponseRecord, document: Option<&[u8]>) -> Value {
+    let stored: Option<Stored> = document.and_then(|d| serde_json::from_slice(d).ok());
+    let finished_at = stored.as_ref().and_then(|s| s.timestamp.as_deref()).and_then(unix_seconds);
+    let standing = Standing::of(stored);
+    let (mut output, mut usage, mut error, mut incomplete, mut completed_at) =
+        (vec![], Value::Null, Value::Null, Value::Null, Value::Null);
+    match &standing {
+        Standing::Completed(generation) | Standing::Incomplete(generation) => {
+            let done = matches!(standing, Standing::Completed(_));
+            output.push(message(&record.id, generation, done));
+            usage = json!({
+                "input_tokens": generation.usage.prompt_tokens,
+                "input_tokens_details": { "cached_tokens": 0 },
+                "output_tokens": generation.usage.completion_tokens,
+                "output_tokens_details": { "reasoning_tokens": 0 },
+                "total_tokens": generation.usage.total_tokens,
+            });
+            if done {
+                completed_at = json!(finished_at);
+            } else {
+                incomplete = json!({ "reason": "max_output_tokens" });
+            }
+        }
+        Standing::Failed(detail) => {
+            error = json!({ "code": error_code(detail.code), "message": error_message(detail) })
+        }
+        Standing::Queued | Standing::Cancelled => {}
+    }
+    json!({
+        "id": record.id,
+        "object": "response",
+        "created_at": record.created_at,
+        "status": standing.status(),
+        "background": record.background,
+        "completed_at": completed_at,
+        "error": error,
+        "incomplete_details": incomplete,
+        "instructions": record.instructions,
+        "max_output_tokens": record.max_output_tokens,
+        "metadata": record.metadata,
+        "model": record.model,
+        "output": output,
+        "parallel_tool_calls": false,
+        "previous_response_id": null,
+        "reasoning": null,
+        "service_tier": record.service_tier,
+        "store": true,
+        "temperature": record.temperature,
+        "text": { "format": { "type": "text" } },
+        "tool_choice": "none",
+        "tools": [],
+        "top_p": record.top_p,
+        "truncation": "disabled",
+        "usage": usage,
+        "user": null,
+    })
+}
+
+/// The one assistant message of a finished response.
+fn message(response_id: &str, generation: &Generation, completed: bool) -> Value {
+    let id = format!("msg_{}", response_id.trim_start_matches("resp_"));
+    json!({
+        "type": "message",
+        "id": id,
+        "status": if completed { "completed" } else { "incomplete" },
+        "role": "assistant",
+        "content": [{ "type": "output_text", "text": generation.text, "annotations": [], "logprobs": [] }],
+    })
+}
+
+/// OpenAI's code for a failure: the engine's refusal (a prompt past its context) is the prompt's fault, the rest
+/// the server's.
+fn error_code(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::EngineRejected => "invalid_prompt",
+        _ => "server_error",
+    }
+}
+
+/// The failure's message, led by the pipeline's own code (as `GET /results/{requestId}` shows it).
+fn error_message(detail: &ErrorDetail) -> String {
+    let code = serde_json::to_value(detail.code).ok();
+    let code = code.as_ref().and_then(Value::as_str).unwrap_or("error");
+    format!("{code}: {}", detail.message)
+}
+
+fn unix_seconds(timestamp: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(timestamp).ok().map(|t| t.timestamp())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;

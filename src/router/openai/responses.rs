@@ -1,0 +1,167 @@
+//! The Responses API, as OpenAI's background mode: POST /v1/responses, GET and DELETE /v1/responses/{id}, POST
+//! /v1/responses/{id}/cancel, GET /v1/responses/{id}/input_items. A response is a pipeline request (routed,
+//! queued, run and stored as POST /infer's are; its id maps to the requestId), and a small record beside the results
+//! keeps what the Response object needs besides the result document. One created without `background` is waited
+//! for up to `OPENAI_RESPONSE_WAIT_SECONDS`, then answered as it stands.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use chrono::Utc;
+use serde_json::{Value, json};
+
+use super::response_input::{self, Create};
+use super::response_object::response_object;
+use super::response_record::{InputMessage, find, remove, save};
+use super::{OpenAiError, objects};
+use crate::contract::outcome::Ending;
+use crate::contract::request_id::RequestId;
+use crate::router::infer::{Admitted, accepted, admit, lane};
+use crate::router::results::{Canceled, cancel_request};
+use crate::router::routing;
+use crate::router::state::AppState;
+
+/// How often a waited-for response's document is looked for: first after this, then twice as long each time...
+const FIRST_POLL: Duration = Duration::from_millis(250);
+/// ...up to this.
+const LONGEST_POLL: Duration = Duration::from_secs(2);
+
+/// POST /v1/responses: the response's request enqueued, and the response (queued; or, without `background`, as it
+/// stands once done or once the wait is over).
+pub(crate) async fn create(State(state): State<Arc<AppState>>, body: Bytes) -> Result<Json<Value>, OpenAiError> {
+    let objects = objects(&state)?;
+    let Create { request, record } = response_input::read(&body, &state.openai.models, Utc::now())?;
+    let Admitted { request, body } = admit(&state, request).map_err(|e| OpenAiError::too_large(e.to_string()))?;
+    // The model or the thresholds: a classifier call is not worth its wait for a response.
+    let (tier, reason) = routing::route(&request, &state.routing, None).await;
+    save(objects, &record).await?;
+    if let Err(error) = lane(&state, tier, request.priority).send(&body).await {
+        tracing::error!(response_id = %record.id, %tier, %error, "enqueue failed");
+        if let Err(error) = remove(objects, &record.id).await {
+            tracing::error!(response_id = %record.id, ?error, "could not remove the record of a response not enqueued");
+        }
+        return Err(OpenAiError::queue());
+    }
+    accepted(&state, &request, tier, reason).await;
+    let document = match record.background {
+        true => None,
+        false => wait(&state, request.request_id).await?,
+    };
+    Ok(Json(response_object(&record, document.as_deref())))
+}
+
+/// The request's document once stored, looked for with a growing pause up to the configured wait; None past it.
+async fn wait(state: &AppState, request_id: RequestId) -> Result<Option<Vec<u8>>, OpenAiError> {
+    let until = Instant::now() + state.openai.response_wait;
+    let mut pause = FIRST_POLL;
+    loop {
+        if let Some(document) = state.store.get(request_id).await.map_err(|e| OpenAiError::store(&e))? {
+            return Ok(Some(document));
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(None);
+        }
+        tokio::time::sleep(pause.min(left)).await;
+        pause = (pause * 2).min(LONGEST_POLL);
+    }
+}
+
+/// GET /v1/responses/{id}
+pub(crate) async fn retrieve(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, OpenAiError> {
+    let (request_id, record) = find(objects(&state)?, &id).await?;
+    let document = state.store.get(request_id).await.map_err(|e| OpenAiError::store(&e))?;
+    Ok(Json(response_object(&record, document.as_deref())))
+}
+
+/// POST /v1/responses/{id}/cancel: a background response not finished is canceled (as DELETE /results/{requestId}
+/// cancels); a finished one is answered as it is.
+pub(crate) async fn cancel(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, OpenAiError> {
+    let (request_id, record) = find(objects(&state)?, &id).await?;
+    if !record.background {
+        return Err(OpenAiError::invalid("Only responses created with background=true can be cancelled."));
+    }
+    let document = end(&state, request_id, &id).await?;
+    Ok(Json(response_object(&record, Some(&document))))
+}
+
+/// DELETE /v1/responses/{id}: the response is ended as a cancel ends it, then its record and its result are
+/// removed. The document of a canceled one stays (until it expires with the results), so that no worker runs it.
+pub(crate) async fn delete(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, OpenAiError> {
+    let objects = objects(&state)?;
+    let (request_id, record) = find(objects, &id).await?;
+    let document = end(&state, request_id, &id).await?;
+    if !Ending::read(&document).is_some_and(|ending| ending.is_canceled()) {
+        // The result's key beside the objects: results are kept at `{requestId}.json` in the same place.
+        objects.delete(&format!("{request_id}.json")).await.map_err(|e| OpenAiError::store(&e))?;
+    }
+    remove(objects, &record.id).await?;
+    tracing::info!(response_id = %record.id, "response deleted");
+    Ok(Json(json!({ "id": record.id, "object": "response", "deleted": true })))
+}
+
+/// The request's document once a cancel has ended it: the canceled one, or the one stored first.
+async fn end(state: &AppState, request_id: RequestId, id: &str) -> Result<Vec<u8>, OpenAiError> {
+    match cancel_request(state, request_id).await.map_err(|e| OpenAiError::store(&e))? {
+        Canceled::Document(document) => Ok(document),
+        Canceled::NotHeld(_) => Err(OpenAiError::not_found("response", id)),
+    }
+}
+
+/// What GET /v1/responses/{id}/input_items takes.
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct ItemsQuery {
+    after: Option<String>,
+    limit: Option<usize>,
+    order: Option<String>,
+}
+
+/// GET /v1/responses/{id}/input_items: the input's messages as items, newest first unless `order=asc`.
+pub(crate) async fn input_items(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(query): Query<ItemsQuery>,
+) -> Result<Json<Value>, OpenAiError> {
+    let (_, record) = find(objects(&state)?, &id).await?;
+    let mut items: Vec<Value> = record.input.iter().enumerate().map(|(i, m)| input_item(&record.id, i, m)).collect();
+    match query.order.as_deref() {
+        None | Some("desc") => items.reverse(),
+        Some("asc") => {}
+        Some(_) => return Err(OpenAiError::invalid_param("order", "order: \"asc\" or \"desc\"")),
+    }
+    if let Some(after) = &query.after {
+        let at = items.iter().position(|item| item["id"] == after.as_str());
+        let at = at.ok_or_else(|| OpenAiError::invalid_param("after", "after: the id of an item of this response"))?;
+        items.drain(..=at);
+    }
+    let limit = query.limit.unwrap_or(20).clamp(1, 100);
+    let has_more = items.len() > limit;
+    items.truncate(limit);
+    let (first_id, last_id) = (items.first().map(|i| i["id"].clone()), items.last().map(|i| i["id"].clone()));
+    Ok(Json(json!({ "object": "list", "data": items, "first_id": first_id, "last_id": last_id, "has_more": has_more })))
+}
+
+/// The `index`-th input message of response `id`, as OpenAI lists it: a message item (an assistant's earlier answer
+/// with output_text content, any other with input_text).
+fn input_item(id: &str, index: usize, message: &InputMessage) -> Value {
+    let kind = if message.role == "assistant" { "output_text" } else { "input_text" };
+    json!({
+        "type": "message",
+        "id": format!("msg_{}_{index}", id.trim_start_matches("resp_")),
+        "status": "completed",
+        "role": message.role,
+        "content": [{ "type": kind, "text": message.text }],
+    })
+}
