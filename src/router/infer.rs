@@ -1,11 +1,13 @@
-//! POST /infer and the bulk submit (POST /infer/batch): validate, route, admit the id, enqueue, answer 202.
+//! POST /infer and the bulk submit (POST /infer/batch): validate, route, admit the id, enqueue, answer 202 (or, with
+//! `?wait=N` on POST /infer, 200 with the result document when it is stored within N seconds).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use chrono::Utc;
 use serde_json::{Value, json};
@@ -20,6 +22,7 @@ use crate::router::acceptance;
 use crate::router::acceptance::Admission;
 use crate::router::api_error::ApiError;
 use crate::router::json_body::read_body;
+use crate::router::result_wait;
 use crate::router::routing;
 use crate::router::routing::Reason;
 use crate::router::state::AppState;
@@ -72,9 +75,11 @@ pub(super) fn lane(state: &AppState, tier: Tier, priority: Priority) -> &dyn Que
 
 pub(super) async fn infer(
     State(state): State<Arc<AppState>>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let wait = wait(query.as_deref(), state.openai.result_wait)?;
     let (body, _held) = read_body(&state, &headers, body, MAX_REQUEST_BYTES).await?;
     let request = InferenceRequest::parse(&body, Intake::Api(Utc::now()))?;
     let sent = acceptance::Sent::of(&crate::contract::request::parse_json(&body).unwrap_or_default());
@@ -82,17 +87,47 @@ pub(super) async fn infer(
     let (tier, reason) = routing::route(&request, &state.routing, state.classifier.as_deref()).await;
     let id = request.request_id;
     let admission = acceptance::admit(state.store.as_ref(), id, &sent, tier).await;
-    match admission.map_err(|error| ApiError::store_unavailable(id, &error))? {
-        Admission::New => {}
-        Admission::Retry(tier) => return Ok((StatusCode::ACCEPTED, Json(json!({ "requestId": id, "tier": tier })))),
+    let tier = match admission.map_err(|error| ApiError::store_unavailable(id, &error))? {
+        Admission::New => tier,
+        Admission::Retry(tier) => return answer(&state, id, tier, wait).await,
         Admission::Reused { status } => return Ok(reused(id, &status)),
-    }
+    };
     if let Err(error) = lane(&state, tier, request.priority).send(&body).await {
         tracing::error!(request_id = %id, %tier, %error, "enqueue failed");
         forget(&state, id).await;
         return Err(ApiError::queue_unavailable());
     }
     accepted(&state, &request, tier, reason).await;
+    answer(&state, id, tier, wait).await
+}
+
+/// `?wait=N` on POST /infer: whole seconds, at most the configured bound (`RESULT_WAIT_SECONDS`); other query
+/// parameters are ignored, as before.
+fn wait(query: Option<&str>, bound: Duration) -> Result<Option<Duration>, ApiError> {
+    let Some(value) = query.into_iter().flat_map(|q| q.split('&')).find_map(|pair| pair.strip_prefix("wait=")) else {
+        return Ok(None);
+    };
+    let seconds = value.parse::<u64>().ok().filter(|&seconds| seconds <= bound.as_secs()).ok_or_else(|| {
+        let limit = bound.as_secs();
+        ApiError::new(StatusCode::BAD_REQUEST, format!("wait: whole seconds from 0 to {limit} (RESULT_WAIT_SECONDS)"))
+    })?;
+    Ok((seconds > 0).then(|| Duration::from_secs(seconds)))
+}
+
+/// The answer to an accepted request: 202, or with `wait`, 200 and its result document once stored within it.
+async fn answer(
+    state: &AppState,
+    id: RequestId,
+    tier: Tier,
+    wait: Option<Duration>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    if let Some(wait) = wait {
+        let stored = result_wait::document(state.store.as_ref(), id, wait).await;
+        let stored = stored.map_err(|error| ApiError::store_unavailable(id, &error))?;
+        if let Some(document) = stored.and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok()) {
+            return Ok((StatusCode::OK, Json(document)));
+        }
+    }
     Ok((StatusCode::ACCEPTED, Json(json!({ "requestId": id, "tier": tier }))))
 }
 

@@ -8,6 +8,7 @@ mod guards;
 mod infer;
 mod json_body;
 pub mod openai;
+mod result_wait;
 mod results;
 pub mod routing;
 pub mod state;

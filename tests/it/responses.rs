@@ -149,7 +149,7 @@ async fn a_response_without_background_is_waited_for_and_one_cut_at_its_limit_is
 async fn a_queued_response_canceled_never_reaches_the_engine() {
     let rig = dev_on_simulator(
         &["--latency-ms", "2000", "--slots", "1"],
-        &["--concurrency", "1", "--fixed-concurrency", "--openai-response-wait-seconds", "1"],
+        &["--concurrency", "1", "--fixed-concurrency", "--result-wait-seconds", "1"],
     )
     .await;
     let started = Instant::now();

@@ -1,7 +1,7 @@
 //! Router handlers through `app(state).oneshot(..)` (no socket): every status code of the API.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::support::router::{Fixture, call, fixture, get, post};
 use async_trait::async_trait;
@@ -426,6 +426,37 @@ async fn an_id_the_router_made_needs_no_record_and_is_refused_when_sent_back() {
     assert_eq!(status, StatusCode::NOT_FOUND, "a cancel in another spelling names the router's");
     let (status, canceled) = call(&f.state, delete(&format!("/results/{id}"))).await;
     assert_eq!((status, &canceled["error"]["code"]), (StatusCode::OK, &json!("canceled")), "{canceled}");
+}
+
+/// `POST /infer?wait=N`: the result document (200) when it is stored within N seconds, else the usual 202 after N;
+/// a retry of an accepted request waits the same way; a wait that is not whole seconds up to the bound is refused.
+#[tokio::test]
+async fn a_request_sent_with_wait_is_answered_with_its_result_when_it_comes_in_time() {
+    let f = fixture();
+    for refused in ["abc", "26", "-1"] {
+        let (status, answer) = call(&f.state, post_to(&format!("/infer?wait={refused}"), r#"{"prompt":"x"}"#)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "wait={refused}: {answer}");
+        assert!(answer["error"].as_str().unwrap().starts_with("wait: whole seconds from 0 to 25"), "{answer}");
+    }
+    let id = gpuinfer::contract::request_id::RequestId::new_v4();
+    let request = json!({"requestId": id, "prompt": "answered in time"}).to_string();
+    let store = f.backends.store.clone();
+    let worker = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let done = json!({"requestId": id, "status": "success", "result": {"text": "in time"}});
+        store.put_if_absent(id, done.to_string().as_bytes()).await.unwrap();
+    });
+    let started = Instant::now();
+    let (status, document) = call(&f.state, post_to("/infer?wait=5", request.clone())).await;
+    assert_eq!((status, &document["result"]["text"]), (StatusCode::OK, &json!("in time")), "{document}");
+    assert!(started.elapsed() < Duration::from_secs(3), "answered as the result came, not after the whole wait");
+    worker.await.unwrap();
+    let (status, again) = call(&f.state, post_to("/infer?wait=1", request)).await;
+    assert_eq!((status, again), (StatusCode::OK, document), "a retry waits (here: finds) the same result");
+    let started = Instant::now();
+    let (status, answer) = call(&f.state, post_to("/infer?wait=1", r#"{"prompt":"no worker"}"#)).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+    assert!(started.elapsed() >= Duration::from_secs(1) && answer["requestId"].is_string());
 }
 
 /// Two spellings of one UUID that differ only in case are one id: the second is refused as a reused id (409 with

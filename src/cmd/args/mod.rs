@@ -33,7 +33,7 @@ use crate::local::DEFAULT_DATA_DIR;
 use crate::ports::Classifier;
 use crate::router::DEFAULT_LISTEN_ADDR;
 use crate::router::body_budget::{BodyBudget, DEFAULT_BODY_MEMORY_MIB};
-use crate::router::openai::settings::{DEFAULT_RESPONSE_WAIT_SECONDS, ModelTiers, Settings};
+use crate::router::openai::settings::{DEFAULT_RESULT_WAIT_SECONDS, ModelTiers, Settings};
 use crate::router::routing::{
     DEFAULT_AMBIGUOUS_MIN_CHARS, DEFAULT_CLASSIFIER_TIMEOUT_MS, DEFAULT_MAX_TOKENS_THRESHOLD,
     DEFAULT_PROMPT_LENGTH_THRESHOLD, RoutingConfig,
@@ -296,11 +296,11 @@ pub(crate) struct HttpServerArgs {
     /// authorization guards the API instead.
     #[arg(long, env = "GPUINFER_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
-    /// Seconds POST /v1/responses waits for a response created without `background` (OpenAI's default) before it
-    /// answers the response as it stands (queued), which the client then polls. Applies on Lambda too, where API
-    /// Gateway ends a request at 30 s.
-    #[arg(long, env = "OPENAI_RESPONSE_WAIT_SECONDS", default_value_t = DEFAULT_RESPONSE_WAIT_SECONDS)]
-    pub(crate) openai_response_wait_seconds: u64,
+    /// The longest, in seconds, a call waits for its result: POST /v1/responses without `background` (OpenAI's
+    /// default; then it answers the response as it stands, which the client polls) and POST /infer?wait=N (N at most
+    /// this; then it answers 202). Applies on Lambda too, where API Gateway ends a request at 30 s.
+    #[arg(long, env = "RESULT_WAIT_SECONDS", default_value_t = DEFAULT_RESULT_WAIT_SECONDS)]
+    pub(crate) result_wait_seconds: u64,
 }
 
 impl HttpServerArgs {
@@ -312,7 +312,7 @@ impl HttpServerArgs {
             redirect_downloads_over: crate::cmd::running_on_lambda()
                 .then_some(crate::router::openai::LAMBDA_DOWNLOAD_LIMIT),
             api_key: self.api_key.clone(),
-            response_wait: Duration::from_secs(self.openai_response_wait_seconds),
+            result_wait: Duration::from_secs(self.result_wait_seconds),
         }
     }
 

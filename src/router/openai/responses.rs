@@ -2,10 +2,9 @@
 //! /v1/responses/{id}/cancel, GET /v1/responses/{id}/input_items. A response is a pipeline request (routed,
 //! queued, run and stored as POST /infer's are; its id maps to the requestId), and a small record beside the results
 //! keeps what the Response object needs besides the result document. One created without `background` is waited
-//! for up to `OPENAI_RESPONSE_WAIT_SECONDS`, then answered as it stands.
+//! for up to `RESULT_WAIT_SECONDS`, then answered as it stands.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::body::Bytes;
@@ -20,14 +19,10 @@ use super::{OpenAiError, objects};
 use crate::contract::outcome::Ending;
 use crate::contract::request_id::RequestId;
 use crate::router::infer::{Admitted, accepted, admit, lane};
+use crate::router::result_wait;
 use crate::router::results::{Canceled, cancel_request};
 use crate::router::routing;
 use crate::router::state::AppState;
-
-/// How often a waited-for response's document is looked for: first after this, then twice as long each time...
-const FIRST_POLL: Duration = Duration::from_millis(250);
-/// ...up to this.
-const LONGEST_POLL: Duration = Duration::from_secs(2);
 
 /// POST /v1/responses: the response's request enqueued, and the response (queued; or, without `background`, as it
 /// stands once done or once the wait is over).
@@ -48,26 +43,11 @@ pub(crate) async fn create(State(state): State<Arc<AppState>>, body: Bytes) -> R
     accepted(&state, &request, tier, reason).await;
     let document = match record.background {
         true => None,
-        false => wait(&state, request.request_id).await?,
+        false => result_wait::document(state.store.as_ref(), request.request_id, state.openai.result_wait)
+            .await
+            .map_err(|e| OpenAiError::store(&e))?,
     };
     Ok(Json(response_object(&record, document.as_deref())))
-}
-
-/// The request's document once stored, looked for with a growing pause up to the configured wait; None past it.
-async fn wait(state: &AppState, request_id: RequestId) -> Result<Option<Vec<u8>>, OpenAiError> {
-    let until = Instant::now() + state.openai.response_wait;
-    let mut pause = FIRST_POLL;
-    loop {
-        if let Some(document) = state.store.get(request_id).await.map_err(|e| OpenAiError::store(&e))? {
-            return Ok(Some(document));
-        }
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Ok(None);
-        }
-        tokio::time::sleep(pause.min(left)).await;
-        pause = (pause * 2).min(LONGEST_POLL);
-    }
 }
 
 /// GET /v1/responses/{id}

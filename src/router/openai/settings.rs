@@ -1,14 +1,13 @@
 //! How the OpenAI-compatible API is set up: which tier a Batch API line's or a response's `model` runs on
-//! (`MODEL_TIERS`, e.g. `mistral-7b=small,llama-2-70b=large`), how long a response created without `background`
-//! is waited for, large downloads, the local bearer token.
+//! (`MODEL_TIERS`, e.g. `mistral-7b=small,llama-2-70b=large`), how long a call may wait for its result (a response
+//! created without `background`, `POST /infer?wait`), large downloads, the local bearer token.
 
 use std::time::Duration;
 
 use crate::contract::tier::Tier;
 
-/// How long POST /v1/responses waits for a response created without `background` unless configured: under the 30 s
-/// API Gateway gives a request.
-pub(crate) const DEFAULT_RESPONSE_WAIT_SECONDS: u64 = 25;
+/// The longest a call waits for its result unless configured: under the 30 s API Gateway gives a request.
+pub(crate) const DEFAULT_RESULT_WAIT_SECONDS: u64 = 25;
 
 /// How the OpenAI-compatible API is set up.
 #[derive(Debug, Clone)]
@@ -20,9 +19,9 @@ pub struct Settings {
     pub(crate) redirect_downloads_over: Option<u64>,
     /// The bearer token every request must carry, when one is set (the local API).
     pub api_key: Option<String>,
-    /// How long POST /v1/responses waits for a response created without `background` before it answers the
-    /// response as it stands.
-    pub(crate) response_wait: Duration,
+    /// The longest a call waits for its result: POST /v1/responses without `background` (then it answers the
+    /// response as it stands), POST /infer?wait=N (N at most this; then it answers 202).
+    pub(crate) result_wait: Duration,
 }
 
 impl Default for Settings {
@@ -31,7 +30,7 @@ impl Default for Settings {
             models: ModelTiers::default(),
             redirect_downloads_over: None,
             api_key: None,
-            response_wait: Duration::from_secs(DEFAULT_RESPONSE_WAIT_SECONDS),
+            result_wait: Duration::from_secs(DEFAULT_RESULT_WAIT_SECONDS),
         }
     }
 }
