@@ -150,6 +150,55 @@ fn gpuinfer(args: &[&str], env: &[(&str, String)]) -> Process {
     Process(command.spawn().expect("start gpuinfer"))
 }
 
+/// OpenAI's background Responses on the standalone router over SQS + S3 (as on AWS): the response's record goes
+/// to S3 beside the results, its request through the small tier's queue to a worker; retrieve polls it to
+/// `completed` with the engine's text, and `GET /results/{requestId}` serves the same request's document.
+#[tokio::test]
+#[ignore = "needs moto: scripts/test.sh"]
+async fn a_background_response_runs_through_the_standalone_router_on_sqs_and_s3() {
+    let name = moto::unique("responses");
+    let (small, dlq) = moto::queue_with_dlq(&format!("{name}-small"), 30, 3).await;
+    let (large, _) = moto::queue_with_dlq(&format!("{name}-large"), 30, 3).await;
+    let destination = format!("s3://{}/results/", moto::bucket(&name).await);
+    let engine = EngineSimulator::start(Behavior::default()).await;
+    let port = free_port();
+    let _router = gpuinfer(
+        &["router", "--listen", &format!("127.0.0.1:{port}"), "--classifier", "none"],
+        &[("SMALL_QUEUE_URL", small.clone()), ("LARGE_QUEUE_URL", large), ("OUTPUT_DESTINATION", destination.clone())],
+    );
+    let _worker = gpuinfer(
+        &["worker", "--tier", "small"],
+        &[
+            ("REQUEST_QUEUE_URL", small),
+            ("DLQ_URL", dlq),
+            ("OUTPUT_DESTINATION", destination),
+            ("ENGINE_URL", engine.url.clone()),
+            ("WAIT_TIME_SECONDS", "1".into()),
+        ],
+    );
+    let http = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    crate::support::router_listening(&http, &base).await;
+    let create = json!({"model": "small", "input": "Say hello.", "background": true, "max_output_tokens": 16});
+    let created: Value =
+        http.post(format!("{base}/v1/responses")).json(&create).send().await.unwrap().json().await.unwrap();
+    assert_eq!(created["status"], "queued", "{created}");
+    let id = created["id"].as_str().unwrap().to_owned();
+    let done = eventually(Duration::from_secs(30), "the response completed", || {
+        let request = http.get(format!("{base}/v1/responses/{id}")).send();
+        async move {
+            let response: Value = request.await.ok()?.json().await.ok()?;
+            (response["status"] == "completed").then_some(response)
+        }
+    })
+    .await;
+    let text = done["output"][0]["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.starts_with("echo: "), "{done}");
+    let uuid = uuid::Uuid::parse_str(id.strip_prefix("resp_").unwrap()).unwrap();
+    let document = result_document(&http, &base, &uuid.hyphenated().to_string(), Duration::from_secs(5)).await;
+    assert_eq!(document["status"], "success", "{document}");
+}
+
 /// The AWS sample's setup: one queue per tier and a shared DLQ, no high lanes. Router and worker run on it as they
 /// are; a high-priority request then shares its tier's queue.
 #[tokio::test]
