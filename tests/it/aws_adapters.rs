@@ -150,35 +150,59 @@ fn gpuinfer(args: &[&str], env: &[(&str, String)]) -> Process {
     Process(command.spawn().expect("start gpuinfer"))
 }
 
+/// The AWS sample's setup: one queue per tier (named as the sample names them) and a shared DLQ, no high lanes, a
+/// bucket; the router on it, one small-tier worker on the engine simulator (echo).
+struct OneQueuePerTier {
+    http: reqwest::Client,
+    base: String,
+    bucket: String,
+    _router: Process,
+    _worker: Process,
+    _engine: EngineSimulator,
+}
+
+impl OneQueuePerTier {
+    async fn start(label: &str) -> Self {
+        let name = moto::unique(label);
+        let (small, dlq) = moto::queue_with_dlq(&format!("{name}-request-queue"), 30, 3).await;
+        let (large, _) = moto::queue_with_dlq(&format!("{name}-large-request-queue"), 30, 3).await;
+        let bucket = moto::bucket(&name).await;
+        let destination = format!("s3://{bucket}/results/");
+        let engine = EngineSimulator::start(Behavior::default()).await;
+        let port = free_port();
+        let router = gpuinfer(
+            &["router", "--listen", &format!("127.0.0.1:{port}"), "--classifier", "none"],
+            &[
+                ("SMALL_QUEUE_URL", small.clone()),
+                ("LARGE_QUEUE_URL", large),
+                ("OUTPUT_DESTINATION", destination.clone()),
+            ],
+        );
+        let worker = gpuinfer(
+            &["worker", "--tier", "small"],
+            &[
+                ("REQUEST_QUEUE_URL", small),
+                ("DLQ_URL", dlq),
+                ("OUTPUT_DESTINATION", destination),
+                ("ENGINE_URL", engine.url.clone()),
+                ("WAIT_TIME_SECONDS", "1".into()),
+            ],
+        );
+        let http = reqwest::Client::new();
+        let base = format!("http://127.0.0.1:{port}");
+        crate::support::router_listening(&http, &base).await;
+        OneQueuePerTier { http, base, bucket, _router: router, _worker: worker, _engine: engine }
+    }
+}
+
 /// OpenAI's background Responses on the standalone router over SQS + S3 (as on AWS): the response's record goes
 /// to S3 beside the results, its request through the small tier's queue to a worker; retrieve polls it to
 /// `completed` with the engine's text, and `GET /results/{requestId}` serves the same request's document.
 #[tokio::test]
 #[ignore = "needs moto: scripts/test.sh"]
 async fn a_background_response_runs_through_the_standalone_router_on_sqs_and_s3() {
-    let name = moto::unique("responses");
-    let (small, dlq) = moto::queue_with_dlq(&format!("{name}-small"), 30, 3).await;
-    let (large, _) = moto::queue_with_dlq(&format!("{name}-large"), 30, 3).await;
-    let destination = format!("s3://{}/results/", moto::bucket(&name).await);
-    let engine = EngineSimulator::start(Behavior::default()).await;
-    let port = free_port();
-    let _router = gpuinfer(
-        &["router", "--listen", &format!("127.0.0.1:{port}"), "--classifier", "none"],
-        &[("SMALL_QUEUE_URL", small.clone()), ("LARGE_QUEUE_URL", large), ("OUTPUT_DESTINATION", destination.clone())],
-    );
-    let _worker = gpuinfer(
-        &["worker", "--tier", "small"],
-        &[
-            ("REQUEST_QUEUE_URL", small),
-            ("DLQ_URL", dlq),
-            ("OUTPUT_DESTINATION", destination),
-            ("ENGINE_URL", engine.url.clone()),
-            ("WAIT_TIME_SECONDS", "1".into()),
-        ],
-    );
-    let http = reqwest::Client::new();
-    let base = format!("http://127.0.0.1:{port}");
-    crate::support::router_listening(&http, &base).await;
+    let stack = OneQueuePerTier::start("responses").await;
+    let (http, base) = (&stack.http, &stack.base);
     let create = json!({"model": "small", "input": "Say hello.", "background": true, "max_output_tokens": 16});
     let created: Value =
         http.post(format!("{base}/v1/responses")).json(&create).send().await.unwrap().json().await.unwrap();
@@ -195,7 +219,7 @@ async fn a_background_response_runs_through_the_standalone_router_on_sqs_and_s3(
     let text = done["output"][0]["content"][0]["text"].as_str().unwrap_or_default();
     assert!(text.starts_with("echo: "), "{done}");
     let uuid = uuid::Uuid::parse_str(id.strip_prefix("resp_").unwrap()).unwrap();
-    let document = result_document(&http, &base, &uuid.hyphenated().to_string(), Duration::from_secs(5)).await;
+    let document = result_document(http, base, &uuid.hyphenated().to_string(), Duration::from_secs(5)).await;
     assert_eq!(document["status"], "success", "{document}");
 }
 
@@ -204,40 +228,18 @@ async fn a_background_response_runs_through_the_standalone_router_on_sqs_and_s3(
 #[tokio::test]
 #[ignore = "needs moto: scripts/test.sh"]
 async fn the_samples_one_queue_per_tier_runs_without_high_lanes() {
-    let name = moto::unique("sample");
-    let (small, dlq) = moto::queue_with_dlq(&format!("{name}-request-queue"), 30, 3).await;
-    let (large, _) = moto::queue_with_dlq(&format!("{name}-large-request-queue"), 30, 3).await;
-    let bucket = moto::bucket(&name).await;
-    let destination = format!("s3://{bucket}/results/");
-    let engine = EngineSimulator::start(Behavior::default()).await;
-    let port = free_port();
-    let _router = gpuinfer(
-        &["router", "--listen", &format!("127.0.0.1:{port}"), "--classifier", "none"],
-        &[("SMALL_QUEUE_URL", small.clone()), ("LARGE_QUEUE_URL", large), ("OUTPUT_DESTINATION", destination.clone())],
-    );
-    let _worker = gpuinfer(
-        &["worker", "--tier", "small"],
-        &[
-            ("REQUEST_QUEUE_URL", small),
-            ("DLQ_URL", dlq),
-            ("OUTPUT_DESTINATION", destination),
-            ("ENGINE_URL", engine.url.clone()),
-            ("WAIT_TIME_SECONDS", "1".into()),
-        ],
-    );
-    let http = reqwest::Client::new();
-    let base = format!("http://127.0.0.1:{port}");
-    crate::support::router_listening(&http, &base).await;
+    let stack = OneQueuePerTier::start("sample").await;
+    let (http, base, bucket) = (&stack.http, &stack.base, &stack.bucket);
     for priority in ["normal", "high"] {
         let request = json!({"prompt": format!("{priority} lane"), "maxTokens": 8, "priority": priority});
         let response = http.post(format!("{base}/infer")).json(&request).send().await.unwrap();
         assert_eq!(response.status(), 202, "{priority}");
         let answer: Value = response.json().await.unwrap();
         let document =
-            result_document(&http, &base, answer["requestId"].as_str().unwrap(), Duration::from_secs(30)).await;
+            result_document(http, base, answer["requestId"].as_str().unwrap(), Duration::from_secs(30)).await;
         assert_eq!(document["result"]["text"], format!("echo: {priority} lane"), "{document}");
     }
-    let keys = moto::keys(&moto::s3().await, &bucket, "results/").await;
+    let keys = moto::keys(&moto::s3().await, bucket, "results/").await;
     assert_eq!(keys.iter().filter(|key| key.ends_with(".json")).count(), 2, "{keys:?}");
     // The router made both ids: it keeps no acceptance record for them (one S3 PUT per request, the result's).
     assert_eq!(keys.iter().filter(|key| key.ends_with(".accepted")).count(), 0, "{keys:?}");
