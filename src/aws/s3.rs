@@ -48,7 +48,7 @@ impl S3Location {
     }
 
     /// The cancel mark, beside the results (the same grants and lifecycle).
-    pub(crate) fn cancel_mark_key(&self) -> String {
+    pub fn cancel_mark_key(&self) -> String {
         format!("{}cancels.mark", self.prefix)
     }
 }

@@ -666,3 +666,25 @@ fn only_the_router_may_set_a_desired_count_and_only_on_the_two_tiers_services() 
         t["Resources"]["ScalerFunction"]["Properties"]["Environment"]["Variables"]["SERVICE_NAME"]
     );
 }
+
+/// S3 API Reference, HeadObject: "you must have the s3:GetObject permission" (HeadObject has no action of its own);
+/// PutObject needs s3:PutObject. The cancel mark (`results/cancels.mark`) is written by the router after a cancel
+/// and read with HeadObject by every worker, so it lies under the results prefix, where RouterRole may put objects
+/// and both task roles may get them (a grant on `results/*`, not on the bucket's other keys).
+#[test]
+fn the_cancel_mark_lies_where_the_router_may_write_it_and_the_workers_may_head_it() {
+    let location = gpuinfer::aws::s3::S3Location::parse("s3://results-bucket/results/").unwrap();
+    let key = location.cancel_mark_key();
+    assert!(key.starts_with("results/") && !key.ends_with(".json"), "{key}: beside the results, not one of them");
+    let t = template();
+    let results = json!({"Fn::Sub": "${ResultsBucket.Arn}/results/*"});
+    let grants = |role: &str, action: &str| {
+        statements(&t["Resources"][role])
+            .iter()
+            .any(|s| s["Effect"] == "Allow" && s["Action"].to_string().contains(action) && s["Resource"] == results)
+    };
+    assert!(grants("RouterRole", "s3:PutObject"), "RouterRole may not write the cancel mark");
+    for role in ["SmallTaskRole", "LargeTaskRole"] {
+        assert!(grants(role, "s3:GetObject"), "{role} may not HeadObject the cancel mark");
+    }
+}
