@@ -7,6 +7,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::cmd::client::{Client, ClientError, Signer};
+use crate::router::api_keys::client_key;
 
 /// The exit statuses `ClientError::exit_code` gives, as `--help` shows them.
 pub(crate) const EXIT_STATUS: &str = "\
@@ -27,7 +28,8 @@ pub struct ClientArgs {
     /// with IAM authorization.
     #[arg(long, env = "GPUINFER_SIGV4")]
     pub(crate) sigv4: bool,
-    /// The bearer token of a local router or `gpuinfer dev` started with --api-key (the same variable).
+    /// The API key of a router or `gpuinfer dev` started with --api-key (the same variable; of a list, the first
+    /// key is sent, without its `project=`).
     #[arg(long, env = "GPUINFER_API_KEY", hide_env_values = true, conflicts_with = "sigv4")]
     pub api_key: Option<String>,
     /// Wait for the result document, looking with back-off (0.5 s growing to 5 s), and print it.
@@ -44,7 +46,7 @@ pub struct ClientArgs {
 impl ClientArgs {
     pub async fn client(&self) -> Result<Client, ClientError> {
         let signer = if self.sigv4 { Some(Signer::from_environment().await?) } else { None };
-        Ok(Client::new(&self.url, signer)?.with_api_key(self.api_key.clone()))
+        Ok(Client::new(&self.url, signer)?.with_api_key(self.api_key.as_deref().and_then(client_key)))
     }
 
     /// Waits for `request_id`'s document (or stops at `shutdown`), prints it, and turns an error document

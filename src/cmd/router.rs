@@ -79,7 +79,7 @@ impl Args {
             listen: self.http.listen,
             http: self.http.limits(),
             bodies: self.http.body_budget(),
-            openai: self.http.openai(&self.routing),
+            openai: self.http.openai(&self.routing)?,
             queues,
             destination: Destination::parse(self.output_destination.as_deref(), &self.data.data_dir)?,
             routing: self.routing.settings(None)?,

@@ -1,4 +1,4 @@
-//! What every API request passes first: the bearer-token check, and the framework's own refusals answered in
+//! What every API request passes first: the API-key check (which names the caller), and the framework's own refusals answered in
 //! the API's JSON shape.
 
 use std::sync::Arc;
@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::contract::error_body;
 use crate::router::api_error::ApiError;
+use crate::router::api_keys::Caller;
 use crate::router::state::AppState;
 
 /// Largest framework refusal text turned into JSON (they are a line or two).
@@ -42,27 +43,25 @@ fn refusal(openai: bool, status: StatusCode, text: String) -> Response {
     }
 }
 
-/// Refuses a request without the configured bearer token (401 in OpenAI's error shape, which its clients read).
+/// Refuses a request without one of the configured API keys (401 in OpenAI's error shape, which its clients read);
+/// a request it lets through carries its `Caller`, the key's project.
 pub(super) async fn require_api_key(
     State(state): State<Arc<AppState>>,
-    request: axum::extract::Request,
+    mut request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let Some(key) = &state.openai.api_key else {
+    let Some(keys) = &state.openai.api_keys else {
+        request.extensions_mut().insert(Caller::default());
         return next.run(request).await;
     };
     let sent = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     // The scheme is case-insensitive (RFC 9110 §11.1): "bearer" and "BEARER" are Bearer too.
     let token = sent.and_then(|v| v.split_once(' ')).filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"));
-    if token.is_some_and(|(_, token)| constant_time_eq(token.trim().as_bytes(), key.as_bytes())) {
+    if let Some(project) = token.and_then(|(_, token)| keys.project_of(token.trim())) {
+        request.extensions_mut().insert(Caller::of(project));
         return next.run(request).await;
     }
-    let message = "a valid API key is required: send Authorization: Bearer <the token gpuinfer was started with>";
+    let message = "a valid API key is required: send Authorization: Bearer <one of the keys gpuinfer was started with>";
     let error = error_body::openai(StatusCode::UNAUTHORIZED.as_u16(), message, None, Some("invalid_api_key"));
     (StatusCode::UNAUTHORIZED, Json(error)).into_response()
-}
-
-/// Compares two secrets in time that does not depend on where they differ.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
 }

@@ -3,6 +3,7 @@
 
 pub mod acceptance;
 mod api_error;
+pub mod api_keys;
 pub mod body_budget;
 mod guards;
 mod infer;

@@ -58,7 +58,7 @@ async fn an_empty_after_cursor_is_refused_naming_the_parameter() {
 async fn the_bearer_scheme_is_case_insensitive() {
     let f = fixture();
     let mut state = Arc::into_inner(f.state).unwrap();
-    state.openai.api_key = Some("the-key".into());
+    state.openai.api_keys = gpuinfer::router::api_keys::ApiKeys::parse_local(&["the-key".into()]).unwrap();
     let state: Arc<AppState> = Arc::new(state);
     for scheme in ["Bearer", "bearer", "BEARER"] {
         let request = Request::get("/v1/models").header("authorization", format!("{scheme} the-key"));

@@ -33,6 +33,7 @@ use crate::local::DEFAULT_DATA_DIR;
 use crate::ports::Classifier;
 use crate::router::DEFAULT_LISTEN_ADDR;
 use crate::router::body_budget::{BodyBudget, DEFAULT_BODY_MEMORY_MIB};
+use crate::router::api_keys::ApiKeys;
 use crate::router::openai::settings::{DEFAULT_RESULT_WAIT_SECONDS, ModelTiers, Settings};
 use crate::router::routing::{
     DEFAULT_AMBIGUOUS_MIN_CHARS, DEFAULT_CLASSIFIER_TIMEOUT_MS, DEFAULT_MAX_TOKENS_THRESHOLD,
@@ -291,11 +292,12 @@ pub(crate) struct HttpServerArgs {
     /// it is refused (503, Retry-After: 1) as it arrives, so memory stays bounded whatever clients send.
     #[arg(long, env = "HTTP_BODY_MEMORY_MIB", default_value_t = DEFAULT_BODY_MEMORY_MIB, value_parser = clap::value_parser!(u64).range(6..))]
     pub(crate) http_body_memory_mib: u64,
-    /// A bearer token every request but GET /healthz must carry (`Authorization: Bearer <token>`, as OpenAI's
-    /// clients send their API key). Unset, the local API takes requests without one. On AWS, API Gateway's IAM
-    /// authorization guards the API instead.
-    #[arg(long, env = "GPUINFER_API_KEY", hide_env_values = true)]
-    pub api_key: Option<String>,
+    /// API keys, one of which every request but GET /healthz must carry (`Authorization: Bearer <key>`, as OpenAI's
+    /// clients send theirs): `[project=]key`, repeated or comma-separated. What a key's requests create under /v1
+    /// (files, uploads, batches, responses) is its project's, and only its project's keys see it; a key without a
+    /// project is a project of its own. Unset, the local API takes requests without a key and shows everything.
+    #[arg(long, env = "GPUINFER_API_KEY", hide_env_values = true, value_delimiter = ',')]
+    pub api_key: Vec<String>,
     /// The longest, in seconds, a call waits for its result: POST /v1/responses without `background` (OpenAI's
     /// default; then it answers the response as it stands, which the client polls) and POST /infer?wait=N (N at most
     /// this; then it answers 202). Applies on Lambda too, where API Gateway ends a request at 30 s.
@@ -306,14 +308,15 @@ pub(crate) struct HttpServerArgs {
 impl HttpServerArgs {
     /// The OpenAI-compatible API's settings: this server's API key, the routing's model map, and (on Lambda) the
     /// redirect of large downloads.
-    pub fn openai(&self, routing: &RoutingArgs) -> Settings {
-        Settings {
+    pub fn openai(&self, routing: &RoutingArgs) -> anyhow::Result<Settings> {
+        let api_keys = ApiKeys::parse_local(&self.api_key).map_err(|e| anyhow::anyhow!("--api-key: {e}"))?;
+        Ok(Settings {
             models: routing.model_tiers.clone().unwrap_or_default(),
             redirect_downloads_over: crate::cmd::running_on_lambda()
                 .then_some(crate::router::openai::LAMBDA_DOWNLOAD_LIMIT),
-            api_key: self.api_key.clone(),
+            api_keys,
             result_wait: Duration::from_secs(self.result_wait_seconds),
-        }
+        })
     }
 
     pub(crate) fn body_budget(&self) -> BodyBudget {

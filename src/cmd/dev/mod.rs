@@ -178,7 +178,7 @@ impl Args {
             listen: self.http.listen,
             http: self.http.limits(),
             bodies: self.http.body_budget(),
-            openai: self.http.openai(&self.routing),
+            openai: self.http.openai(&self.routing)?,
             data_dir: self.data.data_dir,
             engines,
             workers,

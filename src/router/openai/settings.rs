@@ -1,10 +1,11 @@
 //! How the OpenAI-compatible API is set up: which tier a Batch API line's or a response's `model` runs on
 //! (`MODEL_TIERS`, e.g. `mistral-7b=small,llama-2-70b=large`), how long a call may wait for its result (a response
-//! created without `background`, `POST /infer?wait`), large downloads, the local bearer token.
+//! created without `background`, `POST /infer?wait`), large downloads, the API keys.
 
 use std::time::Duration;
 
 use crate::contract::tier::Tier;
+use crate::router::api_keys::ApiKeys;
 
 /// The longest a call waits for its result unless configured: under the 30 s API Gateway gives a request.
 pub(crate) const DEFAULT_RESULT_WAIT_SECONDS: u64 = 25;
@@ -17,8 +18,8 @@ pub struct Settings {
     /// File downloads larger than this are answered with a redirect to a presigned URL (Lambda's response limit);
     /// None streams every download.
     pub(crate) redirect_downloads_over: Option<u64>,
-    /// The bearer token every request must carry, when one is set (the local API).
-    pub api_key: Option<String>,
+    /// The API keys requests must carry, when any are set (the local API: every route but GET /healthz).
+    pub api_keys: Option<ApiKeys>,
     /// The longest a call waits for its result: POST /v1/responses without `background` (then it answers the
     /// response as it stands), POST /infer?wait=N (N at most this; then it answers 202).
     pub(crate) result_wait: Duration,
@@ -29,7 +30,7 @@ impl Default for Settings {
         Settings {
             models: ModelTiers::default(),
             redirect_downloads_over: None,
-            api_key: None,
+            api_keys: None,
             result_wait: Duration::from_secs(DEFAULT_RESULT_WAIT_SECONDS),
         }
     }
