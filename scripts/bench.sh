@@ -3,11 +3,13 @@
 # BENCHMARKS.md (the pipeline table, then the saturation, zero-idle, Batch API and AWS-calls sections). Starts what it
 # measures against: the local llama.cpp engine (8 slots), the moto SQS/S3 emulator (three of them), the engine
 # simulator (8, 64 and 256 slots) and, for the baselines, the AWS CLI (PyPI awscli) and a Python +
-# boto3 router; profiles the worker with valgrind's callgrind when valgrind is installed.
+# boto3 router; profiles the worker with valgrind's callgrind when valgrind is installed. Last, the OpenAI layer's
+# row (O1, scripts/bench/responses_layer.py) with the official OpenAI Python client (scripts/openai-client.sh).
 # Run it on an otherwise idle machine: it takes about 25 minutes after the release build.
 #
 # GPUINFER_BENCH_ROWS=sim-8,sqs-sim-8 (row ids, benches/pipeline.rs lists them) measures only those rows of the
-# pipeline table and writes them into it in place; the other benches do not run.
+# pipeline table and writes them into it in place; the other benches do not run. The id o1 there measures the row O1
+# (alone: GPUINFER_BENCH_ROWS=o1 runs only it, on a release build).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -21,6 +23,17 @@ WORKER_S3_MOTO_PORT="${BENCH_WORKER_S3_MOTO_PORT:-15102}"
 AWS_CALLS_MOTO_PORT="${BENCH_AWS_CALLS_MOTO_PORT:-15110}"
 AWSCLI_PIN="awscli==1.46.3"
 ROWS="${GPUINFER_BENCH_ROWS:-}"
+# o1 is scripts/bench/responses_layer.py's row, not one of benches/pipeline.rs's: the other ids go to the pipeline
+# benchmark, which runs where any is left (or none was named).
+run_o1=true run_pipeline=true pipeline_rows=""
+if [[ -n ${ROWS//[ ,]/} ]]; then
+    run_o1=false
+    IFS=, read -ra named <<<"${ROWS// /}"
+    for id in "${named[@]}"; do
+        if [[ $id == o1 ]]; then run_o1=true; elif [[ -n $id ]]; then pipeline_rows+="${pipeline_rows:+,}$id"; fi
+    done
+    [[ -n $pipeline_rows ]] || run_pipeline=false
+fi
 # The local llama.cpp engine: for every run, and for a selection of rows only where one of them runs on it.
 needs_engine=true
 if [[ -n ${ROWS//[ ,]/} && ! ,${ROWS// /}, =~ ,(llama|sqs-llama), ]]; then needs_engine=false; fi
@@ -32,6 +45,24 @@ stop_services() {
     scripts/aws-emulator.sh stop --port "$WORKER_S3_MOTO_PORT" || true
 }
 trap stop_services EXIT
+export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1
+export AWS_EC2_METADATA_DISABLED=true
+target_dir="${CARGO_TARGET_DIR:-target}"
+[[ $target_dir == /* ]] || target_dir="$PWD/$target_dir"
+# O1, the OpenAI layer: background responses through the official OpenAI Python client (pinned, its venv from
+# scripts/openai-client.sh) ÷ POST /infer + GET /results on the same `gpuinfer dev` and requests, on the engine
+# simulator (8 slots), both sides driven from Python with the client's own HTTP library. Written into the table
+# after the pipeline benchmark has rewritten it.
+responses_layer() {
+    "$(scripts/openai-client.sh install)" scripts/bench/responses_layer.py --gpuinfer "$target_dir/release/gpuinfer" \
+        --simulator "$target_dir/release/engine-simulator" --write BENCHMARKS.md
+}
+if ! $run_pipeline; then
+    # Only O1: the two binaries it runs, in release (a pipeline run's `cargo bench` builds them).
+    cargo build --release --locked --features test-support --bin gpuinfer --bin engine-simulator
+    responses_layer
+    exit 0
+fi
 scripts/aws-emulator.sh start --port "$MOTO_PORT"
 # The SQS and the S3 of the worker runs on SQS + S3 (P1, P6): two motos of their own, one for SQS and one for S3
 # (the worker is given both endpoints, AWS_ENDPOINT_URL_SQS and AWS_ENDPOINT_URL_S3), so the emulator is not one
@@ -57,8 +88,6 @@ if ! "$CACHE/awscli-venv/bin/python" -m pip freeze 2>/dev/null | grep -x "$AWSCL
     "$CACHE/awscli-venv/bin/python" -m pip install -q --disable-pip-version-check "$AWSCLI_PIN"
 fi
 
-export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1
-export AWS_EC2_METADATA_DISABLED=true
 export BENCH_LOCAL_ENGINE_URL="http://127.0.0.1:$ENGINE_PORT"
 export BENCH_MOTO_URL="http://127.0.0.1:$MOTO_PORT"
 export BENCH_WORKER_MOTO_URL="http://127.0.0.1:$WORKER_MOTO_PORT"
@@ -68,14 +97,15 @@ export BENCH_AWS_CLI="$CACHE/awscli-venv/bin/aws"
 # The inference container's build, as the Dockerfile makes it (for this host, with glibc; the image's is static,
 # with musl): the worker as deployed, for P1 on SQS + S3 and P6.
 cargo build --profile container --locked --bin gpuinfer --no-default-features
-target_dir="${CARGO_TARGET_DIR:-target}"
-[[ $target_dir == /* ]] || target_dir="$PWD/$target_dir"
 export BENCH_CONTAINER_GPUINFER="$target_dir/container/gpuinfer"
 # Line tables and symbols in the benchmark build, so the P3 profile (valgrind's callgrind) can name functions and
 # crates; neither changes the code, nor any page the processes load.
 export CARGO_PROFILE_BENCH_DEBUG=line-tables-only CARGO_PROFILE_BENCH_STRIP=false
-cargo bench --locked --bench pipeline -- --write BENCHMARKS.md
-[[ -z ${ROWS//[ ,]/} ]] || exit 0
+GPUINFER_BENCH_ROWS="$pipeline_rows" cargo bench --locked --bench pipeline -- --write BENCHMARKS.md
+if [[ -n ${ROWS//[ ,]/} ]]; then
+    if $run_o1; then responses_layer; fi
+    exit 0
+fi
 # Each writes its own section of BENCHMARKS.md after the pipeline benchmark has rewritten the rest.
 cargo bench --locked --bench saturation -- --write BENCHMARKS.md
 cargo bench --locked --bench zero_idle -- --write BENCHMARKS.md
@@ -86,3 +116,4 @@ cargo bench --locked --bench batch_api -- --write BENCHMARKS.md
 "$BENCH_PYTHON" scripts/bench/aws_calls.py --gpuinfer "$target_dir/release/gpuinfer" \
     --simulator "$target_dir/release/engine-simulator" --build "release build (\`cargo bench\`'s)" \
     --moto-port "$AWS_CALLS_MOTO_PORT" --port-base "$((AWS_CALLS_MOTO_PORT + 1))" --write BENCHMARKS.md
+responses_layer

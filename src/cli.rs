@@ -65,6 +65,9 @@ pub enum Command {
     /// Print a request's result from a router (with --wait, once it exists).
     #[cfg(feature = "all-commands")]
     Get(cmd::get::Args),
+    /// Make, list and revoke the API keys of a deployed stack's /v1 routes (kept as digests in its ApiKeysSecret).
+    #[cfg(feature = "all-commands")]
+    ApiKey(cmd::api_key::Args),
 }
 
 #[cfg(test)]

@@ -53,6 +53,8 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Submit(args) => async { cmd::submit::run(args.into_config()?, shutdown).await }.await,
         #[cfg(feature = "all-commands")]
         Command::Get(args) => async { cmd::get::run(args.into_config()?, shutdown).await }.await,
+        #[cfg(feature = "all-commands")]
+        Command::ApiKey(args) => async { cmd::api_key::run(args.into_config()?, shutdown).await }.await,
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

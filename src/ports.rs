@@ -1,4 +1,4 @@
-//! The traits the core is written against: queue, result store, engine, classifier, fleet readings.
+//! The traits the core is written against: queue, result store, engine, classifier, fleet readings, API-key store.
 //! Only the methods we call.
 
 use std::marker::PhantomData;
@@ -119,8 +119,16 @@ impl PortName for FleetPort {
     const NAME: &'static str = "fleet readings";
 }
 
+/// The API-key store port ([`KeyStore`]).
+#[derive(Debug, Clone, Copy)]
+pub struct KeyStorePort;
+impl PortName for KeyStorePort {
+    const NAME: &'static str = "API key store";
+}
+
 pub type StoreError = PortError<StorePort>;
 pub type FleetError = PortError<FleetPort>;
+pub type KeyStoreError = PortError<KeyStorePort>;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum QueueError {
@@ -270,6 +278,16 @@ pub trait Engine: Send + Sync {
 #[derive(Debug, thiserror::Error)]
 #[error("classifier failed: {0}")]
 pub struct ClassifyError(pub String);
+
+/// Where the digests of the API keys a deployed router accepts are kept, as one JSON document (the stack's Secrets
+/// Manager secret): the router reads it, `gpuinfer api-key` rewrites it.
+#[async_trait]
+pub trait KeyStore: Send + Sync {
+    /// The document as it stands.
+    async fn read(&self) -> Result<String, KeyStoreError>;
+    /// Replaces the document with `document`.
+    async fn write(&self, document: &str) -> Result<(), KeyStoreError>;
+}
 
 /// Decides the tier of a request in the ambiguous zone.
 #[async_trait]

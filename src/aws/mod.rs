@@ -1,4 +1,5 @@
-//! AWS adapters (SQS, S3, Bedrock, ECS, CloudWatch, ECS metadata) and the one place SDK configuration is loaded.
+//! AWS adapters (SQS, S3, Bedrock, ECS, CloudWatch, ECS metadata, Secrets Manager) and the one place SDK configuration
+//! is loaded.
 
 pub mod bedrock;
 pub mod cloudwatch;
@@ -7,6 +8,7 @@ pub(crate) mod ecs_metadata;
 pub mod model_download;
 pub mod s3;
 pub(crate) mod s3_objects;
+pub mod secrets_manager;
 pub mod sqs;
 pub mod sqs_deletes;
 pub(crate) mod sqs_results;

@@ -39,6 +39,7 @@ impl Classifier for OpenAiClassifier {
             deadline: None,
             callback_url: None,
             batch: None,
+            response: false,
         };
         let answer = match self.engine.generate(&question).await {
             Ok(answer) => answer,

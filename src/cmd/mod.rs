@@ -1,5 +1,6 @@
 //! One module per subcommand: its flags (`Args`, each also an environment variable), checked once into a config, and `run`.
 
+pub mod api_key;
 pub mod args;
 pub mod backends;
 pub mod client;

@@ -2,26 +2,35 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use lambda_http::LambdaEvent;
 use lambda_http::request::LambdaRequest;
+use lambda_http::tower::Service;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::aws::ecs::EcsServices;
+use crate::aws::secrets_manager::SecretKeyStore;
 use crate::cmd::args::{
-    CallbackPolicyArgs, DataDirArgs, HttpServerArgs, RoutingArgs, RoutingSettings, ServiceArgs, TierQueueArgs,
+    CallbackPolicyArgs, DataDirArgs, HttpServerArgs, OpenAiWebhookArgs, RoutingArgs, RoutingSettings, ServiceArgs,
+    TierQueueArgs,
 };
 use crate::cmd::backends::{Destination, QueueSource, Wiring};
 use crate::cmd::running_on_lambda;
 use crate::contract::tier::{Lanes, PerTier, Tier};
 use crate::http::server::{self, HttpLimits};
 use crate::infra::metrics::Emf;
-use crate::ports::DEFAULT_MAX_RECEIVE_COUNT;
+use crate::ports::{DEFAULT_MAX_RECEIVE_COUNT, KeyStore};
+use crate::router::api_keys::{DEFAULT_CACHE_SECONDS, KeySource, StoredKeys};
 use crate::router::body_budget::BodyBudget;
+use crate::router::openai::settings::Settings;
+use crate::router::openai::upkeep;
 use crate::router::state::AppState;
 use crate::router::{app, lambda_event};
 use crate::scaler::wake::{AWS_RECHECK, WakeOnArrival};
+use crate::worker::callbacks::openai_events::OpenAiEvents;
 use crate::worker::callbacks::outbound::OutboundPolicy;
 
 #[derive(Debug, clap::Args)]
@@ -39,6 +48,13 @@ pub struct Args {
     pub(crate) routing: RoutingArgs,
     #[command(flatten)]
     pub(crate) callbacks: CallbackPolicyArgs,
+    #[command(flatten)]
+    pub(crate) openai_webhook: OpenAiWebhookArgs,
+    /// The Secrets Manager secret (ARN or name) that holds --openai-webhook-secret, read as the router starts when
+    /// OPENAI_WEBHOOK_URL is set and the secret itself is not given (the stack's OpenAiWebhookSecret: a function's
+    /// environment does not hold the key).
+    #[arg(long, env = "OPENAI_WEBHOOK_SECRET_ID")]
+    pub(crate) openai_webhook_secret_id: Option<String>,
     /// When work is enqueued for a tier whose ECS service has no task asked for, set its desired count to 1 at once
     /// (DescribeServices, then UpdateService), instead of waiting for the scaler's next tick and an alarm's period.
     /// SQS only: the services are --cluster-name and --service-name.
@@ -46,6 +62,22 @@ pub struct Args {
     pub(crate) wake_on_arrival: bool,
     #[command(flatten)]
     pub(crate) services: ServiceArgs,
+    /// The Secrets Manager secret (ARN or name) whose key document holds the API keys of the /v1 routes (the
+    /// stack's ApiKeysSecret; `gpuinfer api-key add` makes them). Set, every /v1 request must carry one of them
+    /// (`Authorization: Bearer <key>`, as OpenAI's clients send theirs), checked before anything else of it is
+    /// read; the other routes are left to API Gateway's IAM. Not with --api-key.
+    #[arg(long, env = "API_KEYS_SECRET_ID")]
+    pub(crate) api_keys_secret_id: Option<String>,
+    /// Seconds the router keeps the keys it read from API_KEYS_SECRET_ID before it reads them again: a key added is
+    /// accepted, and one revoked refused, within this.
+    #[arg(long, env = "API_KEYS_CACHE_SECONDS", default_value_t = DEFAULT_CACHE_SECONDS)]
+    pub(crate) api_keys_cache_seconds: u64,
+}
+
+/// The key store the /v1 routes' API keys are read from (API_KEYS_SECRET_ID), and how long its keys are kept.
+struct KeyStoreChoice {
+    secret_id: String,
+    fresh_for: Duration,
 }
 
 pub struct Config {
@@ -56,8 +88,11 @@ pub struct Config {
     destination: Destination,
     routing: RoutingSettings,
     callbacks: OutboundPolicy,
+    openai_webhook: OpenAiWebhookArgs,
+    openai_webhook_secret_id: Option<String>,
     wiring: Wiring,
     openai: crate::router::openai::settings::Settings,
+    key_store: Option<KeyStoreChoice>,
     /// Each tier's ECS service, when the router wakes them on arrival.
     wake: Option<PerTier<crate::ports::Service>>,
 }
@@ -74,8 +109,20 @@ impl Args {
         let wake = self
             .wake_on_arrival
             .then(|| PerTier { small: self.services.service(Tier::Small), large: self.services.service(Tier::Large) });
+        let key_store = match self.api_keys_secret_id.as_deref().map(str::trim).filter(|id| !id.is_empty()) {
+            Some(_) if !self.http.api_key.is_empty() => anyhow::bail!(
+                "API_KEYS_SECRET_ID and --api-key (GPUINFER_API_KEY) are both set: take the keys from the secret or \
+                 from the command line, not both"
+            ),
+            Some(id) => Some(KeyStoreChoice {
+                secret_id: id.to_owned(),
+                fresh_for: Duration::from_secs(self.api_keys_cache_seconds),
+            }),
+            None => None,
+        };
         Ok(Config {
             wake,
+            key_store,
             listen: self.http.listen,
             http: self.http.limits(),
             bodies: self.http.body_budget(),
@@ -84,6 +131,8 @@ impl Args {
             destination: Destination::parse(self.output_destination.as_deref(), &self.data.data_dir)?,
             routing: self.routing.settings(None)?,
             callbacks: self.callbacks.policy(),
+            openai_webhook: self.openai_webhook,
+            openai_webhook_secret_id: self.openai_webhook_secret_id,
             wiring: Wiring::new(self.data.data_dir),
         })
     }
@@ -103,7 +152,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         callbacks_sent: true,
         metrics: Emf::stdout(),
         bodies: config.bodies.clone(),
-        openai: config.openai.clone(),
+        openai: openai_settings(&config, wiring).await,
         wake: match &config.wake {
             Some(services) => {
                 let ecs = Arc::new(EcsServices::new(aws_sdk_ecs::Client::new(wiring.sdk().await)));
@@ -111,19 +160,66 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             }
             None => None,
         },
+        events: openai_events(&config, wiring).await?,
     });
     if running_on_lambda() {
-        let service = lambda_http::tower::ServiceBuilder::new()
-            .map_request(|event: LambdaEvent<LambdaRequest>| LambdaEvent {
-                payload: lambda_event(event.payload),
-                ..event
-            })
-            .service(lambda_http::Adapter::from(app(state)));
-        return lambda_http::lambda_runtime::run(service)
-            .await
-            .map_err(|e| anyhow::anyhow!("Lambda runtime failed: {e}"));
+        let api = app(Arc::clone(&state));
+        return lambda_http::lambda_runtime::run(lambda_http::lambda_runtime::service_fn(|event| {
+            lambda_invocation(Arc::clone(&state), api.clone(), event)
+        }))
+        .await
+        .map_err(|e| anyhow::anyhow!("Lambda runtime failed: {e}"));
     }
-    serve(config.listen, state, config.http, shutdown).await
+    let upkeep = tokio::spawn(upkeep::run_periodically(Arc::clone(&state), upkeep::SERVER_PERIOD, shutdown.clone()));
+    let served = serve(config.listen, state, config.http, shutdown).await;
+    let _ = upkeep.await;
+    served
+}
+
+/// What the schedule sends the router's function every minute (template.yaml's UpkeepSchedule), rather than an
+/// API Gateway request.
+pub(crate) const UPKEEP_EVENT: &str = "upkeep";
+
+/// One invocation of the router's function: the schedule's upkeep event (`{"gpuinfer": "upkeep"}`), or an API
+/// Gateway request, answered through lambda_http's adapter.
+async fn lambda_invocation(
+    state: Arc<AppState>,
+    api: axum::Router,
+    event: LambdaEvent<Value>,
+) -> Result<Value, lambda_http::Error> {
+    if event.payload.get("gpuinfer").and_then(Value::as_str) == Some(UPKEEP_EVENT) {
+        let (batches, events) = upkeep::upkeep(&state).await;
+        return Ok(json!({ "batches": batches, "events": events }));
+    }
+    let request: LambdaRequest = serde_json::from_value(event.payload)?;
+    let event = LambdaEvent { payload: lambda_event(request), context: event.context };
+    let response = lambda_http::Adapter::from(api).call(event).await?;
+    Ok(serde_json::to_value(response)?)
+}
+
+/// What sends the OpenAI-shaped events, when OPENAI_WEBHOOK_URL is set: signed with OPENAI_WEBHOOK_SECRET, else with
+/// the secret OPENAI_WEBHOOK_SECRET_ID names.
+async fn openai_events(config: &Config, wiring: &Wiring) -> anyhow::Result<Option<OpenAiEvents>> {
+    let mut webhook = config.openai_webhook.clone();
+    if let Some(id) = config.openai_webhook_secret_id.as_deref().filter(|_| webhook.wants_secret()) {
+        let client = aws_sdk_secretsmanager::Client::new(wiring.sdk().await);
+        let stored = SecretKeyStore::new(client, id.to_owned()).read().await?;
+        let secret = stored.parse().map_err(|e| anyhow::anyhow!("OPENAI_WEBHOOK_SECRET_ID {id}: {e}"))?;
+        webhook.openai_webhook_secret = Some(secret);
+    }
+    let events = webhook.config(config.callbacks)?;
+    Ok(events.map(|events| OpenAiEvents::new(events, Emf::stdout())).transpose()?)
+}
+
+/// The OpenAI-compatible API's settings, guarded by the key store's keys when API_KEYS_SECRET_ID names one.
+async fn openai_settings(config: &Config, wiring: &Wiring) -> Settings {
+    let mut settings = config.openai.clone();
+    if let Some(choice) = &config.key_store {
+        let client = aws_sdk_secretsmanager::Client::new(wiring.sdk().await);
+        let store = Arc::new(SecretKeyStore::new(client, choice.secret_id.clone()));
+        settings.api_keys = Some(KeySource::Stored(Arc::new(StoredKeys::new(store, choice.fresh_for))));
+    }
+    settings
 }
 
 /// Serves the API on `listen` until `shutdown`, within `limits` (see `http_server::serve`).

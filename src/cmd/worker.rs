@@ -7,13 +7,14 @@ use anyhow::anyhow;
 use tokio_util::sync::CancellationToken;
 
 use crate::aws::ecs_metadata;
-use crate::cmd::args::{DataDirArgs, EmbeddedQueueArgs, ServiceArgs, TuningArgs, WebhookArgs};
+use crate::cmd::args::{DataDirArgs, EmbeddedQueueArgs, OpenAiWebhookArgs, ServiceArgs, TuningArgs, WebhookArgs};
 use crate::cmd::backends::{Destination, QueueSource, Wiring, require_dead_letter};
 use crate::contract::tier::{Lanes, Tier};
 use crate::engine::client::DEFAULT_ENGINE_URL;
 use crate::engine::client::{EngineClient, EngineConfig};
 use crate::infra::metrics::Emf;
 use crate::ports::{Queue, ResultStore};
+use crate::worker::callbacks::openai_events::{EventConfig, OpenAiEvents};
 use crate::worker::callbacks::webhook::{WebhookConfig, Webhooks};
 use crate::worker::cold_start::Start;
 use crate::worker::{Stopped, Worker, WorkerConfig};
@@ -63,6 +64,8 @@ pub struct Args {
     pub(crate) tuning: TuningArgs,
     #[command(flatten)]
     pub(crate) webhooks: WebhookArgs,
+    #[command(flatten)]
+    pub(crate) openai_webhook: OpenAiWebhookArgs,
     /// Where the worker's saturation is published (`EngineSaturation`, read by the scaler).
     #[command(flatten)]
     pub service: ServiceArgs,
@@ -74,6 +77,7 @@ pub struct Config {
     engine: EngineConfig,
     worker: WorkerConfig,
     webhooks: WebhookConfig,
+    events: Option<EventConfig>,
     metadata_uri: Option<String>,
     started_at: Option<SystemTime>,
     weights_ready_at: Option<SystemTime>,
@@ -95,6 +99,7 @@ impl Args {
             engine: self.tuning.engine_config(&self.engine_url, self.model),
             worker: self.tuning.worker_config(self.tier, &self.service)?,
             webhooks: self.webhooks.config(),
+            events: self.openai_webhook.config(self.webhooks.policy.policy())?,
             metadata_uri: self.metadata_uri,
             started_at: self.started_at,
             weights_ready_at: self.weights_ready_at,
@@ -112,8 +117,11 @@ pub async fn run(mut config: Config, shutdown: CancellationToken) -> anyhow::Res
     let store = config.wiring.store(&config.destination).await?;
     let metrics = Emf::stdout();
     let webhooks = Webhooks::new(config.webhooks.clone(), metrics.clone())?;
-    let worker =
-        build(lanes, store, &config.engine, config.worker.clone(), metrics)?.with_webhooks(webhooks).with_start(start);
+    let events = config.events.clone().map(|events| OpenAiEvents::new(events, metrics.clone())).transpose()?;
+    let worker = build(lanes, store, &config.engine, config.worker.clone(), metrics)?
+        .with_webhooks(webhooks)
+        .with_openai_events(events)
+        .with_start(start);
     match worker.run(shutdown).await {
         Stopped::Drained => Ok(()),
         Stopped::EngineLost { released } => Err(engine_lost(&config.worker, &config.engine.base_url, released)),

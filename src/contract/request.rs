@@ -59,6 +59,10 @@ pub struct InferenceRequest {
     /// The Batch API line this request is; set by the Batch API only, read from the queue only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub batch: Option<BatchLine>,
+    /// Whether this request is an OpenAI response, whose end the deployment's OpenAI webhook hears of
+    /// (`response.completed`, …); set by the Responses API only, read from the queue only.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub response: bool,
 }
 
 /// What the model is asked: a plain completion prompt or an OpenAI-style chat.
@@ -169,6 +173,18 @@ impl InferenceRequest {
                     .map_err(|e| RequestError::invalid("batch", format!("not a batch line ({e})")))?,
             ),
         };
+        let response = match (object.remove("response"), intake) {
+            (None | Some(Value::Null), _) => false,
+            (Some(_), Intake::Api(_)) => {
+                return Err(RequestError::invalid(
+                    "response",
+                    "set by the Responses API (POST /v1/responses), not by clients",
+                ));
+            }
+            (Some(value), Intake::Queue(_)) => {
+                value.as_bool().ok_or_else(|| RequestError::invalid("response", "true or false"))?
+            }
+        };
         if let Some(unknown) = object.keys().find(|k| !FIELDS.contains(&k.as_str())) {
             return Err(RequestError::invalid(
                 shown_name(unknown),
@@ -240,6 +256,7 @@ impl InferenceRequest {
             deadline,
             callback_url,
             batch,
+            response,
         })
     }
 

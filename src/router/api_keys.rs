@@ -2,9 +2,21 @@
 //! create under `/v1`, and the caller a checked request carries (`Caller`).
 //!
 //! Locally the keys come from `--api-key` (`[project=]key`, several at once) and guard every route but
-//! `GET /healthz`. A key without a project is a project of its own, named after its digest.
+//! `GET /healthz`. A key without a project is a project of its own, named after its digest. On a deployed stack they
+//! come from a key store (`API_KEYS_SECRET_ID`: `key_document`, `stored_keys`) and guard the `/v1` routes, where
+//! OpenAI's clients send them; API Gateway's IAM guards the others.
+
+mod key_document;
+mod stored_keys;
+
+pub use key_document::{KeyDocument, MIN_DIGEST_PREFIX};
+pub use stored_keys::{DEFAULT_CACHE_SECONDS, StoredKeys};
+
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
+
+use crate::ports::KeyStoreError;
 
 /// A project's name: what owns files, uploads, batches and responses.
 const MAX_PROJECT_CHARS: usize = 64;
@@ -20,6 +32,15 @@ impl KeyEntry {
     pub fn new(digest: [u8; 32], project: &str) -> Result<Self, String> {
         check_project(project)?;
         Ok(KeyEntry { digest, project: project.to_owned() })
+    }
+
+    pub fn project(&self) -> &str {
+        &self.project
+    }
+
+    /// The key's SHA-256 digest in lowercase hex, as the key store writes it.
+    pub fn digest_hex(&self) -> String {
+        hex(&self.digest)
     }
 
     /// A key given as `[project=]key`.
@@ -81,6 +102,44 @@ impl ApiKeys {
     }
 }
 
+/// Where a router's keys come from, and which requests must carry one.
+#[derive(Debug, Clone)]
+pub enum KeySource {
+    /// Keys given when the router started (`--api-key`): every route but `GET /healthz`.
+    Local(ApiKeys),
+    /// The keys of a key store, read again after its cache time: the `/v1` routes only.
+    Stored(Arc<StoredKeys>),
+}
+
+impl KeySource {
+    /// Whether a request for `path` must carry a key.
+    pub fn guards(&self, path: &str) -> bool {
+        match self {
+            KeySource::Local(_) => true,
+            KeySource::Stored(_) => path == "/v1" || path.starts_with("/v1/"),
+        }
+    }
+
+    /// The project of the key `token`, None when it is no key of this source; an error when the keys could not be
+    /// read (the request is then refused, never let through).
+    pub async fn project_of(&self, token: &str) -> Result<Option<String>, KeyStoreError> {
+        match self {
+            KeySource::Local(keys) => Ok(keys.project_of(token).map(str::to_owned)),
+            KeySource::Stored(stored) => stored.project_of(token).await,
+        }
+    }
+
+    /// What a refused client should send, for its error message.
+    pub fn what_to_send(&self) -> &'static str {
+        match self {
+            KeySource::Local(_) => "send Authorization: Bearer <one of the keys gpuinfer was started with>",
+            KeySource::Stored(_) => {
+                "send Authorization: Bearer <key> (an OpenAI client's api_key), a key made with gpuinfer api-key add"
+            }
+        }
+    }
+}
+
 /// Who sent a request that reached a handler: the project of its API key, or anyone where no key is asked.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Caller {
@@ -100,7 +159,7 @@ impl Caller {
 }
 
 /// A project name is 1 to 64 letters, digits, `-`, `_` or `.`.
-fn check_project(project: &str) -> Result<(), String> {
+pub fn check_project(project: &str) -> Result<(), String> {
     let valid = (1..=MAX_PROJECT_CHARS).contains(&project.len())
         && project.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
     if valid {

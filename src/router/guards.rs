@@ -43,25 +43,42 @@ fn refusal(openai: bool, status: StatusCode, text: String) -> Response {
     }
 }
 
-/// Refuses a request without one of the configured API keys (401 in OpenAI's error shape, which its clients read);
-/// a request it lets through carries its `Caller`, the key's project.
+/// Refuses a request without one of the configured API keys (401 in OpenAI's error shape, which its clients read)
+/// before anything of it is read, on the routes its key source guards; and every one of those when the keys cannot
+/// be read (503), so none is let through unchecked. A request it lets through carries its `Caller`, the key's
+/// project.
 pub(super) async fn require_api_key(
     State(state): State<Arc<AppState>>,
     mut request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let Some(keys) = &state.openai.api_keys else {
+    let Some(source) = state.openai.api_keys.as_ref().filter(|source| source.guards(request.uri().path())) else {
         request.extensions_mut().insert(Caller::default());
         return next.run(request).await;
     };
     let sent = request.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     // The scheme is case-insensitive (RFC 9110 §11.1): "bearer" and "BEARER" are Bearer too.
     let token = sent.and_then(|v| v.split_once(' ')).filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"));
-    if let Some(project) = token.and_then(|(_, token)| keys.project_of(token.trim())) {
-        request.extensions_mut().insert(Caller::of(project));
-        return next.run(request).await;
+    let project = match token.map(|(_, token)| token.trim()).filter(|token| !token.is_empty()) {
+        Some(token) => source.project_of(token).await,
+        None => Ok(None),
+    };
+    match project {
+        Ok(Some(project)) => {
+            request.extensions_mut().insert(Caller::of(&project));
+            next.run(request).await
+        }
+        Ok(None) => {
+            let message = format!("a valid API key is required: {}", source.what_to_send());
+            let error = error_body::openai(StatusCode::UNAUTHORIZED.as_u16(), &message, None, Some("invalid_api_key"));
+            (StatusCode::UNAUTHORIZED, Json(error)).into_response()
+        }
+        Err(error) => {
+            tracing::error!(error = %error, "API keys unreadable: request refused");
+            let message = "the API keys cannot be read just now: retry shortly";
+            let status = StatusCode::SERVICE_UNAVAILABLE;
+            let error = error_body::openai(status.as_u16(), message, None, Some("api_keys_unavailable"));
+            (status, [(header::RETRY_AFTER, "1")], Json(error)).into_response()
+        }
     }
-    let message = "a valid API key is required: send Authorization: Bearer <one of the keys gpuinfer was started with>";
-    let error = error_body::openai(StatusCode::UNAUTHORIZED.as_u16(), message, None, Some("invalid_api_key"));
-    (StatusCode::UNAUTHORIZED, Json(error)).into_response()
 }

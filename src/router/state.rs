@@ -10,6 +10,7 @@ use crate::router::body_budget::BodyBudget;
 use crate::router::openai::settings::Settings;
 use crate::router::routing::RoutingConfig;
 use crate::scaler::wake::WakeOnArrival;
+use crate::worker::callbacks::openai_events::OpenAiEvents;
 use crate::worker::callbacks::outbound::OutboundPolicy;
 
 /// Everything the handlers share.
@@ -34,6 +35,8 @@ pub struct AppState {
     /// Asks a tier at zero for its first task as soon as work is enqueued for it; None where the tiers' capacity
     /// is not the router's to ask for (fixed pools, or a stack whose image is not pushed yet).
     pub wake: Option<Arc<WakeOnArrival>>,
+    /// Records and sends the OpenAI-shaped events of responses and batches that end; None where no endpoint is set.
+    pub events: Option<OpenAiEvents>,
 }
 
 impl AppState {

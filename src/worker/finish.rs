@@ -1,5 +1,5 @@
-//! A request's ending: its document stored (first writer wins), its Batch API line marked, its metrics, then its
-//! message deleted and its callback sent.
+//! A request's ending: its document stored (first writer wins), its Batch API line marked, its OpenAI response's
+//! event recorded, its metrics, then its message deleted and its callback sent.
 
 use std::time::Instant;
 
@@ -8,6 +8,8 @@ use crate::contract::request::InferenceRequest;
 use crate::contract::request_id::RequestId;
 use crate::infra::metrics::{self, Metric};
 use crate::ports::{Engine, PutOutcome, Queue, ResultStore, StoreError};
+use crate::router::openai::response_record::response_id;
+use crate::worker::callbacks::openai_events::EventType;
 use crate::worker::callbacks::webhook::Callback;
 use crate::worker::lanes::Lease;
 
@@ -33,16 +35,16 @@ where
             Ok(PutOutcome::Created) => self.cold_start.result_written(tier, &self.metrics),
             Ok(PutOutcome::AlreadyExists) => {
                 tracing::info!(request_id = %id, %tier, "another document (a result or a cancel) was stored first; this one is dropped");
-                if !self.mark_batch_line(request, None).await {
-                    return self.retry_later(lease, "the batch line's mark was not written").await;
+                if let Err(why) = self.mark_ending(request, None).await {
+                    return self.retry_later(lease, why).await;
                 }
                 self.delete(lease).await;
                 return Disposition::AlreadyDone;
             }
             Err(error) => return self.retry_later(lease, &error.to_string()).await,
         }
-        if !self.mark_batch_line(request, Some(&body)).await {
-            return self.retry_later(lease, "the batch line's mark was not written").await;
+        if let Err(why) = self.mark_ending(request, Some(&body)).await {
+            return self.retry_later(lease, why).await;
         }
         // A batch line carries no callback URL, so a request with one has nothing to mark and reaches this at once.
         if let (Some(url), Some(webhooks)) = (&request.callback_url, &self.webhooks) {
@@ -81,10 +83,35 @@ where
         }
     }
 
+    /// What a request's ending leaves before its message is deleted (so that a crash between the two only repeats
+    /// it), as the stored document says (`stored`, or read back when another writer stored it): a Batch API line's
+    /// mark, an OpenAI response's event. Why not, when one could not be written (the message then comes back).
+    pub(super) async fn mark_ending(
+        &self,
+        request: &InferenceRequest,
+        stored: Option<&[u8]>,
+    ) -> Result<(), &'static str> {
+        if !self.mark_batch_line(request, stored).await {
+            return Err("the batch line's mark was not written");
+        }
+        let Some(events) = self.events.as_ref().filter(|_| request.response) else { return Ok(()) };
+        let document = match stored {
+            Some(document) => Some(document.to_vec()),
+            None => self.store.get(request.request_id).await.ok().flatten(),
+        };
+        let Some(kind) = document.as_deref().and_then(EventType::of_response) else {
+            return Err("the response's document could not be read for its event");
+        };
+        match events.emit(&self.store, kind, &response_id(request.request_id)).await {
+            true => Ok(()),
+            false => Err("the response's event was not recorded"),
+        }
+    }
+
     /// For a Batch API line, leaves the mark that it ended, as the stored document says (`stored`, or read back when
     /// another writer stored it): before the message is deleted, so a crash between the two only repeats the mark.
     /// False when the mark could not be written (the message then comes back and the mark is tried again).
-    pub(super) async fn mark_batch_line(&self, request: &InferenceRequest, stored: Option<&[u8]>) -> bool {
+    async fn mark_batch_line(&self, request: &InferenceRequest, stored: Option<&[u8]>) -> bool {
         let (Some(line), Some(objects)) = (&request.batch, self.store.objects()) else {
             return true;
         };

@@ -30,6 +30,7 @@ use crate::contract::tier::{Lanes, Priority};
 use crate::infra::metrics::Emf;
 use crate::ports::{Engine, MAX_MESSAGES_PER_CALL, Queue, ResultStore};
 use crate::worker::adaptive_limit::AdaptiveLimit;
+use crate::worker::callbacks::openai_events::OpenAiEvents;
 use crate::worker::callbacks::webhook::{DRAIN_GRACE, Webhooks};
 use crate::worker::cancel_watch::CancelWatch;
 use crate::worker::cold_start::{ColdStart, Start, StartedBy};
@@ -77,6 +78,8 @@ pub struct Worker<Q: ?Sized, S: ?Sized, E: ?Sized> {
     metrics: Emf,
     /// Sends result callbacks; without it, callbackUrl is ignored.
     webhooks: Option<Webhooks>,
+    /// Records and sends the OpenAI-shaped event of every response that ends; None where no endpoint is set.
+    events: Option<OpenAiEvents>,
     /// Cancelled when the engine is declared lost (then `hand_back` is cancelled too, as its child).
     engine_lost: CancellationToken,
     /// Cancelled when requests in flight must hand their messages back at once: the engine was lost, or a
@@ -134,6 +137,7 @@ where
             config,
             metrics,
             webhooks: None,
+            events: None,
             hand_back: engine_lost.child_token(),
             engine_lost,
             draining: CancellationToken::new(),
@@ -172,6 +176,12 @@ where
     /// Sends a callback for every stored document whose request has a callbackUrl.
     pub fn with_webhooks(mut self, webhooks: Webhooks) -> Self {
         self.webhooks = Some(webhooks);
+        self
+    }
+
+    /// Records the event of every response that ends (`response.completed`, …) and sends it.
+    pub fn with_openai_events(mut self, events: Option<OpenAiEvents>) -> Self {
+        self.events = events;
         self
     }
 
@@ -229,6 +239,9 @@ where
         watchdog.abort();
         if let Some(webhooks) = &worker.webhooks {
             webhooks.finish(DRAIN_GRACE).await;
+        }
+        if let Some(events) = &worker.events {
+            events.finish(DRAIN_GRACE).await;
         }
         if worker.engine_lost.is_cancelled() {
             let released = in_flight.released;

@@ -56,7 +56,8 @@ where
         match self.store.exists(id).await {
             Ok(true) => {
                 tracing::info!(request_id = %id, %tier, "a document (result or cancel) is already stored; deleting the message");
-                if !self.mark_batch_line(request, None).await {
+                if let Err(why) = self.mark_ending(request, None).await {
+                    tracing::warn!(request_id = %id, %tier, why, "the message is kept");
                     return Some(Disposition::RetryLater);
                 }
                 self.delete(lease).await;
@@ -113,6 +114,12 @@ where
             }
             Inference::Superseded => {
                 tracing::info!(request_id = %id, %tier, "a document was stored while the request ran (canceled): engine call aborted");
+                // A canceled response's event (its cancel records it too; whichever comes first stands).
+                if request.response
+                    && let Err(why) = self.mark_ending(request, None).await
+                {
+                    return Some(self.retry_later(lease, why).await);
+                }
                 self.delete(lease).await;
                 return Some(Disposition::Aborted);
             }

@@ -152,9 +152,9 @@ fn gpuinfer(args: &[&str], env: &[(&str, String)]) -> Process {
 
 /// The AWS sample's setup: one queue per tier (named as the sample names them) and a shared DLQ, no high lanes, a
 /// bucket; the router on it, one small-tier worker on the engine simulator (echo).
-struct OneQueuePerTier {
+pub(crate) struct OneQueuePerTier {
     http: reqwest::Client,
-    base: String,
+    pub(crate) base: String,
     bucket: String,
     _router: Process,
     _worker: Process,
@@ -163,6 +163,11 @@ struct OneQueuePerTier {
 
 impl OneQueuePerTier {
     async fn start(label: &str) -> Self {
+        Self::start_with(label, &[]).await
+    }
+
+    /// The same, router and worker both with the settings `env` too.
+    pub(crate) async fn start_with(label: &str, env: &[(&str, String)]) -> Self {
         let name = moto::unique(label);
         let (small, dlq) = moto::queue_with_dlq(&format!("{name}-request-queue"), 30, 3).await;
         let (large, _) = moto::queue_with_dlq(&format!("{name}-large-request-queue"), 30, 3).await;
@@ -173,20 +178,28 @@ impl OneQueuePerTier {
         let router = gpuinfer(
             &["router", "--listen", &format!("127.0.0.1:{port}"), "--classifier", "none"],
             &[
-                ("SMALL_QUEUE_URL", small.clone()),
-                ("LARGE_QUEUE_URL", large),
-                ("OUTPUT_DESTINATION", destination.clone()),
-            ],
+                &[
+                    ("SMALL_QUEUE_URL", small.clone()),
+                    ("LARGE_QUEUE_URL", large),
+                    ("OUTPUT_DESTINATION", destination.clone()),
+                ],
+                env,
+            ]
+            .concat(),
         );
         let worker = gpuinfer(
             &["worker", "--tier", "small"],
             &[
-                ("REQUEST_QUEUE_URL", small),
-                ("DLQ_URL", dlq),
-                ("OUTPUT_DESTINATION", destination),
-                ("ENGINE_URL", engine.url.clone()),
-                ("WAIT_TIME_SECONDS", "1".into()),
-            ],
+                &[
+                    ("REQUEST_QUEUE_URL", small),
+                    ("DLQ_URL", dlq),
+                    ("OUTPUT_DESTINATION", destination),
+                    ("ENGINE_URL", engine.url.clone()),
+                    ("WAIT_TIME_SECONDS", "1".into()),
+                ],
+                env,
+            ]
+            .concat(),
         );
         let http = reqwest::Client::new();
         let base = format!("http://127.0.0.1:{port}");

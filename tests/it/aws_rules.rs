@@ -440,7 +440,6 @@ fn the_batch_api_gets_the_longest_http_api_integration_timeout_and_the_lambda_ou
         .find(|(_, r)| r["Properties"]["RouteKey"] == "ANY /v1/{proxy+}")
         .map(|(_, r)| r["Properties"].clone())
         .expect("a route for the OpenAI-compatible /v1 API");
-    assert_eq!(route["AuthorizationType"], json!({"Ref": "ApiAuthType"}), "the /v1 API is guarded as the rest");
     assert_eq!(route["Target"], json!({"Fn::Sub": "integrations/${OpenAiIntegration}"}));
     assert_eq!(t["Resources"]["OpenAiIntegration"]["Properties"]["TimeoutInMillis"], 30_000);
 }
@@ -687,4 +686,144 @@ fn the_cancel_mark_lies_where_the_router_may_write_it_and_the_workers_may_head_i
     for role in ["SmallTaskRole", "LargeTaskRole"] {
         assert!(grants(role, "s3:GetObject"), "{role} may not HeadObject the cancel mark");
     }
+}
+
+/// EventBridge API Reference, Target: `Input` is "valid JSON text passed to the target", and "nothing from the event
+/// itself is passed"; Lambda Developer Guide, "Invoking a Lambda function on a schedule": EventBridge invokes a
+/// function only with a resource-based permission for `events.amazonaws.com`, whose `SourceArn` should be the rule.
+/// The upkeep's rule passes the router the constant event it tells from an API Gateway request (lambda_router.rs
+/// invokes the function with this very input), and may invoke the router's function and nothing else.
+#[test]
+fn the_upkeep_schedule_hands_the_router_its_upkeep_event_and_may_invoke_only_the_router() {
+    let t = template();
+    let rule = &t["Resources"]["UpkeepSchedule"];
+    assert_eq!(rule["Properties"]["ScheduleExpression"], "rate(1 minute)");
+    let target = &rule["Properties"]["Targets"][0];
+    assert_eq!(target["Arn"], json!({"Fn::GetAtt": ["RouterFunction", "Arn"]}));
+    let input: Value = serde_json::from_str(target["Input"].as_str().unwrap()).expect("Input is JSON text");
+    assert_eq!(input, upkeep_input(), "the input lambda_router.rs invokes the function with");
+    let permission = &t["Resources"]["UpkeepInvokePermission"]["Properties"];
+    assert_eq!(
+        (&permission["FunctionName"], &permission["Principal"], &permission["SourceArn"]),
+        (
+            &json!({"Ref": "RouterFunction"}),
+            &json!("events.amazonaws.com"),
+            &json!({"Fn::GetAtt": ["UpkeepSchedule", "Arn"]})
+        )
+    );
+}
+
+/// The upkeep rule's constant input, as the template gives it.
+pub(crate) fn upkeep_input() -> Value {
+    let t = template();
+    let input = t["Resources"]["UpkeepSchedule"]["Properties"]["Targets"][0]["Input"].as_str().unwrap().to_owned();
+    serde_json::from_str(&input).unwrap()
+}
+
+/// ECS Developer Guide, "Pass Secrets Manager secrets through Amazon ECS environment variables": the task execution
+/// role needs `secretsmanager:GetSecretValue` on each secret a container's `Secrets` names (and kms:Decrypt for a
+/// customer managed key). Secrets Manager User Guide, GetSecretValue: the same action on the secret for a function
+/// that reads it itself. The OpenAI webhook's secret reaches the workers through ECS and the router through its own
+/// GetSecretValue (OPENAI_WEBHOOK_SECRET_ID), each granted on exactly that secret.
+#[test]
+fn the_openai_webhook_secret_reaches_the_workers_and_the_router_each_through_a_grant_on_it() {
+    let t = template();
+    let secret = json!({"Ref": "OpenAiWebhookSecret"});
+    let reads = |role: &str| -> Vec<Value> {
+        statements(&t["Resources"][role])
+            .into_iter()
+            .filter(|s| s["Effect"] == "Allow" && s["Action"] == "secretsmanager:GetSecretValue")
+            .flat_map(|s| match &s["Resource"] {
+                Value::Array(resources) => resources.clone(),
+                one => vec![one.clone()],
+            })
+            .collect()
+    };
+    for task in ["SmallTaskDefinition", "LargeTaskDefinition"] {
+        let properties = &t["Resources"][task]["Properties"];
+        let role = properties["ExecutionRoleArn"]["Fn::GetAtt"][0].as_str().unwrap();
+        for named in properties["ContainerDefinitions"][0]["Secrets"].as_array().unwrap() {
+            assert!(reads(role).contains(&named["ValueFrom"]), "{task}: {role} may not read {named}");
+        }
+        let names = properties["ContainerDefinitions"][0]["Secrets"].to_string();
+        assert!(names.contains("OPENAI_WEBHOOK_SECRET"), "{task} gets no OPENAI_WEBHOOK_SECRET");
+    }
+    let router = &t["Resources"]["RouterFunction"]["Properties"]["Environment"]["Variables"];
+    assert_eq!(router["OPENAI_WEBHOOK_SECRET_ID"], secret);
+    assert!(router.get("OPENAI_WEBHOOK_SECRET").is_none(), "the function's environment does not hold the key");
+    assert!(reads("RouterRole").contains(&secret), "RouterRole may not read the OpenAI webhook secret");
+}
+
+/// CloudFormation User Guide, AWS::ApiGatewayV2::Route, AuthorizationType: "For HTTP APIs, valid values are NONE for
+/// open access, JWT for using JSON Web Tokens, AWS_IAM for using AWS IAM permissions, and CUSTOM for using a Lambda
+/// authorizer"; API Gateway Developer Guide, "Control access to HTTP APIs with IAM authorization": IAM authorization
+/// is enabled route by route. So the /v1 route takes API keys (NONE at API Gateway: OpenAI's clients cannot sign)
+/// while the pipeline's routes keep ApiAuthType; and it is open at API Gateway only where the router is given the key
+/// store to check every /v1 request against.
+#[test]
+fn each_http_api_route_takes_its_own_authorization_so_v1_asks_for_api_keys_and_the_rest_keep_iam() {
+    use crate::support::cfn::Stack;
+    const VALID: [&str; 4] = ["NONE", "JWT", "AWS_IAM", "CUSTOM"];
+    let t = template();
+    let routes: Vec<String> = of_type(&t, "AWS::ApiGatewayV2::Route").map(|(name, _)| name.clone()).collect();
+    for (openai, expected) in [("API_KEY", "NONE"), ("AWS_IAM", "AWS_IAM"), ("NONE", "NONE")] {
+        let parameters = [("ModelName", "small-model"), ("LargeModelName", "large-model"), ("OpenAiAuthType", openai)];
+        let stack = Stack::new("auth", &parameters);
+        let secret = stack.environment("RouterFunction").into_iter().find(|(name, _)| name == "API_KEYS_SECRET_ID");
+        let secret = secret.expect("the router is told of the key store").1;
+        assert_eq!(!secret.is_empty(), openai == "API_KEY", "OpenAiAuthType {openai}: API_KEYS_SECRET_ID {secret:?}");
+        for route in &routes {
+            let kind = stack.property(route, "AuthorizationType").unwrap();
+            let kind = kind.as_str().unwrap();
+            assert!(VALID.contains(&kind), "{route}: {kind} is no AuthorizationType of an HTTP API");
+            let wanted = if route == "OpenAiRoute" { expected } else { "AWS_IAM" };
+            assert_eq!(kind, wanted, "OpenAiAuthType {openai}: {route}");
+        }
+    }
+}
+
+/// Secrets Manager API Reference, GetSecretValue, required permissions: secretsmanager:GetSecretValue, and "if the
+/// secret is encrypted using a customer-managed key instead of the AWS managed key aws/secretsmanager, then you also
+/// need kms:Decrypt permissions for that key"; Secrets Manager User Guide, "Secret encryption and decryption":
+/// Secrets Manager calls KMS Decrypt on the caller's behalf (kms:ViaService secretsmanager.<Region>.amazonaws.com).
+/// An IAM grant on a KMS key counts only where the key policy lets the account's IAM policies decide (KMS Developer
+/// Guide, "Default key policy"). The router reads the API keys' secret, encrypted with LogsKey as WebhookSecret is:
+/// RouterRole may GetSecretValue exactly that secret (no other, no wildcard) and kms:Decrypt LogsKey.
+#[test]
+fn the_router_may_read_the_api_keys_secret_and_decrypt_it_with_the_key_that_encrypts_it() {
+    let t = template();
+    let secret = &t["Resources"]["ApiKeysSecret"]["Properties"];
+    let logs_key = json!({"Fn::GetAtt": ["LogsKey", "Arn"]});
+    assert_eq!(secret["KmsKeyId"], logs_key, "encrypted with the stack's key, as WebhookSecret");
+    let grants = statements(&t["Resources"]["RouterRole"]);
+    let reads: Vec<&Value> =
+        grants.iter().copied().filter(|s| s["Action"].to_string().contains("secretsmanager:")).collect();
+    assert!(
+        reads.iter().any(|s| s["Action"] == "secretsmanager:GetSecretValue"
+            && s["Resource"] == json!({"Ref": "ApiKeysSecret"})
+            && s["Effect"] == "Allow"),
+        "RouterRole may not read ApiKeysSecret: {reads:?}"
+    );
+    for statement in &reads {
+        let resource = statement["Resource"].to_string();
+        assert!(!resource.contains('*') && !statement["Action"].to_string().contains('*'), "{statement}");
+    }
+    let decrypts = grants.iter().any(|s| {
+        let through_secrets_manager = s.get("Condition").is_none_or(|c| {
+            c["StringEquals"]["kms:ViaService"] == json!({"Fn::Sub": "secretsmanager.${AWS::Region}.amazonaws.com"})
+        });
+        s["Effect"] == "Allow"
+            && s["Action"].to_string().contains("kms:Decrypt")
+            && s["Resource"] == logs_key
+            && through_secrets_manager
+    });
+    assert!(decrypts, "RouterRole may not kms:Decrypt LogsKey, so GetSecretValue of ApiKeysSecret would fail");
+    let key_policy = t["Resources"]["LogsKey"]["Properties"]["KeyPolicy"]["Statement"].as_array().unwrap();
+    let root = json!({"AWS": {"Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:root"}});
+    assert!(
+        key_policy.iter().any(|s| s["Principal"] == root && s["Action"] == "kms:*"),
+        "LogsKey's policy must let IAM policies grant its use"
+    );
+    let env = &t["Resources"]["RouterFunction"]["Properties"]["Environment"]["Variables"];
+    assert_eq!(env["API_KEYS_SECRET_ID"], json!({"Fn::If": ["OpenAiUsesApiKeys", {"Ref": "ApiKeysSecret"}, ""]}));
 }

@@ -12,6 +12,8 @@ use crate::support::process::ChildProcess;
 use crate::support::{eventually, free_port, moto};
 
 const KEY: &str = "batch-test-key";
+/// The project of `KEY` where a test names it (`--api-key PROJECT=KEY`): that of the batches it writes itself.
+const PROJECT: &str = "batch-tests";
 
 /// The venv python with the pinned openai client; a test that needs it fails (never skips) without it.
 pub(crate) fn python() -> String {
@@ -67,7 +69,8 @@ fn strings(value: &Value) -> Vec<String> {
     value.as_array().map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect()).unwrap_or_default()
 }
 
-/// `gpuinfer dev` with the tests' API key and `flags`, in front of the engine simulator started with `engine_flags`.
+/// `gpuinfer dev` with the tests' API key (of `PROJECT`) and `flags`, in front of the engine simulator started with
+/// `engine_flags`.
 struct DevOnSimulator {
     dev: Dev,
     engine: EngineProcess,
@@ -77,7 +80,8 @@ struct DevOnSimulator {
 async fn dev_on_simulator(engine_flags: &[&str], flags: &[&str]) -> DevOnSimulator {
     let engine = EngineProcess::start(engine_flags);
     let data = tempfile::tempdir().unwrap();
-    let dev = Dev::start(data.path(), free_port(), &engine.url, &[&["--api-key", KEY], flags].concat());
+    let key = format!("{PROJECT}={KEY}");
+    let dev = Dev::start(data.path(), free_port(), &engine.url, &[&["--api-key", &key], flags].concat());
     dev.ready(&reqwest::Client::new()).await;
     DevOnSimulator { dev, engine, data }
 }
@@ -311,7 +315,7 @@ async fn an_interactive_request_overtakes_the_lines_of_a_running_batch() {
 
 /// A batch as a router saves it in progress, written straight into `results` (a data directory's results folder):
 /// `lines` completion lines, started at `started` (Unix seconds), expiring `window` seconds later, with the mark
-/// that its lines were enqueued if `enqueued` (none are, in fact). Its id.
+/// that its lines were enqueued if `enqueued` (none are, in fact); `PROJECT`'s. Its id.
 fn stored_batch(results: &std::path::Path, lines: usize, started: i64, window: i64, enqueued: bool) -> String {
     use gpuinfer::router::openai::files::{FileObject, content_key, record_key};
     let text: String = (0..lines)
@@ -334,7 +338,7 @@ fn stored_batch(results: &std::path::Path, lines: usize, started: i64, window: i
         "completion_window": "24h", "status": "in_progress", "output_file_id": null, "error_file_id": null,
         "created_at": started, "in_progress_at": started, "expires_at": started + window, "finalizing_at": null,
         "completed_at": null, "failed_at": null, "expired_at": null, "cancelling_at": null, "cancelled_at": null,
-        "request_counts": {"total": lines, "completed": 0, "failed": 0}, "metadata": null,
+        "request_counts": {"total": lines, "completed": 0, "failed": 0}, "metadata": null, "owner": PROJECT,
     });
     std::fs::write(results.join(format!("batches/{id}.json")), batch.to_string()).unwrap();
     if enqueued {

@@ -80,7 +80,8 @@ fn named_paths(room: &Room) -> Vec<Vec<String>> {
     let word = |i: usize| bytes.get(i).is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_');
     let mut i = 0;
     while i < bytes.len() {
-        let starts = ["crate::", "super::"].into_iter().find(|p| code[i..].starts_with(p));
+        // A byte inside a character (a non-ASCII one left by a raw string) starts no path.
+        let starts = ["crate::", "super::"].into_iter().find(|p| code.get(i..).is_some_and(|rest| rest.starts_with(p)));
         let Some(start) = starts.filter(|_| i == 0 || !word(i - 1)) else {
             i += 1;
             continue;

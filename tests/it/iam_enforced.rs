@@ -34,10 +34,10 @@ struct World {
 }
 
 impl World {
-    /// `ecs_arns`: the ECS services the role's process reads (see `as_moto_decides`).
-    async fn start(stack: Stack, role: &str, ecs_arns: &[String]) -> Self {
+    /// `arns`: the ECS services and the secrets the role's process reads (see `as_moto_decides`).
+    async fn start(stack: Stack, role: &str, arns: &[String]) -> Self {
         let policies =
-            stack.role_policies(role).into_iter().map(|(name, doc)| (name, as_moto_decides(&doc, ecs_arns))).collect();
+            stack.role_policies(role).into_iter().map(|(name, doc)| (name, as_moto_decides(&doc, arns))).collect();
         let dir = tempfile::tempdir().unwrap();
         let moto = IamMoto::start(&[(role, policies)], &dir.path().join("moto.log")).await;
         let world = World { stack, role: role.to_owned(), moto, dir };
@@ -52,6 +52,18 @@ impl World {
 
     async fn sqs(&self) -> aws_sdk_sqs::Client {
         aws_sdk_sqs::Client::new(&self.moto.sdk(ADMIN).await)
+    }
+
+    /// Creates (as admin) the secret `name` holding a key document with `keys` ((project, key) pairs), as the
+    /// stack's ApiKeysSecret holds them once `gpuinfer api-key add` has run; its ARN.
+    async fn key_secret(&self, name: &str, keys: &[(&str, &str)]) -> String {
+        let mut document = gpuinfer::router::api_keys::KeyDocument::default();
+        for (project, key) in keys {
+            document.add(project, key).unwrap();
+        }
+        let secrets = aws_sdk_secretsmanager::Client::new(&self.moto.sdk(ADMIN).await);
+        let created = secrets.create_secret().name(name).secret_string(document.to_json()).send().await;
+        created.expect("create a key secret").arn.unwrap()
     }
 
     /// `gpuinfer <args>` signing as the role's user, with `env` (the template's, plus the test's own).
@@ -229,6 +241,66 @@ async fn router_flow(overrides: &[(&str, &str)]) {
     assert_no_refusal(&router);
 }
 
+/// The key the /v1 calls of these tests carry (OpenAiAuthType's default, API_KEY: the router checks it against the
+/// stack's ApiKeysSecret).
+const API_KEY: &str = "sk-iam-enforced-test";
+
+/// An HTTP client that sends `key` as OpenAI's clients send theirs.
+fn with_api_key(key: &str) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {key}").parse().unwrap());
+    reqwest::Client::builder().default_headers(headers).build().unwrap()
+}
+
+/// Secrets Manager API Reference, GetSecretValue: the caller needs secretsmanager:GetSecretValue on the secret
+/// (and kms:Decrypt on a customer managed key that encrypts it, tests/it/aws_rules.rs). As RouterRole with the
+/// RouterFunction's environment, the router reads the stack's ApiKeysSecret: a /v1 call with one of its keys is
+/// answered, one without or with another key gets 401 in OpenAI's shape, and moto refused no call; a router pointed
+/// at a secret that does not exist answers 503, never lets a request through. RouterRole grants GetSecretValue on
+/// that secret and no other (its policy document: moto authorizes Secrets Manager calls against any resource).
+#[tokio::test]
+#[ignore = "needs the moto server binary: scripts/test.sh"]
+async fn the_router_role_lets_the_router_read_its_api_keys_and_no_other_secret() {
+    let stack = stack(&[]);
+    let env = stack.environment("RouterFunction");
+    let key_secret = var(&env, "API_KEYS_SECRET_ID");
+    let world = World::start(stack, "RouterRole", std::slice::from_ref(&key_secret)).await;
+    world.key_secret(&world.stack.physical_name("ApiKeysSecret"), &[("iam", API_KEY)]).await;
+    let other = world.key_secret(&format!("{}-other", world.stack.physical_name("ApiKeysSecret")), &[]).await;
+    let granted = world.stack.role_policies("RouterRole");
+    let may_read = |arn: &str| granted.iter().any(|(_, p)| allows(p, "secretsmanager:GetSecretValue", arn));
+    assert!(may_read(&key_secret), "RouterRole may not read its API keys, {key_secret}");
+    assert!(!may_read(&other), "RouterRole may read another secret, {other}");
+
+    let listen = format!("127.0.0.1:{}", free_port());
+    let base = format!("http://{listen}");
+    let router = world.gpuinfer(&["router", "--listen", &listen, "--classifier", "none"], &env);
+    router_listening(&reqwest::Client::new(), &base).await;
+    let models = format!("{base}/v1/models");
+    let answer = with_api_key(API_KEY).get(&models).send().await.unwrap();
+    assert_eq!(answer.status(), 200, "GET /v1/models with the key\n{}", refusals(&router));
+    for client in [reqwest::Client::new(), with_api_key("sk-not-one-of-them")] {
+        let answer = client.get(&models).send().await.unwrap();
+        assert_eq!(answer.status(), 401);
+        let error: Value = answer.json().await.unwrap();
+        assert_eq!(error["error"]["code"], "invalid_api_key", "{error}");
+    }
+    let infer = reqwest::Client::new().post(format!("{base}/infer")).json(&infer("small", "normal", "one"));
+    assert_eq!(infer.send().await.unwrap().status(), 202, "/infer is left to API Gateway's IAM");
+    assert_no_refusal(&router);
+
+    let mut missing_env = env.clone();
+    missing_env.push(("API_KEYS_SECRET_ID".into(), format!("{key_secret}-missing")));
+    let listen = format!("127.0.0.1:{}", free_port());
+    let base = format!("http://{listen}");
+    let _unreadable = world.gpuinfer(&["router", "--listen", &listen, "--classifier", "none"], &missing_env);
+    router_listening(&reqwest::Client::new(), &base).await;
+    let answer = with_api_key(API_KEY).get(format!("{base}/v1/models")).send().await.unwrap();
+    assert_eq!(answer.status(), 503, "a key store that cannot be read lets nothing through");
+    let error: Value = answer.json().await.unwrap();
+    assert_eq!(error["error"]["type"], "server_error", "{error}");
+}
+
 /// A multipart/form-data body of one `file` field holding `content` (and `purpose=batch`), as the OpenAI client
 /// sends POST /v1/files; with its content type.
 fn file_form(content: &[u8]) -> (String, Vec<u8>) {
@@ -249,15 +321,18 @@ fn file_form(content: &[u8]) -> (String, Vec<u8>) {
 /// s3:AbortMultipartUpload, then its object deleted), and an accepted request whose enqueue failed (its
 /// acceptance record deleted, so the client's retry with the same id is enqueued rather than answered as done).
 async fn router_cleanup_flow(overrides: &[(&str, &str)]) {
-    let world = World::start(stack(overrides), "RouterRole", &[]).await;
-    let env = world.stack.environment("RouterFunction");
+    let stack = stack(overrides);
+    let env = stack.environment("RouterFunction");
+    let key_secret = var(&env, "API_KEYS_SECRET_ID");
+    let world = World::start(stack, "RouterRole", std::slice::from_ref(&key_secret)).await;
+    world.key_secret(&world.stack.physical_name("ApiKeysSecret"), &[("iam", API_KEY)]).await;
     let results = Results::of(&var(&env, "OUTPUT_DESTINATION"));
     results.create(&world).await;
     let Results::S3 { bucket, .. } = &results else { panic!("the router keeps files in a bucket") };
     let listen = format!("127.0.0.1:{}", free_port());
     let base = format!("http://{listen}");
     let router = world.gpuinfer(&["router", "--listen", &listen, "--classifier", "none"], &env);
-    let http = reqwest::Client::new();
+    let http = with_api_key(API_KEY);
     router_listening(&http, &base).await;
 
     let line = |i: usize| format!("{{\"custom_id\": \"c{i}\", \"body\": {{\"pad\": \"{}\"}}}}\n", "x".repeat(1000));

@@ -106,6 +106,11 @@ async fn api_gateway_events_get_the_same_answers_as_http() {
     let answer = runtime.invoke(http_event("DELETE", &format!("/results/{id}"), None)).await;
     assert_eq!((answer["statusCode"].as_u64(), &body(&answer)["status"]), (Some(409), &json!("success")));
 
+    // The schedule's upkeep event (template.yaml's UpkeepSchedule input) is no API Gateway request: the function
+    // runs the upkeep and answers what it looked at.
+    let answer = runtime.invoke(crate::aws_rules::upkeep_input()).await;
+    assert_eq!(answer, json!({"batches": 0, "events": 0}), "{answer}");
+
     let queued = moto::drain(&small.normal).await;
     assert_eq!(queued.len(), 1);
     assert_eq!(serde_json::from_str::<Value>(queued[0].body.as_deref().unwrap()).unwrap()["requestId"], id.to_string());

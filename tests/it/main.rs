@@ -8,6 +8,7 @@
 mod support;
 
 mod adaptive_limit;
+mod api_keys_on_lambda;
 mod aws_adapters;
 mod aws_call_counter;
 mod aws_rules;
@@ -38,6 +39,8 @@ mod lanes;
 mod local_queue;
 mod local_store;
 mod log_privacy;
+mod openai_events;
+mod projects;
 mod refusals;
 mod responses;
 mod router_api;

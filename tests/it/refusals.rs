@@ -1,7 +1,7 @@
 //! Every refusal is JSON in the API's own shape, the framework's own included: a query, a path or a multipart body it
 //! cannot read and a body over a route's limit answer `{"error": …}` (OpenAI's error object under /v1), never
 //! text/plain; an empty `after=` cursor is refused, not answered with an empty page; the bearer scheme is read
-//! case-insensitively.
+//! case-insensitively; a key store's keys guard the /v1 routes alone, and one that cannot be read refuses them all.
 
 use std::sync::Arc;
 
@@ -58,7 +58,8 @@ async fn an_empty_after_cursor_is_refused_naming_the_parameter() {
 async fn the_bearer_scheme_is_case_insensitive() {
     let f = fixture();
     let mut state = Arc::into_inner(f.state).unwrap();
-    state.openai.api_keys = gpuinfer::router::api_keys::ApiKeys::parse_local(&["the-key".into()]).unwrap();
+    let keys = gpuinfer::router::api_keys::ApiKeys::parse_local(&["the-key".into()]).unwrap();
+    state.openai.api_keys = keys.map(gpuinfer::router::api_keys::KeySource::Local);
     let state: Arc<AppState> = Arc::new(state);
     for scheme in ["Bearer", "bearer", "BEARER"] {
         let request = Request::get("/v1/models").header("authorization", format!("{scheme} the-key"));
@@ -70,4 +71,61 @@ async fn the_bearer_scheme_is_case_insensitive() {
         let (status, body) = call(&state, request.body(Body::empty()).unwrap()).await;
         openai_error(status, &body, StatusCode::UNAUTHORIZED);
     }
+}
+
+/// A key store that holds `document`, or cannot be read (None).
+struct FixedKeyStore(Option<String>);
+
+#[async_trait::async_trait]
+impl gpuinfer::ports::KeyStore for FixedKeyStore {
+    async fn read(&self) -> Result<String, gpuinfer::ports::KeyStoreError> {
+        self.0.clone().ok_or_else(|| gpuinfer::ports::KeyStoreError::unavailable("AccessDeniedException"))
+    }
+
+    async fn write(&self, _: &str) -> Result<(), gpuinfer::ports::KeyStoreError> {
+        unreachable!("the router never writes its keys")
+    }
+}
+
+/// The router's state with its /v1 keys read from `store`.
+fn with_stored_keys(store: FixedKeyStore) -> Arc<AppState> {
+    use gpuinfer::router::api_keys::{KeySource, StoredKeys};
+    let mut state = Arc::into_inner(fixture().state).unwrap();
+    let keys = StoredKeys::new(Arc::new(store), std::time::Duration::from_secs(60));
+    state.openai.api_keys = Some(KeySource::Stored(Arc::new(keys)));
+    Arc::new(state)
+}
+
+/// With a key store (API_KEYS_SECRET_ID), the /v1 routes take only its keys and the others are left to API Gateway's
+/// IAM; a store that cannot be read refuses every /v1 request with 503 in OpenAI's shape (Retry-After, which its
+/// clients honour), before the request is read, never letting one through.
+#[tokio::test]
+async fn stored_keys_guard_the_v1_routes_only_and_an_unreadable_store_lets_nothing_through() {
+    let mut document = gpuinfer::router::api_keys::KeyDocument::default();
+    document.add("team-a", "sk-stored").unwrap();
+    let state = with_stored_keys(FixedKeyStore(Some(document.to_json())));
+    let with_key = |path: &str, key: &str| {
+        Request::get(path).header("authorization", format!("Bearer {key}")).body(Body::empty()).unwrap()
+    };
+    let (status, body) = call(&state, with_key("/v1/models", "sk-stored")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    for refused in [get("/v1/models"), with_key("/v1/models", "sk-other"), with_key("/v1/models", "")] {
+        let (status, body) = call(&state, refused).await;
+        assert_eq!(openai_error(status, &body, StatusCode::UNAUTHORIZED)["code"], "invalid_api_key");
+    }
+    let unknown = uuid::Uuid::new_v4();
+    let (status, body) = call(&state, get(&format!("/results/{unknown}"))).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "no key asked outside /v1: {body}");
+
+    let state = with_stored_keys(FixedKeyStore(None));
+    let (status, body) = call(&state, with_key("/v1/models", "sk-stored")).await;
+    assert_eq!(openai_error(status, &body, StatusCode::SERVICE_UNAVAILABLE)["type"], "server_error");
+    let oversized = Request::post("/v1/uploads")
+        .header("authorization", "Bearer sk-stored")
+        .header("content-type", "application/json")
+        .body(Body::from(vec![b' '; 3 * 1024 * 1024]));
+    let (status, body) = call(&state, oversized.unwrap()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "the key is checked before the body is read: {body}");
+    let response = tower::ServiceExt::oneshot(gpuinfer::router::app(state), with_key("/v1/models", "x")).await;
+    assert_eq!(response.unwrap().headers()["retry-after"], "1");
 }

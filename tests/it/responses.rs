@@ -217,7 +217,7 @@ async fn refused_fields_answer_400_in_openais_shape_naming_the_field() {
 /// The real llama.cpp engine of scripts/local-engine.sh with its chat model (SmolLM2-135M-Instruct), in the
 /// foreground on a free port: gemma-3-270m, the suite's shared engine, is a base model, which runs on to its token
 /// limit (`incomplete`) where a chat model ends its answer (`completed`).
-async fn chat_engine(log: &std::path::Path) -> (ChildProcess, String) {
+pub(crate) async fn chat_engine(log: &std::path::Path) -> (ChildProcess, String) {
     let port = free_port().to_string();
     let mut command = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/local-engine.sh"));
     command.args(["serve", "--model", "smollm2", "--slots", "1", "--port", &port]);

@@ -113,6 +113,7 @@ fn clone_state(f: &Fixture) -> AppState {
         bodies: f.state.bodies.clone(),
         openai: f.state.openai.clone(),
         wake: None,
+        events: None,
     }
 }
 
@@ -159,6 +160,7 @@ fn refusing(f: &Fixture) -> Arc<AppState> {
         bodies: f.state.bodies.clone(),
         openai: f.state.openai.clone(),
         wake: None,
+        events: None,
         queues: PerTier { small: lanes(), large: lanes() },
         store: f.state.store.clone(),
         routing: RoutingConfig::default(),

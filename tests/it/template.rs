@@ -161,6 +161,9 @@ fn the_router_role_only_enqueues_reads_and_cancels_results_asks_one_model_and_wa
         ("kms:Decrypt", arn("LogsKey")),
         ("ecs:DescribeServices", services.clone()),
         ("ecs:UpdateService", services),
+        // The key the OpenAI-shaped webhook events are signed with (OPENAI_WEBHOOK_SECRET_ID).
+        ("secretsmanager:GetSecretValue", json!({"Ref": "OpenAiWebhookSecret"})),
+        ("secretsmanager:GetSecretValue", json!({"Ref": "ApiKeysSecret"})),
     ]
     .into_iter()
     .map(|(action, resource)| (action.to_owned(), resource.to_string()))
@@ -260,8 +263,15 @@ fn queues_match_the_sample_and_redrive_to_the_dead_letter_queue() {
 fn security_defaults_hold() {
     let t = template();
     assert_eq!(t["Parameters"]["ApiAuthType"]["Default"], "AWS_IAM", "API auth is on by default");
+    assert_eq!(t["Parameters"]["OpenAiAuthType"]["Default"], "API_KEY", "the /v1 API asks for a key by default");
     for (name, route) in of_type(&t, "AWS::ApiGatewayV2::Route") {
-        assert_eq!(route["Properties"]["AuthorizationType"], json!({"Ref": "ApiAuthType"}), "{name}");
+        let guard = if name == "OpenAiRoute" {
+            // Open at API Gateway only where the router checks every request's key (aws_rules.rs).
+            json!({"Fn::If": ["OpenAiUsesApiKeys", "NONE", {"Ref": "OpenAiAuthType"}]})
+        } else {
+            json!({"Ref": "ApiAuthType"})
+        };
+        assert_eq!(route["Properties"]["AuthorizationType"], guard, "{name}");
     }
     assert!(t["Resources"]["ApiStage"]["Properties"]["AccessLogSettings"]["DestinationArn"].is_object());
     for (name, bucket) in of_type(&t, "AWS::S3::Bucket") {
@@ -745,4 +755,21 @@ fn warm_windows_are_scheduled_actions_as_application_auto_scaling_takes_them() {
     for wrong in ["cron(0 8 * * MON-FRI *)", "cron(0 8 ? * ? *)", "cron(0 8 * * 1-5)", "0 8 ? * MON-FRI *"] {
         assert!(!is_application_auto_scaling_cron(wrong), "{wrong}");
     }
+}
+
+/// The API keys' secret starts as the key document `gpuinfer api-key` and the router read, with no key (so the /v1
+/// API refuses every request until a key is added), and the outputs tell how to add one and where OpenAI's clients
+/// point.
+#[test]
+fn the_api_keys_secret_starts_as_an_empty_key_document_and_the_outputs_say_how_to_add_a_key() {
+    let t = template();
+    let secret = &t["Resources"]["ApiKeysSecret"]["Properties"];
+    let document = gpuinfer::router::api_keys::KeyDocument::parse(secret["SecretString"].as_str().unwrap());
+    assert!(document.expect("a key document").entries().is_empty(), "created without a key");
+    assert!(secret.get("GenerateSecretString").is_none(), "its value is the key document, not a password");
+    let outputs = &t["Outputs"];
+    assert_eq!(outputs["ApiKeysSecretArn"]["Value"], json!({"Ref": "ApiKeysSecret"}));
+    assert!(outputs["ApiKeysSecretArn"]["Description"].as_str().unwrap().contains("gpuinfer api-key add --secret-id"));
+    let base_url = outputs["OpenAiBaseUrl"]["Value"]["Fn::Sub"].as_str().unwrap();
+    assert!(base_url.starts_with("https://${HttpApi}.execute-api.") && base_url.ends_with("/v1"), "{base_url}");
 }

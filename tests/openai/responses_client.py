@@ -58,6 +58,7 @@ def main():
         "usage": response.usage.model_dump() if response.usage else None,
         "metadata": response.metadata,
         "input_items": [item.content[0].text for item in items.data],
+        "cancelled_id": cancelled.id,
         "cancelled_status": cancelled.status,
         "cancelled_later": client.responses.retrieve(behind[-1].id).status,
         "seconds": round(time.monotonic() - started, 2),

@@ -104,6 +104,11 @@ impl Stack {
         }
     }
 
+    /// A property of a resource as the stack resolves it (None: unset, or AWS::NoValue).
+    pub fn property(&self, resource: &str, name: &str) -> Option<Value> {
+        self.resolve(self.resource(resource)["Properties"].get(name)?)
+    }
+
     /// The name a resource gets: QueueName, BucketName, ClusterName, ServiceName… as the template sets it.
     pub fn physical_name(&self, id: &str) -> String {
         let resource = self.resource(id);
@@ -138,6 +143,8 @@ impl Stack {
             "AWS::S3::Bucket" => format!("arn:aws:s3:::{name}"),
             "AWS::ECS::Cluster" => format!("arn:aws:ecs:{REGION}:{ACCOUNT}:cluster/{name}"),
             "AWS::IAM::Role" => format!("arn:aws:iam::{ACCOUNT}:role/{name}"),
+            // A partial ARN: Secrets Manager appends six random characters to a secret's; its API takes either.
+            "AWS::SecretsManager::Secret" => format!("arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:{name}"),
             kind => {
                 let service = kind.split("::").nth(1).unwrap().to_lowercase();
                 format!("arn:aws:{service}:{REGION}:{ACCOUNT}:{name}")

@@ -137,9 +137,10 @@ impl IamMoto {
 
 /// A policy as moto must hold it to decide as AWS does. AWS authorizes SendMessageBatch, DeleteMessageBatch
 /// and ChangeMessageVisibilityBatch as their single actions, moto by their own names: they are added beside
-/// the single ones. moto authorizes every ECS call against the resource `*`: a statement of ECS actions whose
-/// resources cover every ARN of `ecs_arns` (the services the process reads) gets the resource `*`.
-pub fn as_moto_decides(policy: &Value, ecs_arns: &[String]) -> Value {
+/// the single ones. moto authorizes every ECS and Secrets Manager call against the resource `*`: a statement of one
+/// of those services' actions whose resources cover every ARN of that service in `arns` (the ECS services and the
+/// secrets the process reads) gets the resource `*`; whether it grants another resource only its document says.
+pub fn as_moto_decides(policy: &Value, arns: &[String]) -> Value {
     let mut policy = policy.clone();
     let statements = match &mut policy["Statement"] {
         Value::Array(statements) => statements.as_mut_slice(),
@@ -153,9 +154,14 @@ pub fn as_moto_decides(policy: &Value, ecs_arns: &[String]) -> Value {
             }
         }
         let resources = strings(&statement["Resource"]);
-        let covers = |arn: &String| resources.iter().any(|pattern| glob_matches(pattern, arn));
-        if actions.iter().all(|a| a.starts_with("ecs:")) && !ecs_arns.is_empty() && ecs_arns.iter().all(covers) {
-            statement["Resource"] = json!("*");
+        let covers = |arn: &&String| resources.iter().any(|pattern| glob_matches(pattern, arn));
+        for service in ["ecs", "secretsmanager"] {
+            let read: Vec<&String> =
+                arns.iter().filter(|arn| arn.starts_with(&format!("arn:aws:{service}:"))).collect();
+            let of_service = actions.iter().all(|a| a.starts_with(&format!("{service}:")));
+            if of_service && !read.is_empty() && read.iter().all(covers) {
+                statement["Resource"] = json!("*");
+            }
         }
         statement["Action"] = json!(actions);
     }

@@ -2,6 +2,7 @@
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
 
 pub mod answers;
+pub mod api_gateway;
 pub mod cfn;
 pub mod cloudwatch;
 pub mod dev;

@@ -38,6 +38,7 @@ pub fn fixture() -> Fixture {
         bodies: BodyBudget::default(),
         openai: Default::default(),
         wake: None,
+        events: None,
         queues: PerTier { small: lanes(Tier::Small), large: lanes(Tier::Large) },
         store: backends.store.clone(),
         routing: RoutingConfig::default(),

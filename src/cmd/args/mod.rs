@@ -1,10 +1,12 @@
 //! Argument groups shared by several subcommands: each is a set of flags (every one also an environment variable)
 //! and the checked settings it turns into. A subcommand's own flags stay in its `cmd` module.
 
+mod openai_webhook;
 mod scaling;
 mod tier_setting;
 mod worker_pool;
 
+pub(crate) use openai_webhook::OpenAiWebhookArgs;
 pub(crate) use scaling::{ScalerArgs, ScalerSettings};
 
 pub use scaling::{PolicyArgs, ServiceArgs};
@@ -32,8 +34,8 @@ use crate::http::server::{
 use crate::local::DEFAULT_DATA_DIR;
 use crate::ports::Classifier;
 use crate::router::DEFAULT_LISTEN_ADDR;
+use crate::router::api_keys::{ApiKeys, KeySource};
 use crate::router::body_budget::{BodyBudget, DEFAULT_BODY_MEMORY_MIB};
-use crate::router::api_keys::ApiKeys;
 use crate::router::openai::settings::{DEFAULT_RESULT_WAIT_SECONDS, ModelTiers, Settings};
 use crate::router::routing::{
     DEFAULT_AMBIGUOUS_MIN_CHARS, DEFAULT_CLASSIFIER_TIMEOUT_MS, DEFAULT_MAX_TOKENS_THRESHOLD,
@@ -314,7 +316,7 @@ impl HttpServerArgs {
             models: routing.model_tiers.clone().unwrap_or_default(),
             redirect_downloads_over: crate::cmd::running_on_lambda()
                 .then_some(crate::router::openai::LAMBDA_DOWNLOAD_LIMIT),
-            api_keys,
+            api_keys: api_keys.map(KeySource::Local),
             result_wait: Duration::from_secs(self.result_wait_seconds),
         })
     }

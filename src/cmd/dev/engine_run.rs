@@ -109,6 +109,7 @@ impl EngineRun {
             self.outputs.metrics.clone(),
         )
         .with_webhooks(self.outputs.webhooks.clone())
+        .with_openai_events(self.outputs.events.clone())
         .with_start(Start::new(spawned_at, StartedBy::DevEngine));
         self.healthy(worker.slots());
         let engine_gone = CancellationToken::new();

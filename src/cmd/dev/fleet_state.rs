@@ -12,6 +12,7 @@ use crate::engine::client::EngineConfig;
 use crate::infra::metrics::Emf;
 use crate::ports::{Queue, ResultStore};
 use crate::worker::WorkerConfig;
+use crate::worker::callbacks::openai_events::OpenAiEvents;
 use crate::worker::callbacks::webhook::Webhooks;
 use crate::worker::slots::Slots;
 
@@ -40,6 +41,7 @@ pub(crate) struct PoolOutputs {
     pub store: Arc<dyn ResultStore>,
     pub metrics: Emf,
     pub(crate) webhooks: Webhooks,
+    pub(crate) events: Option<OpenAiEvents>,
 }
 
 /// One engine the fleet holds: starting, running, or stopping.

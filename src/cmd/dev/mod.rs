@@ -14,8 +14,8 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 use crate::cmd::args::{
-    DataDirArgs, HttpServerArgs, RoutingArgs, RoutingSettings, ScalerArgs, ScalerSettings, TierSetting, TuningArgs,
-    WebhookArgs,
+    DataDirArgs, HttpServerArgs, OpenAiWebhookArgs, RoutingArgs, RoutingSettings, ScalerArgs, ScalerSettings,
+    TierSetting, TuningArgs, WebhookArgs,
 };
 use crate::cmd::backends::Wiring;
 use crate::cmd::dev::engine_fleet::{
@@ -34,8 +34,10 @@ use crate::local::RESULT_RETENTION_DAYS;
 use crate::local::fleet::FixedFleet;
 use crate::ports::{Queue, ResultStore};
 use crate::router::body_budget::BodyBudget;
+use crate::router::openai::upkeep;
 use crate::router::state::AppState;
 use crate::scaler::wake::WakeOnArrival;
+use crate::worker::callbacks::openai_events::{EventConfig, OpenAiEvents};
 use crate::worker::callbacks::webhook::{WebhookConfig, Webhooks};
 use crate::worker::{Stopped, WorkerConfig};
 
@@ -72,6 +74,8 @@ pub struct Args {
     pub(crate) tuning: TuningArgs,
     #[command(flatten)]
     pub(crate) webhooks: WebhookArgs,
+    #[command(flatten)]
+    pub(crate) openai_webhook: OpenAiWebhookArgs,
     #[command(flatten)]
     pub(crate) scaler: ScalerArgs,
     // Boxed: the command enum's variants stay of comparable size.
@@ -152,6 +156,7 @@ pub struct Config {
     workers: PerTier<WorkerConfig>,
     routing: RoutingSettings,
     webhooks: WebhookConfig,
+    events: Option<EventConfig>,
     scaler: ScalerSettings,
     retention: Duration,
     expiry_sweep: Duration,
@@ -187,6 +192,7 @@ impl Args {
                 .routing
                 .settings(engine_commands.commands.small.is_none().then_some(self.small_engine_url.as_str()))?,
             webhooks: self.webhooks.config(),
+            events: self.openai_webhook.config(self.webhooks.policy.policy())?,
             scaler: self.scaler.settings(Tier::ALL.len())?,
             retention: Duration::from_secs(self.result_retention_days * 24 * 3600),
             expiry_sweep: Duration::from_secs(self.expiry_sweep_seconds),
@@ -214,6 +220,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     };
 
     let webhooks = Webhooks::new(config.webhooks.clone(), metrics.clone())?;
+    let events = config.events.clone().map(|events| OpenAiEvents::new(events, metrics.clone())).transpose()?;
     let mut pools = tokio::task::JoinSet::new();
     let commands = &config.engine_commands.commands;
     for tier in Tier::ALL.into_iter().filter(|&tier| commands.get(tier).is_none()) {
@@ -224,7 +231,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
             config.workers.get(tier).clone(),
             metrics.clone(),
         )?
-        .with_webhooks(webhooks.clone());
+        .with_webhooks(webhooks.clone())
+        .with_openai_events(events.clone());
         let shutdown = shutdown.clone();
         pools.spawn(async move {
             let stopped = worker.run(shutdown.clone()).await;
@@ -260,7 +268,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         let fleet = Arc::new(EngineFleet::new(
             services.into(),
             engine_tiers,
-            PoolOutputs { store: Arc::clone(&store), metrics: metrics.clone(), webhooks: webhooks.clone() },
+            PoolOutputs {
+                store: Arc::clone(&store),
+                metrics: metrics.clone(),
+                webhooks: webhooks.clone(),
+                events: events.clone(),
+            },
             config.engine_commands.settings.clone(),
             shutdown.clone(),
         ));
@@ -292,7 +305,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         bodies: config.bodies.clone(),
         openai: config.openai.clone(),
         wake,
+        events,
     });
+    let upkeep = tokio::spawn(upkeep::run_periodically(Arc::clone(&state), upkeep::DEV_PERIOD, shutdown.clone()));
     print_banner(&config, &metrics_path);
     let served = serve(config.listen, state, config.http, shutdown.clone()).await;
     shutdown.cancel();
@@ -307,6 +322,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         fleet.stopped().await;
     }
     let _ = expiry.await;
+    let _ = upkeep.await;
     served?;
     lost.map_or(Ok(()), Err)
 }

@@ -40,6 +40,8 @@ pub(crate) struct Finishing<'a> {
     pub(crate) endpoint: Endpoint,
     /// The batch expired: its canceled lines are errors (`batch_expired`) rather than left out.
     pub expired: bool,
+    /// The batch's project, which its files belong to.
+    pub(crate) owner: Option<&'a str>,
 }
 
 /// The files a finished batch has, each None when it would be empty.
@@ -84,14 +86,18 @@ pub(crate) async fn assemble(
     }
     let stem = batch.batch_id.trim_start_matches("batch_");
     Ok(Some(Files {
-        output: store(objects, output, output_lines, format!("file-{stem}out"), "batch_output.jsonl").await?,
-        errors: store(objects, errors, error_lines, format!("file-{stem}err"), "batch_errors.jsonl").await?,
+        output: store(objects, batch.owner, output, output_lines, format!("file-{stem}out"), "batch_output.jsonl")
+            .await?,
+        errors: store(objects, batch.owner, errors, error_lines, format!("file-{stem}err"), "batch_errors.jsonl")
+            .await?,
     }))
 }
 
-/// Stores one built file (when it has lines) with its record, purpose `batch_output` as OpenAI's are.
+/// Stores one built file (when it has lines) with its record, purpose `batch_output` as OpenAI's are, the project
+/// `owner`'s.
 async fn store(
     objects: &dyn ObjectStore,
+    owner: Option<&str>,
     mut file: std::fs::File,
     lines: u64,
     id: String,
@@ -104,8 +110,9 @@ async fn store(
     file.rewind().map_err(|e| StoreError::caused("building the batch's files", e))?;
     let chunks = ReaderStream::new(tokio::fs::File::from_std(file)).map_err(std::io::Error::other);
     let bytes = objects.put(&files::content_key(&id), Box::pin(chunks)).await?;
-    let record = FileObject::new(id, bytes, filename.into(), "batch_output");
-    crate::router::openai::object_io::write_json(objects, &files::record_key(&record.id), &record).await?;
+    let record =
+        FileObject { owner: owner.map(str::to_owned), ..FileObject::new(id, bytes, filename.into(), "batch_output") };
+    super::owner::write_owned(objects, &files::record_key(&record.id), &record).await?;
     Ok(Some(record))
 }
 

@@ -7,8 +7,10 @@ use serde_json::{Map, Value};
 
 use super::OpenAiError;
 use super::batch_input::{Endpoint, LineError};
+use super::owner::{Owned, write_owned};
 use crate::ports::{ObjectStore, StoreError};
-use crate::router::openai::object_io::{read_all, write_json};
+use crate::router::api_keys::Caller;
+use crate::router::openai::object_io::read_all;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct RequestCounts {
@@ -40,6 +42,9 @@ pub(crate) struct Batch {
     pub(crate) cancelled_at: Option<i64>,
     pub(crate) request_counts: RequestCounts,
     pub(crate) metadata: Option<Map<String, Value>>,
+    /// The project the batch belongs to, and its output and error files with it.
+    #[serde(default, skip_serializing)]
+    pub(crate) owner: Option<String>,
 }
 
 impl Batch {
@@ -60,6 +65,12 @@ impl Batch {
         self.errors = Some(serde_json::json!({ "object": "list", "data": data }));
         self.status = "failed".into();
         self.failed_at = Some(Utc::now().timestamp());
+    }
+}
+
+impl Owned for Batch {
+    fn owner(&self) -> Option<&str> {
+        self.owner.as_deref()
     }
 }
 
@@ -91,11 +102,11 @@ pub(super) fn enqueued_key(id: &str) -> String {
     format!("{PREFIX}{id}.enqueued")
 }
 
-/// The batch's record, or 404.
-pub(super) async fn find(objects: &dyn ObjectStore, id: &str) -> Result<Batch, OpenAiError> {
-    super::find_record(objects, ("batch", "batch_"), record_key, id).await
+/// The batch's record when `caller` may see it, or 404.
+pub(super) async fn find(objects: &dyn ObjectStore, caller: &Caller, id: &str) -> Result<Batch, OpenAiError> {
+    super::find_record(objects, caller, ("batch", "batch_"), record_key, id).await
 }
 
 pub(super) async fn save(objects: &dyn ObjectStore, batch: &Batch) -> Result<(), OpenAiError> {
-    write_json(objects, &record_key(&batch.id), batch).await.map_err(|e| OpenAiError::store(&e))
+    write_owned(objects, &record_key(&batch.id), batch).await.map_err(|e| OpenAiError::store(&e))
 }

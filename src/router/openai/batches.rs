@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use chrono::{DateTime, Duration, Utc};
 use futures_util::{StreamExt, TryStreamExt, stream};
 use serde_json::{Map, Value};
@@ -21,14 +21,17 @@ use super::batch_record::{
     Batch, PREFIX, RequestCounts, enqueued_key, find, line_key, line_key_key, new_line_key, save,
 };
 use super::files::{self, ListQuery};
+use super::owner::Owned;
 use super::{OpenAiError, ids, metadata, objects};
 use crate::contract::batch_line::{self, BatchLine, LineEnd};
 use crate::contract::tier::{Priority, Tier};
 use crate::infra::metrics::{self, Metric};
 use crate::ports::{ObjectStore, PutOutcome, StoreError};
-use crate::router::openai::object_io::read_all;
+use crate::router::api_keys::Caller;
+use crate::router::openai::object_io::{one_chunk, read_all};
 use crate::router::routing;
 use crate::router::state::AppState;
+use crate::worker::callbacks::openai_events::EventType;
 
 /// The only completion window OpenAI offers.
 const COMPLETION_WINDOW: &str = "24h";
@@ -73,17 +76,22 @@ fn read_ask(body: &[u8]) -> Result<Ask, OpenAiError> {
     Ok(Ask { input_file_id, endpoint, metadata })
 }
 
-/// POST /v1/batches
-pub(crate) async fn create(State(state): State<Arc<AppState>>, body: Bytes) -> Result<Json<Batch>, OpenAiError> {
+/// POST /v1/batches: a batch of the caller's project, on one of its files.
+pub(crate) async fn create(
+    State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> Result<Json<Batch>, OpenAiError> {
     let objects = objects(&state)?;
     let ask = read_ask(&body)?;
-    let input = files::find(objects, &ask.input_file_id).await.map_err(|error| match error.is_not_found() {
-        true => OpenAiError::invalid_param(
-            "input_file_id",
-            format!("input_file_id: no file {:?} (POST /v1/files)", ask.input_file_id),
-        ),
-        false => error,
-    })?;
+    let input =
+        files::find(objects, &caller, &ask.input_file_id).await.map_err(|error| match error.is_not_found() {
+            true => OpenAiError::invalid_param(
+                "input_file_id",
+                format!("input_file_id: no file {:?} (POST /v1/files)", ask.input_file_id),
+            ),
+            false => error,
+        })?;
     let created = Utc::now();
     let mut batch = Batch {
         id: ids::new("batch_"),
@@ -106,6 +114,7 @@ pub(crate) async fn create(State(state): State<Arc<AppState>>, body: Bytes) -> R
         cancelled_at: None,
         request_counts: RequestCounts::default(),
         metadata: ask.metadata,
+        owner: caller.project,
     };
     let key = new_line_key();
     objects.put_if_absent(&line_key_key(&batch.id), &key).await.map_err(|e| OpenAiError::store(&e))?;
@@ -113,13 +122,14 @@ pub(crate) async fn create(State(state): State<Arc<AppState>>, body: Bytes) -> R
         Err(errors) => {
             tracing::warn!(batch_id = %batch.id, errors = errors.len(), "batch failed validation");
             batch.failed(errors);
-            save(objects, &batch).await?;
+            save_ended(&state, objects, &batch).await?;
             return Ok(Json(batch));
         }
         Ok(total) => batch.request_counts.total = total,
     }
     batch.status = "in_progress".into();
     batch.in_progress_at = Some(Utc::now().timestamp());
+    objects.put(&running_key(&batch.id), one_chunk(Vec::new())).await.map_err(|e| OpenAiError::store(&e))?;
     save(objects, &batch).await?;
     if let Err(error) = enqueue(&state, objects, &batch, Some(&key)).await {
         tracing::error!(batch_id = %batch.id, ?error, "enqueueing the batch failed");
@@ -129,7 +139,7 @@ pub(crate) async fn create(State(state): State<Arc<AppState>>, body: Bytes) -> R
             param: None,
             line: 0,
         }]);
-        save(objects, &batch).await?;
+        save_ended(&state, objects, &batch).await?;
         // Lines sent before the failure would still run: each is ended as canceled (those already run keep theirs).
         let ended = HashMap::new();
         if let Err(e) = end_remaining(&state, objects, &batch, &ended, "the batch failed to enqueue").await {
@@ -277,12 +287,13 @@ async fn refresh(state: &AppState, objects: &dyn ObjectStore, mut batch: Batch) 
         input_file_id: &batch.input_file_id,
         endpoint: batch.endpoint(),
         expired,
+        owner: batch.owner.as_deref(),
     };
     let Some(files) = batch_output::assemble(objects, state.store.as_ref(), finishing).await.map_err(store_error)?
     else {
         let gone = "the batch's input file was deleted before its output was built; create the batch again";
         batch.failed(vec![LineError { code: "input_file_deleted", message: gone.into(), param: None, line: 0 }]);
-        save(objects, &batch).await?;
+        save_ended(state, objects, &batch).await?;
         return Ok(batch);
     };
     batch.output_file_id = files.output.map(|f| f.id);
@@ -295,9 +306,46 @@ async fn refresh(state: &AppState, objects: &dyn ObjectStore, mut batch: Batch) 
         (None, true) => batch.status = "expired".into(),
         (None, false) => (batch.status, batch.completed_at) = ("completed".into(), now),
     }
-    save(objects, &batch).await?;
+    save_ended(state, objects, &batch).await?;
     tracing::info!(batch_id = %batch.id, status = %batch.status, completed = batch.request_counts.completed, failed = batch.request_counts.failed, "batch finished");
     Ok(batch)
+}
+
+/// Saves a batch that reached its end: its event recorded first (when the deployment sends events: a save that
+/// fails leaves the batch running, and the next refresh records the same event again, which stands once), then its
+/// running mark removed.
+async fn save_ended(state: &AppState, objects: &dyn ObjectStore, batch: &Batch) -> Result<(), OpenAiError> {
+    if let (Some(events), Some(kind)) = (&state.events, EventType::of_batch(&batch.status))
+        && !events.emit(&state.store, kind, &batch.id).await
+    {
+        return Err(OpenAiError::store(&StoreError::unavailable("the batch's event could not be recorded")));
+    }
+    save(objects, batch).await?;
+    objects.delete(&running_key(&batch.id)).await.map_err(|e| OpenAiError::store(&e))
+}
+
+/// Where a running batch is marked, so that the upkeep finds the batches to bring up to date without reading every
+/// batch ever made.
+fn running_key(id: &str) -> String {
+    format!("{PREFIX}running/{id}")
+}
+
+/// Brings every running batch up to date (see `refresh`): those whose lines have all ended are finished, and their
+/// event recorded, with no client polling. The number of batches looked at.
+pub(crate) async fn refresh_running(state: &AppState, objects: &dyn ObjectStore) -> Result<usize, OpenAiError> {
+    let running = objects.list(&format!("{PREFIX}running/")).await.map_err(|e| OpenAiError::store(&e))?;
+    for key in &running {
+        let Some(id) = key.rsplit('/').next() else { continue };
+        // The upkeep works for every project.
+        match find(objects, &Caller::default(), id).await {
+            Ok(batch) if !batch.is_running() => objects.delete(key).await.map_err(|e| OpenAiError::store(&e))?,
+            Ok(batch) => drop(refresh(state, objects, batch).await?),
+            // A mark whose batch is gone (expired with the results) is left for the same lifecycle.
+            Err(error) if error.is_not_found() => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(running.len())
 }
 
 /// The mark a cancel leaves before it saves the batch: a poll that read the record before the cancel still ends the
@@ -374,20 +422,22 @@ async fn end_remaining(
 /// GET /v1/batches/{id}: the batch, brought up to date (and finished, once every line has ended).
 pub(crate) async fn retrieve(
     State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Json<Batch>, OpenAiError> {
     let objects = objects(&state)?;
-    let batch = find(objects, &id).await?;
+    let batch = find(objects, &caller, &id).await?;
     Ok(Json(refresh(&state, objects, batch).await?))
 }
 
 /// POST /v1/batches/{id}/cancel: lines not yet run are dropped; what finished is kept in the output.
 pub(crate) async fn cancel(
     State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Json<Batch>, OpenAiError> {
     let objects = objects(&state)?;
-    let mut batch = find(objects, &id).await?;
+    let mut batch = find(objects, &caller, &id).await?;
     match batch.status.as_str() {
         "validating" | "in_progress" => {
             let now = Utc::now().timestamp();
@@ -405,11 +455,13 @@ pub(crate) async fn cancel(
     Ok(Json(refresh(&state, objects, batch).await?))
 }
 
-/// GET /v1/batches: newest first, as stored (a batch's counts are brought up to date by retrieving it).
+/// GET /v1/batches: the caller's, newest first, as stored (a batch's counts are brought up to date by retrieving it).
 pub(crate) async fn list(
     State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Value>, OpenAiError> {
     let limit = query.limit.unwrap_or(20).clamp(1, 100);
-    Ok(Json(files::page(objects(&state)?, PREFIX, query.after.as_deref(), limit, |_: &Batch| true).await?))
+    let theirs = |batch: &Batch| caller.owns(batch.owner());
+    Ok(Json(files::page(objects(&state)?, PREFIX, query.after.as_deref(), limit, theirs).await?))
 }

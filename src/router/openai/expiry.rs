@@ -12,6 +12,7 @@ use super::uploads::{self, Upload};
 use super::{batch_record, response_record, upload_parts};
 use crate::contract::batch_line;
 use crate::ports::{ObjectStore, StoreError};
+use crate::worker::callbacks::openai_events;
 
 /// How long what is under a prefix is kept at most.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,13 +25,15 @@ pub enum Kept {
     OneDay,
 }
 
-/// Every prefix the Batch, Files, Uploads and Responses API write under, beside the results, and how long each is kept.
-pub const PREFIXES: [(&str, Kept); 5] = [
+/// Every prefix the Batch, Files, Uploads and Responses API write under, beside the results, and how long each is kept
+/// (the OpenAI-shaped events' outbox too: a delivered event is kept, so that it is never recorded again).
+pub const PREFIXES: [(&str, Kept); 6] = [
     (files::PREFIX, Kept::WithResults),
     (batch_record::PREFIX, Kept::WithResults),
     (response_record::PREFIX, Kept::WithResults),
     (batch_line::MARKS_PREFIX, Kept::WithResults),
     (upload_parts::PREFIX, Kept::OneDay),
+    (openai_events::PREFIX, Kept::WithResults),
 ];
 
 /// Ends what is due at `now` (Unix seconds): each upload past its hour saved `expired`, its parts removed; each

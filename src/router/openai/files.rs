@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Multipart, Path, Query, State};
+use axum::extract::{Extension, Multipart, Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::TryStreamExt;
@@ -16,9 +16,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::expires_after::{ExpiresAfter, FormFields};
+use super::owner::{Owned, write_owned};
 use super::{OpenAiError, ids, jsonl_check, objects, unix_now};
 use crate::ports::{ByteChunks, ObjectStore, StoreError};
-use crate::router::openai::object_io::{read_json, write_json};
+use crate::router::api_keys::Caller;
+use crate::router::openai::object_io::read_json;
 use crate::router::state::AppState;
 
 /// Where files and their records are kept.
@@ -40,6 +42,9 @@ pub struct FileObject {
     pub status: String,
     pub(crate) status_details: Option<String>,
     pub(crate) expires_at: Option<i64>,
+    /// The project the file belongs to (the batch's, for a batch's output and error files).
+    #[serde(default, skip_serializing)]
+    pub(crate) owner: Option<String>,
 }
 
 impl FileObject {
@@ -54,12 +59,19 @@ impl FileObject {
             status: "processed".into(),
             status_details: None,
             expires_at: None,
+            owner: None,
         }
     }
 
     /// Whether the file's `expires_at` has come at `now` (Unix seconds).
     pub(super) fn expired_by(&self, now: i64) -> bool {
         self.expires_at.is_some_and(|at| now >= at)
+    }
+}
+
+impl Owned for FileObject {
+    fn owner(&self) -> Option<&str> {
+        self.owner.as_deref()
     }
 }
 
@@ -71,9 +83,11 @@ pub fn content_key(id: &str) -> String {
     format!("{PREFIX}{id}.jsonl")
 }
 
-/// Stores a checked batch input file: its content from `chunks`, then its record. A refused file leaves nothing.
+/// Stores a checked batch input file of the project `owner`: its content from `chunks`, then its record. A refused
+/// file leaves nothing.
 pub(super) async fn store_input(
     objects: &dyn ObjectStore,
+    owner: Option<&str>,
     id: String,
     filename: String,
     chunks: ByteChunks<'_>,
@@ -89,8 +103,8 @@ pub(super) async fn store_input(
         }
         (Err(error), None) => return Err(OpenAiError::store(&error)),
     };
-    let file = FileObject::new(id, bytes, filename, BATCH_PURPOSE);
-    write_json(objects, &record_key(&file.id), &file).await.map_err(|e| OpenAiError::store(&e))?;
+    let file = FileObject { owner: owner.map(str::to_owned), ..FileObject::new(id, bytes, filename, BATCH_PURPOSE) };
+    write_owned(objects, &record_key(&file.id), &file).await.map_err(|e| OpenAiError::store(&e))?;
     tracing::info!(file_id = %file.id, bytes, "file stored");
     Ok(file)
 }
@@ -103,7 +117,7 @@ pub(super) async fn expire_after(
 ) -> Result<(), OpenAiError> {
     let Some(expires_after) = expires_after else { return Ok(()) };
     file.expires_at = Some(expires_after.expires_at(file.created_at));
-    write_json(objects, &record_key(&file.id), file).await.map_err(|e| OpenAiError::store(&e))
+    write_owned(objects, &record_key(&file.id), file).await.map_err(|e| OpenAiError::store(&e))
 }
 
 /// Checks the `purpose` a client gave.
@@ -122,9 +136,11 @@ fn bad_multipart(error: axum::extract::multipart::MultipartError) -> OpenAiError
     OpenAiError::invalid(format!("body: not a readable multipart/form-data upload ({error})"))
 }
 
-/// POST /v1/files: a multipart form with `purpose`, `file` and, optionally, `expires_after`.
+/// POST /v1/files: a multipart form with `purpose`, `file` and, optionally, `expires_after`; the file is the
+/// caller's project's.
 pub(crate) async fn create(
     State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
     mut form: Multipart,
 ) -> Result<Json<FileObject>, OpenAiError> {
     let objects = objects(&state)?;
@@ -142,7 +158,8 @@ pub(crate) async fn create(
                 }
                 let filename = field.file_name().unwrap_or("input.jsonl").to_owned();
                 let chunks = Box::pin(field.map_err(std::io::Error::other));
-                file = Some(store_input(objects, ids::new("file-"), filename, chunks).await?);
+                let owner = caller.project.as_deref();
+                file = Some(store_input(objects, owner, ids::new("file-"), filename, chunks).await?);
             }
             Some("file") => return Err(OpenAiError::invalid_param("file", "file: give one file per upload")),
             _ => {}
@@ -206,20 +223,23 @@ pub(super) async fn page<T: Serialize + serde::de::DeserializeOwned>(
     Ok(json!({ "object": "list", "data": data, "first_id": first_id, "last_id": last_id, "has_more": has_more }))
 }
 
-/// GET /v1/files: the files, newest first (`after`, `limit`, `purpose`).
+/// GET /v1/files: the caller's files, newest first (`after`, `limit`, `purpose`).
 pub(crate) async fn list(
     State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Value>, OpenAiError> {
     let limit = query.limit.unwrap_or(10_000).clamp(1, 10_000);
     let now = unix_now();
-    let wanted = |file: &FileObject| query.purpose.as_ref().is_none_or(|p| *p == file.purpose) && !file.expired_by(now);
+    let wanted = |file: &FileObject| {
+        caller.owns(file.owner()) && query.purpose.as_ref().is_none_or(|p| *p == file.purpose) && !file.expired_by(now)
+    };
     Ok(Json(page(objects(&state)?, PREFIX, query.after.as_deref(), limit, wanted).await?))
 }
 
-/// The record of file `id`, or 404 (also once it expired).
-pub(super) async fn find(objects: &dyn ObjectStore, id: &str) -> Result<FileObject, OpenAiError> {
-    let file: FileObject = super::find_record(objects, ("file", "file-"), record_key, id).await?;
+/// The record of file `id` when `caller` may see it, or 404 (also once it expired).
+pub(super) async fn find(objects: &dyn ObjectStore, caller: &Caller, id: &str) -> Result<FileObject, OpenAiError> {
+    let file: FileObject = super::find_record(objects, caller, ("file", "file-"), record_key, id).await?;
     if file.expired_by(unix_now()) {
         return Err(OpenAiError::not_found("file", id));
     }
@@ -229,18 +249,20 @@ pub(super) async fn find(objects: &dyn ObjectStore, id: &str) -> Result<FileObje
 /// GET /v1/files/{id}
 pub(crate) async fn retrieve(
     State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Json<FileObject>, OpenAiError> {
-    Ok(Json(find(objects(&state)?, &id).await?))
+    Ok(Json(find(objects(&state)?, &caller, &id).await?))
 }
 
 /// GET /v1/files/{id}/content: streamed, or a redirect to a presigned URL where the response would be too large.
 pub(crate) async fn content(
     State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Response, OpenAiError> {
     let objects = objects(&state)?;
-    let file = find(objects, &id).await?;
+    let file = find(objects, &caller, &id).await?;
     if state.openai.redirect_downloads_over.is_some_and(|limit| file.bytes > limit) {
         let url = objects.presigned_get(&content_key(&id), DOWNLOAD_URL_VALIDITY).await;
         if let Some(url) = url.map_err(|e| OpenAiError::store(&e))? {
@@ -265,10 +287,11 @@ pub(super) async fn remove(objects: &dyn ObjectStore, id: &str) -> Result<(), St
 /// DELETE /v1/files/{id}
 pub(crate) async fn delete(
     State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, OpenAiError> {
     let objects = objects(&state)?;
-    find(objects, &id).await?;
+    find(objects, &caller, &id).await?;
     remove(objects, &id).await.map_err(|e| OpenAiError::store(&e))?;
     Ok(Json(json!({ "id": id, "object": "file", "deleted": true })))
 }

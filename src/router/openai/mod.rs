@@ -8,6 +8,8 @@
 //!   `batch_output`: the output and error files; `models`: model → tier, GET /v1/models; `ids`: object ids
 //! - `responses`: the Responses API (background mode) on the pipeline; `response_input`: a create's body → pipeline
 //!   request; `response_record`: what is kept of a response, its id; `response_object`: the Response object
+//! - `upkeep`: what runs with no client asking (running batches finished, events due sent)
+//! - `owner`: the project each stored object belongs to, and who sees it (each key its own project's)
 
 pub(crate) mod batch_input;
 pub(crate) mod batch_output;
@@ -20,11 +22,13 @@ pub mod ids;
 pub(crate) mod jsonl_check;
 pub mod models;
 pub mod object_io;
+pub(crate) mod owner;
 pub(crate) mod response_input;
 pub(crate) mod response_object;
 pub(crate) mod response_record;
 pub(crate) mod responses;
 pub mod settings;
+pub mod upkeep;
 pub(crate) mod upload_parts;
 pub mod uploads;
 
@@ -39,6 +43,7 @@ use serde_json::{Map, Value};
 
 use crate::contract::error_body;
 use crate::ports::{ObjectStore, StoreError};
+use crate::router::api_keys::Caller;
 use crate::router::state::AppState;
 
 /// Lambda answers with at most 6 MB (its invocation payload limit), and a file goes back base64-encoded (4 bytes for
@@ -155,9 +160,11 @@ pub(crate) fn objects(state: &AppState) -> Result<&dyn ObjectStore, OpenAiError>
     })
 }
 
-/// The stored record of the `what` whose id is `id` (ids of its kind start with `prefix`), or 404.
-pub(crate) async fn find_record<T: serde::de::DeserializeOwned>(
+/// The stored record of the `what` whose id is `id` (ids of its kind start with `prefix`) when `caller` may see it;
+/// or 404, another project's exactly as one that does not exist.
+pub(crate) async fn find_record<T: serde::de::DeserializeOwned + owner::Owned>(
     objects: &dyn ObjectStore,
+    caller: &Caller,
     (what, prefix): (&str, &str),
     key: fn(&str) -> String,
     id: &str,
@@ -167,7 +174,7 @@ pub(crate) async fn find_record<T: serde::de::DeserializeOwned>(
     }
     let record =
         crate::router::openai::object_io::read_json(objects, &key(id)).await.map_err(|e| OpenAiError::store(&e))?;
-    record.ok_or_else(|| OpenAiError::not_found(what, id))
+    owner::visible_to(caller, record).ok_or_else(|| OpenAiError::not_found(what, id))
 }
 
 /// OpenAI's metadata limits.

@@ -103,7 +103,8 @@ pub(crate) fn read(body: &[u8], models: &ModelTiers, now: DateTime<Utc>) -> Resu
         fields.insert("route".into(), json!(tier));
     }
     // Sent without a requestId: the router makes one (`RequestId::router_made`), which the response id maps.
-    let request = InferenceRequest::from_value(Value::Object(fields), Intake::Api(now)).map_err(refusal)?;
+    let mut request = InferenceRequest::from_value(Value::Object(fields), Intake::Api(now)).map_err(refusal)?;
+    request.response = true;
     let record = ResponseRecord {
         id: response_id(request.request_id),
         created_at: now.timestamp(),
@@ -116,6 +117,8 @@ pub(crate) fn read(body: &[u8], models: &ModelTiers, now: DateTime<Utc>) -> Resu
         top_p: request.top_p,
         service_tier: service_tier.into(),
         background,
+        // The caller's project, which the handler gives it.
+        owner: None,
     };
     Ok(Create { request, record })
 }

@@ -2,65 +2,15 @@
 //! document decides the status (none yet: `queued`; the engine stopped on the length limit: `incomplete`), the
 //! output and the usage.
 
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::response_record::ResponseRecord;
-use crate::contract::outcome::{ErrorCode, ErrorDetail, Generation, Status};
-
-/// What the Response object reads of a result document (a cancel document carries no more than this).
-#[derive(Debug, Deserialize)]
-struct Stored {
-    status: Status,
-    #[serde(default)]
-    result: Option<Generation>,
-    #[serde(default)]
-    error: Option<ErrorDetail>,
-    #[serde(default)]
-    timestamp: Option<String>,
-}
-
-/// Where a response stands, by its result document.
-enum Standing {
-    /// No document yet: queued or running (the pipeline does not tell them apart).
-    Queued,
-    Completed(Generation),
-    /// The engine stopped at `max_output_tokens`.
-    Incomplete(Generation),
-    Failed(ErrorDetail),
-    Cancelled,
-}
-
-impl Standing {
-    fn of(stored: Option<Stored>) -> Standing {
-        let Some(stored) = stored else { return Standing::Queued };
-        match (stored.status, stored.result, stored.error) {
-            (Status::Success, Some(generation), _) if generation.finish_reason == "length" => {
-                Standing::Incomplete(generation)
-            }
-            (Status::Success, Some(generation), _) => Standing::Completed(generation),
-            (_, _, Some(error)) if error.code == ErrorCode::Canceled => Standing::Cancelled,
-            (_, _, error) => Standing::Failed(error.unwrap_or_else(|| ErrorDetail {
-                code: ErrorCode::AttemptsExhausted,
-                message: "the result document records no result".into(),
-            })),
-        }
-    }
-
-    fn status(&self) -> &'static str {
-        match self {
-            Standing::Queued => "queued",
-            Standing::Completed(_) => "completed",
-            Standing::Incomplete(_) => "incomplete",
-            Standing::Failed(_) => "failed",
-            Standing::Cancelled => "cancelled",
-        }
-    }
-}
+use crate::contract::outcome::{ErrorCode, ErrorDetail, Generation};
+use crate::contract::response_standing::{Standing, Stored};
 
 /// The Response object of `record`, whose result document is `document` (None while it has none).
 pub(crate) fn response_object(record: &ResponseRecord, document: Option<&[u8]>) -> Value {
-    let stored: Option<Stored> = document.and_then(|d| serde_json::from_slice(d).ok());
+    let stored = document.and_then(Stored::read);
     let finished_at = stored.as_ref().and_then(|s| s.timestamp.as_deref()).and_then(unix_seconds);
     let standing = Standing::of(stored);
     let (mut output, mut usage, mut error, mut incomplete, mut completed_at) =

@@ -7,9 +7,11 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::OpenAiError;
-use super::object_io::{read_json, write_json};
+use super::object_io::read_json;
+use super::owner::{Owned, visible_to, write_owned};
 use crate::contract::request_id::RequestId;
 use crate::ports::ObjectStore;
+use crate::router::api_keys::Caller;
 
 /// Where response records are kept (beside the results, expired with them).
 pub(crate) const PREFIX: &str = "responses/";
@@ -38,6 +40,15 @@ pub(crate) struct ResponseRecord {
     pub(crate) top_p: f64,
     pub(crate) service_tier: String,
     pub(crate) background: bool,
+    /// The project the response belongs to.
+    #[serde(default, skip_serializing)]
+    pub(crate) owner: Option<String>,
+}
+
+impl Owned for ResponseRecord {
+    fn owner(&self) -> Option<&str> {
+        self.owner.as_deref()
+    }
 }
 
 /// The response id of the pipeline request `request_id`.
@@ -58,15 +69,20 @@ pub(crate) fn record_key(id: &str) -> String {
 }
 
 pub(crate) async fn save(objects: &dyn ObjectStore, record: &ResponseRecord) -> Result<(), OpenAiError> {
-    write_json(objects, &record_key(&record.id), record).await.map_err(|e| OpenAiError::store(&e))
+    write_owned(objects, &record_key(&record.id), record).await.map_err(|e| OpenAiError::store(&e))
 }
 
-/// The record of the response `id` and its request, or 404.
-pub(crate) async fn find(objects: &dyn ObjectStore, id: &str) -> Result<(RequestId, ResponseRecord), OpenAiError> {
+/// The record of the response `id` and its request when `caller` may see it; or 404, another project's exactly as
+/// one that does not exist.
+pub(crate) async fn find(
+    objects: &dyn ObjectStore,
+    caller: &Caller,
+    id: &str,
+) -> Result<(RequestId, ResponseRecord), OpenAiError> {
     let not_found = || OpenAiError::not_found("response", id);
     let request_id = request_id(id).ok_or_else(not_found)?;
     let record = read_json(objects, &record_key(id)).await.map_err(|e| OpenAiError::store(&e))?;
-    Ok((request_id, record.ok_or_else(not_found)?))
+    Ok((request_id, visible_to(caller, record).ok_or_else(not_found)?))
 }
 
 pub(crate) async fn remove(objects: &dyn ObjectStore, id: &str) -> Result<(), OpenAiError> {

@@ -8,27 +8,35 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use chrono::Utc;
 use serde_json::{Value, json};
 
 use super::response_input::{self, Create};
 use super::response_object::response_object;
-use super::response_record::{InputMessage, find, remove, save};
+use super::response_record::{InputMessage, ResponseRecord, find, remove, save};
 use super::{OpenAiError, objects};
 use crate::contract::outcome::Ending;
 use crate::contract::request_id::RequestId;
+use crate::ports::StoreError;
+use crate::router::api_keys::Caller;
 use crate::router::infer::{Admitted, accepted, admit, lane};
 use crate::router::result_wait;
 use crate::router::results::{Canceled, cancel_request};
 use crate::router::routing;
 use crate::router::state::AppState;
+use crate::worker::callbacks::openai_events::EventType;
 
-/// POST /v1/responses: the response's request enqueued, and the response (queued; or, without `background`, as it
-/// stands once done or once the wait is over).
-pub(crate) async fn create(State(state): State<Arc<AppState>>, body: Bytes) -> Result<Json<Value>, OpenAiError> {
+/// POST /v1/responses: the response's request enqueued, and the response, the caller's project's (queued; or,
+/// without `background`, as it stands once done or once the wait is over).
+pub(crate) async fn create(
+    State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> Result<Json<Value>, OpenAiError> {
     let objects = objects(&state)?;
     let Create { request, record } = response_input::read(&body, &state.openai.models, Utc::now())?;
+    let record = ResponseRecord { owner: caller.project, ..record };
     let Admitted { request, body } = admit(&state, request).map_err(|e| OpenAiError::too_large(e.to_string()))?;
     // The model or the thresholds: a classifier call is not worth its wait for a response.
     let (tier, reason) = routing::route(&request, &state.routing, None).await;
@@ -53,9 +61,10 @@ pub(crate) async fn create(State(state): State<Arc<AppState>>, body: Bytes) -> R
 /// GET /v1/responses/{id}
 pub(crate) async fn retrieve(
     State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, OpenAiError> {
-    let (request_id, record) = find(objects(&state)?, &id).await?;
+    let (request_id, record) = find(objects(&state)?, &caller, &id).await?;
     let document = state.store.get(request_id).await.map_err(|e| OpenAiError::store(&e))?;
     Ok(Json(response_object(&record, document.as_deref())))
 }
@@ -64,9 +73,10 @@ pub(crate) async fn retrieve(
 /// cancels); a finished one is answered as it is.
 pub(crate) async fn cancel(
     State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, OpenAiError> {
-    let (request_id, record) = find(objects(&state)?, &id).await?;
+    let (request_id, record) = find(objects(&state)?, &caller, &id).await?;
     if !record.background {
         return Err(OpenAiError::invalid("Only responses created with background=true can be cancelled."));
     }
@@ -78,10 +88,11 @@ pub(crate) async fn cancel(
 /// removed. The document of a canceled one stays (until it expires with the results), so that no worker runs it.
 pub(crate) async fn delete(
     State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, OpenAiError> {
     let objects = objects(&state)?;
-    let (request_id, record) = find(objects, &id).await?;
+    let (request_id, record) = find(objects, &caller, &id).await?;
     let document = end(&state, request_id, &id).await?;
     if !Ending::read(&document).is_some_and(|ending| ending.is_canceled()) {
         // The result's key beside the objects: results are kept at `{requestId}.json` in the same place.
@@ -92,12 +103,19 @@ pub(crate) async fn delete(
     Ok(Json(json!({ "id": record.id, "object": "response", "deleted": true })))
 }
 
-/// The request's document once a cancel has ended it: the canceled one, or the one stored first.
+/// The request's document once a cancel has ended it: the canceled one, or the one stored first; its event
+/// recorded (`response.cancelled` at once, not when a worker reaches the canceled request).
 async fn end(state: &AppState, request_id: RequestId, id: &str) -> Result<Vec<u8>, OpenAiError> {
-    match cancel_request(state, request_id).await.map_err(|e| OpenAiError::store(&e))? {
-        Canceled::Document(document) => Ok(document),
-        Canceled::NotHeld(_) => Err(OpenAiError::not_found("response", id)),
+    let document = match cancel_request(state, request_id).await.map_err(|e| OpenAiError::store(&e))? {
+        Canceled::Document(document) => document,
+        Canceled::NotHeld(_) => return Err(OpenAiError::not_found("response", id)),
+    };
+    if let (Some(events), Some(kind)) = (&state.events, EventType::of_response(&document))
+        && !events.emit(&state.store, kind, id).await
+    {
+        return Err(OpenAiError::store(&StoreError::unavailable("the response's event could not be recorded")));
     }
+    Ok(document)
 }
 
 /// What GET /v1/responses/{id}/input_items takes.
@@ -111,10 +129,11 @@ pub(crate) struct ItemsQuery {
 /// GET /v1/responses/{id}/input_items: the input's messages as items, newest first unless `order=asc`.
 pub(crate) async fn input_items(
     State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     Query(query): Query<ItemsQuery>,
 ) -> Result<Json<Value>, OpenAiError> {
-    let (_, record) = find(objects(&state)?, &id).await?;
+    let (_, record) = find(objects(&state)?, &caller, &id).await?;
     let mut items: Vec<Value> = record.input.iter().enumerate().map(|(i, m)| input_item(&record.id, i, m)).collect();
     match query.order.as_deref() {
         None | Some("desc") => items.reverse(),

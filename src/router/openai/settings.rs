@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::contract::tier::Tier;
-use crate::router::api_keys::ApiKeys;
+use crate::router::api_keys::KeySource;
 
 /// The longest a call waits for its result unless configured: under the 30 s API Gateway gives a request.
 pub(crate) const DEFAULT_RESULT_WAIT_SECONDS: u64 = 25;
@@ -18,8 +18,9 @@ pub struct Settings {
     /// File downloads larger than this are answered with a redirect to a presigned URL (Lambda's response limit);
     /// None streams every download.
     pub(crate) redirect_downloads_over: Option<u64>,
-    /// The API keys requests must carry, when any are set (the local API: every route but GET /healthz).
-    pub api_keys: Option<ApiKeys>,
+    /// The API keys requests must carry, when any are set: fixed ones (every route but GET /healthz), or a key
+    /// store's (the /v1 routes).
+    pub api_keys: Option<KeySource>,
     /// The longest a call waits for its result: POST /v1/responses without `background` (then it answers the
     /// response as it stands), POST /infer?wait=N (N at most this; then it answers 202).
     pub(crate) result_wait: Duration,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Multipart, Path, State};
+use axum::extract::{Extension, Multipart, Path, State};
 use futures_util::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -16,10 +16,11 @@ use serde_json::Value;
 use super::expires_after::ExpiresAfter;
 use super::files::{self, FileObject};
 use super::jsonl_check::MAX_FILE_BYTES;
+use super::owner::{Owned, write_owned};
 use super::upload_parts::{self, Added, PREFIX};
 use super::{OpenAiError, ids, objects, unix_now};
 use crate::ports::{ByteChunks, ObjectStore, StoreError};
-use crate::router::openai::object_io::write_json;
+use crate::router::api_keys::Caller;
 use crate::router::state::AppState;
 
 /// How long an upload stays open (OpenAI's: an hour after its creation).
@@ -40,6 +41,9 @@ pub(crate) struct Upload {
     /// The expiry the file it becomes is given, when the client asked for one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) expires_after: Option<ExpiresAfter>,
+    /// The project the upload belongs to, and the file it becomes.
+    #[serde(default, skip_serializing)]
+    pub(crate) owner: Option<String>,
 }
 
 impl Upload {
@@ -50,22 +54,28 @@ impl Upload {
     }
 }
 
+impl Owned for Upload {
+    fn owner(&self) -> Option<&str> {
+        self.owner.as_deref()
+    }
+}
+
 fn record_key(id: &str) -> String {
     format!("{PREFIX}{id}.json")
 }
 
-/// The upload `id`, `expired` once past its hour.
-async fn find(objects: &dyn ObjectStore, id: &str) -> Result<Upload, OpenAiError> {
-    let mut upload: Upload = super::find_record(objects, ("upload", "upload_"), record_key, id).await?;
+/// The upload `id` when `caller` may see it, `expired` once past its hour.
+async fn find(objects: &dyn ObjectStore, caller: &Caller, id: &str) -> Result<Upload, OpenAiError> {
+    let mut upload: Upload = super::find_record(objects, caller, ("upload", "upload_"), record_key, id).await?;
     if upload.expired_by(unix_now()) {
         upload.status = "expired".into();
     }
     Ok(upload)
 }
 
-/// The upload `id` while it is still open for parts.
-async fn find_pending(objects: &dyn ObjectStore, id: &str) -> Result<Upload, OpenAiError> {
-    let upload = find(objects, id).await?;
+/// The upload `id` of `caller` while it is still open for parts.
+async fn find_pending(objects: &dyn ObjectStore, caller: &Caller, id: &str) -> Result<Upload, OpenAiError> {
+    let upload = find(objects, caller, id).await?;
     match upload.status.as_str() {
         "pending" => Ok(upload),
         "expired" => Err(OpenAiError::conflict(
@@ -76,13 +86,13 @@ async fn find_pending(objects: &dyn ObjectStore, id: &str) -> Result<Upload, Ope
 }
 
 async fn save(objects: &dyn ObjectStore, upload: &Upload) -> Result<(), OpenAiError> {
-    write_json(objects, &record_key(&upload.id), upload).await.map_err(|e| OpenAiError::store(&e))
+    write_owned(objects, &record_key(&upload.id), upload).await.map_err(|e| OpenAiError::store(&e))
 }
 
 /// Ends an upload past its hour: saved `expired`, its parts removed.
 pub(super) async fn expire(objects: &dyn ObjectStore, mut upload: Upload) -> Result<(), StoreError> {
     upload.status = "expired".into();
-    write_json(objects, &record_key(&upload.id), &upload).await?;
+    write_owned(objects, &record_key(&upload.id), &upload).await?;
     upload_parts::drop_all(objects, &upload.id).await
 }
 
@@ -94,8 +104,12 @@ pub(crate) struct Opening {
     expires_after: Option<ExpiresAfter>,
 }
 
-/// POST /v1/uploads
-pub(crate) async fn create(State(state): State<Arc<AppState>>, body: Bytes) -> Result<Json<Upload>, OpenAiError> {
+/// POST /v1/uploads: an upload of the caller's project.
+pub(crate) async fn create(
+    State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> Result<Json<Upload>, OpenAiError> {
     let objects = objects(&state)?;
     let opening: Opening = serde_json::from_slice(&body)
         .map_err(|e| OpenAiError::invalid(format!("body: filename, purpose, bytes and mime_type ({e})")))?;
@@ -119,6 +133,7 @@ pub(crate) async fn create(State(state): State<Arc<AppState>>, body: Bytes) -> R
         expires_at: created_at + UPLOAD_SECONDS,
         file: None,
         expires_after,
+        owner: caller.project,
     };
     save(objects, &upload).await?;
     Ok(Json(upload))
@@ -127,11 +142,12 @@ pub(crate) async fn create(State(state): State<Arc<AppState>>, body: Bytes) -> R
 /// POST /v1/uploads/{id}/parts: a multipart form with the part's bytes in `data`.
 pub(crate) async fn add_part(
     State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     mut form: Multipart,
 ) -> Result<Json<Value>, OpenAiError> {
     let objects = objects(&state)?;
-    let upload = find_pending(objects, &id).await?;
+    let upload = find_pending(objects, &caller, &id).await?;
     let bad = |e: axum::extract::multipart::MultipartError| {
         OpenAiError::invalid(format!("body: not a readable multipart upload ({e})"))
     };
@@ -155,11 +171,12 @@ pub struct Completion {
 /// POST /v1/uploads/{id}/complete: the parts joined in the order of `part_ids` become a file.
 pub(crate) async fn complete(
     State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Json<Upload>, OpenAiError> {
     let objects = objects(&state)?;
-    let mut upload = find_pending(objects, &id).await?;
+    let mut upload = find_pending(objects, &caller, &id).await?;
     let completion: Completion = serde_json::from_slice(&body)
         .map_err(|e| OpenAiError::invalid(format!("body: part_ids, the parts in order ({e})")))?;
     let total = Added::list(objects, &id).await?.total_of(&completion.part_ids)?;
@@ -168,7 +185,8 @@ pub(crate) async fn complete(
         return Err(OpenAiError::invalid_param("bytes", message));
     }
     let joined = upload_parts::joined(objects, &id, &completion.part_ids);
-    let mut file = files::store_input(objects, ids::new("file-"), upload.filename.clone(), joined).await?;
+    let (owner, filename) = (upload.owner.as_deref(), upload.filename.clone());
+    let mut file = files::store_input(objects, owner, ids::new("file-"), filename, joined).await?;
     files::expire_after(objects, &mut file, upload.expires_after.as_ref()).await?;
     upload.status = "completed".into();
     upload.file = Some(file);
@@ -180,10 +198,11 @@ pub(crate) async fn complete(
 /// POST /v1/uploads/{id}/cancel
 pub(crate) async fn cancel(
     State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Json<Upload>, OpenAiError> {
     let objects = objects(&state)?;
-    let mut upload = find_pending(objects, &id).await?;
+    let mut upload = find_pending(objects, &caller, &id).await?;
     upload.status = "cancelled".into();
     save(objects, &upload).await?;
     drop_parts(objects, &id).await;

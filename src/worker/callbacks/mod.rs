@@ -1,4 +1,6 @@
-//! Result callbacks: the signed webhook a worker sends when a result is stored, and the rules for where one may go.
+//! Signed webhooks: the result callback a worker sends when a result is stored, the OpenAI-shaped events of a
+//! deployment's responses and batches, and the rules for where one may go.
 
+pub mod openai_events;
 pub mod outbound;
 pub mod webhook;

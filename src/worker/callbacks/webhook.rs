@@ -117,14 +117,7 @@ pub struct Webhooks {
 
 impl Webhooks {
     pub fn new(config: WebhookConfig, metrics: Emf) -> Result<Self, reqwest::Error> {
-        let http = reqwest::Client::builder()
-            .dns_resolver(config.policy.resolver())
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(config.attempt_timeout)
-            .user_agent(concat!("gpuinfer/", env!("CARGO_PKG_VERSION")))
-            .build()?;
+        let http = outbound_client(&config.policy, config.attempt_timeout)?;
         Ok(Webhooks { http, config, metrics, deliveries: TaskTracker::new() })
     }
 
@@ -161,32 +154,10 @@ impl Webhooks {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let timestamp = chrono::Utc::now().timestamp();
-            let sent = self
-                .http
-                .post(url.clone())
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .header("webhook-id", &id)
-                .header("webhook-timestamp", timestamp.to_string())
-                .header("webhook-signature", secret.sign(&id, timestamp, &callback.body))
-                .body(callback.body.clone())
-                .send()
-                .await;
-            let last = match sent {
-                Ok(response) if response.status().is_success() => return Ok(attempts),
-                Ok(response) => {
-                    let status = response.status();
-                    if !(status.is_server_error() || status.as_u16() == 429 || status.as_u16() == 408) {
-                        return Err(DeliveryError::Rejected(status.as_u16()));
-                    }
-                    format!("HTTP {}", status.as_u16())
-                }
-                Err(error) => {
-                    if let Some(refusal) = refusal_in(&error) {
-                        return Err(DeliveryError::Refused(refusal.clone()));
-                    }
-                    crate::infra::error_chain::describe(&error)
-                }
+            let last = match post_signed(&self.http, &url, secret, &id, &callback.body).await {
+                Attempt::Delivered => return Ok(attempts),
+                Attempt::Final(error) => return Err(error),
+                Attempt::Retry(last) => last,
             };
             if started.elapsed() + backoff > self.config.retry_for {
                 return Err(DeliveryError::GaveUp { attempts, last });
@@ -206,5 +177,63 @@ impl Webhooks {
             return abandoned;
         }
         0
+    }
+}
+
+/// The HTTP client signed webhooks go out through: DNS through the outbound policy's guarded resolver, no
+/// redirects, no proxy.
+pub(crate) fn outbound_client(policy: &OutboundPolicy, attempt_timeout: Duration) -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .dns_resolver(policy.resolver())
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(attempt_timeout)
+        .user_agent(concat!("gpuinfer/", env!("CARGO_PKG_VERSION")))
+        .build()
+}
+
+/// How one attempt at a signed webhook went.
+pub(crate) enum Attempt {
+    /// The receiver answered 2xx.
+    Delivered,
+    /// Worth trying again (a 5xx, 408 or 429, or no answer): what happened.
+    Retry(String),
+    /// Retrying cannot change it.
+    Final(DeliveryError),
+}
+
+/// POSTs `body` to `url`, signed the Standard Webhooks way with `id` and the attempt's timestamp.
+pub(crate) async fn post_signed(
+    http: &reqwest::Client,
+    url: &Url,
+    secret: &WebhookSecret,
+    id: &str,
+    body: &[u8],
+) -> Attempt {
+    let timestamp = chrono::Utc::now().timestamp();
+    let sent = http
+        .post(url.clone())
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .header("webhook-id", id)
+        .header("webhook-timestamp", timestamp.to_string())
+        .header("webhook-signature", secret.sign(id, timestamp, body))
+        .body(body.to_vec())
+        .send()
+        .await;
+    match sent {
+        Ok(response) if response.status().is_success() => Attempt::Delivered,
+        Ok(response) => {
+            let status = response.status();
+            if status.is_server_error() || status.as_u16() == 429 || status.as_u16() == 408 {
+                Attempt::Retry(format!("HTTP {}", status.as_u16()))
+            } else {
+                Attempt::Final(DeliveryError::Rejected(status.as_u16()))
+            }
+        }
+        Err(error) => match refusal_in(&error) {
+            Some(refusal) => Attempt::Final(DeliveryError::Refused(refusal.clone())),
+            None => Attempt::Retry(crate::infra::error_chain::describe(&error)),
+        },
     }
 }

@@ -9,6 +9,7 @@ fn finishing(expired: bool) -> Finishing<'static> {
         input_file_id: "file-x",
         endpoint: Endpoint::ChatCompletions,
         expired,
+        owner: Some("team-a"),
     }
 }
 
@@ -44,4 +45,37 @@ fn failures_go_to_the_error_file_and_canceled_lines_only_when_expired() {
     assert_eq!(place(&label(), id, Some(canceled.as_bytes()), finishing(false)), Placed::Nowhere);
     let Placed::Errors(line) = place(&label(), id, Some(canceled.as_bytes()), finishing(true)) else { panic!() };
     assert_eq!(line["error"]["code"], "batch_expired");
+}
+
+#[tokio::test]
+async fn a_batchs_output_and_error_files_are_its_projects() {
+    use crate::router::api_keys::Caller;
+    use crate::router::openai::object_io::{one_chunk, read_json};
+    use crate::router::openai::owner::visible_to;
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::local::store::FileStore::open(dir.path()).unwrap();
+    let batch = Finishing { input_file_id: "file-in", ..finishing(false) };
+    let line = |custom_id: &str| {
+        let body = json!({"model": "small", "messages": [{"role": "user", "content": "hi"}]});
+        json!({"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions", "body": body}).to_string()
+    };
+    let input = format!("{}\n{}\n", line("ok"), line("refused"));
+    store.put(&files::content_key("file-in"), one_chunk(input.into_bytes())).await.unwrap();
+    let request = |line| BatchLine { id: batch.batch_id.to_owned(), line }.request_id(batch.line_key);
+    let usage = json!({"promptTokens": 1, "completionTokens": 1, "totalTokens": 2});
+    let success = json!({"status": "success", "result": {"text": "hi", "finishReason": "stop", "usage": usage}});
+    let refused = json!({"status": "error", "error": {"code": "engine_rejected", "message": "too long"}});
+    let results: &dyn ResultStore = &store;
+    results.put_if_absent(request(0), success.to_string().as_bytes()).await.unwrap();
+    results.put_if_absent(request(1), refused.to_string().as_bytes()).await.unwrap();
+
+    let built = assemble(&store, results, batch).await.unwrap().unwrap();
+    for file in [built.output.unwrap(), built.errors.unwrap()] {
+        let stored: FileObject = read_json(&store, &files::record_key(&file.id)).await.unwrap().unwrap();
+        assert_eq!(stored.owner.as_deref(), Some("team-a"), "{}", file.id);
+        assert!(
+            visible_to(&Caller::of("team-b"), Some(stored)).is_none(),
+            "another project's batch files are not seen"
+        );
+    }
 }

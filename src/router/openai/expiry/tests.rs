@@ -4,6 +4,7 @@
 use super::*;
 use crate::local::store::FileStore;
 use crate::router::openai::object_io::{one_chunk, write_json};
+use crate::router::openai::owner::write_owned;
 
 /// When the objects of these tests were created (Unix seconds).
 const CREATED: i64 = 1_700_000_000;
@@ -20,6 +21,7 @@ fn upload(id: &str, status: &str) -> Upload {
         expires_at: CREATED + 3600,
         file: None,
         expires_after: None,
+        owner: Some("team-a".into()),
     }
 }
 
@@ -34,7 +36,7 @@ async fn an_upload_expires_an_hour_after_its_creation_and_its_parts_are_removed(
     let store = FileStore::open(dir.path()).unwrap();
     let objects: &dyn ObjectStore = &store;
     for (id, status) in [("upload_open", "pending"), ("upload_done", "completed")] {
-        write_json(objects, &format!("uploads/{id}.json"), &upload(id, status)).await.unwrap();
+        write_owned(objects, &format!("uploads/{id}.json"), &upload(id, status)).await.unwrap();
     }
     upload_parts::store(objects, ("upload_open", 100), one_chunk(b"0123456789".to_vec())).await.unwrap();
     let folder = upload_parts::folder("upload_open");
@@ -46,6 +48,8 @@ async fn an_upload_expires_an_hour_after_its_creation_and_its_parts_are_removed(
 
     assert_eq!(sweep(objects, CREATED + 3600).await.unwrap(), 1);
     assert_eq!(status_of(objects, "upload_open").await, "expired");
+    let expired: Upload = read_json(objects, "uploads/upload_open.json").await.unwrap().unwrap();
+    assert_eq!(expired.owner.as_deref(), Some("team-a"), "an upload saved expired is still its project's");
     assert_eq!(parts().await.unwrap(), Vec::<String>::new());
     assert_eq!(status_of(objects, "upload_done").await, "completed", "an upload that ended stays as it ended");
     assert_eq!(sweep(objects, CREATED + 7200).await.unwrap(), 0, "an expired upload is ended once");
@@ -80,6 +84,8 @@ fn every_key_the_api_writes_is_under_a_prefix_of_the_table() {
         response_record::record_key("resp_a"),
         batch_line::mark_key("batch_a", 0, batch_line::LineEnd::Succeeded),
         upload_parts::folder("upload_a"),
+        crate::worker::callbacks::openai_events::record_key("evt_a"),
+        crate::worker::callbacks::openai_events::pending_key("evt_a"),
     ];
     for key in keys {
         assert!(PREFIXES.iter().any(|(prefix, _)| key.starts_with(prefix)), "{key} is under no prefix of PREFIXES");

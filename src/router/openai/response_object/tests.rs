@@ -18,6 +18,7 @@ fn record() -> ResponseRecord {
         top_p: 1.0,
         service_tier: "default".into(),
         background: true,
+        owner: Some("team-a".into()),
     }
 }
 

@@ -1,0 +1,63 @@
+//! Where an OpenAI response stands, by its request's result document: none yet is `queued`; the engine stopped on
+//! the length limit is `incomplete`; a cancel is `cancelled`. The Response object and the events sent at a
+//! response's end (`response.completed`, …) both read it.
+
+use serde::Deserialize;
+
+use crate::contract::outcome::{ErrorCode, ErrorDetail, Generation, Status};
+
+/// What the Response object reads of a result document (a cancel document carries no more than this).
+#[derive(Debug, Deserialize)]
+pub(crate) struct Stored {
+    pub(crate) status: Status,
+    #[serde(default)]
+    pub(crate) result: Option<Generation>,
+    #[serde(default)]
+    pub(crate) error: Option<ErrorDetail>,
+    #[serde(default)]
+    pub(crate) timestamp: Option<String>,
+}
+
+/// Where a response stands, by its result document.
+pub(crate) enum Standing {
+    /// No document yet: queued or running (the pipeline does not tell them apart).
+    Queued,
+    Completed(Generation),
+    /// The engine stopped at `max_output_tokens`.
+    Incomplete(Generation),
+    Failed(ErrorDetail),
+    Cancelled,
+}
+
+impl Standing {
+    pub(crate) fn of(stored: Option<Stored>) -> Standing {
+        let Some(stored) = stored else { return Standing::Queued };
+        match (stored.status, stored.result, stored.error) {
+            (Status::Success, Some(generation), _) if generation.finish_reason == "length" => {
+                Standing::Incomplete(generation)
+            }
+            (Status::Success, Some(generation), _) => Standing::Completed(generation),
+            (_, _, Some(error)) if error.code == ErrorCode::Canceled => Standing::Cancelled,
+            (_, _, error) => Standing::Failed(error.unwrap_or_else(|| ErrorDetail {
+                code: ErrorCode::AttemptsExhausted,
+                message: "the result document records no result".into(),
+            })),
+        }
+    }
+
+    pub(crate) fn status(&self) -> &'static str {
+        match self {
+            Standing::Queued => "queued",
+            Standing::Completed(_) => "completed",
+            Standing::Incomplete(_) => "incomplete",
+            Standing::Failed(_) => "failed",
+            Standing::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl Stored {
+    pub(crate) fn read(document: &[u8]) -> Option<Self> {
+        serde_json::from_slice(document).ok()
+    }
+}

@@ -1,0 +1,110 @@
+//! The key store's document, `{"keys": [{"project": "<name>", "sha256": "<hex digest of the key>"}]}`: the keys a
+//! deployed router accepts under `/v1`, kept as digests, each with its project. `gpuinfer api-key` adds, lists and
+//! revokes them; the router reads them.
+
+use serde::{Deserialize, Serialize};
+
+use super::{ApiKeys, KeyEntry, digest, hex};
+
+/// The fewest hex digits of a digest that name one key to revoke.
+pub const MIN_DIGEST_PREFIX: usize = 8;
+
+/// The document as JSON reads and writes it.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Stored {
+    keys: Vec<StoredKey>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredKey {
+    project: String,
+    sha256: String,
+}
+
+/// The key store's entries, in the order they were added.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyDocument {
+    entries: Vec<KeyEntry>,
+}
+
+impl KeyDocument {
+    /// Reads the document; an entry whose project or digest is not valid makes the whole document invalid (a
+    /// router then accepts no key rather than a guess).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let stored: Stored = serde_json::from_str(text).map_err(|e| {
+            format!(r#"not a key document ({e}): it must read {{"keys": [{{"project": "…", "sha256": "…"}}]}}"#)
+        })?;
+        let entries = stored
+            .keys
+            .iter()
+            .enumerate()
+            .map(|(i, key)| {
+                let digest = parse_digest(&key.sha256).map_err(|e| format!("keys[{i}].sha256: {e}"))?;
+                KeyEntry::new(digest, &key.project).map_err(|e| format!("keys[{i}].project: {e}"))
+            })
+            .collect::<Result<_, String>>()?;
+        Ok(KeyDocument { entries })
+    }
+
+    /// The document as the store keeps it.
+    pub fn to_json(&self) -> String {
+        let keys = self.entries.iter().map(|e| StoredKey { project: e.project.clone(), sha256: hex(&e.digest) });
+        let stored = Stored { keys: keys.collect() };
+        serde_json::to_string_pretty(&stored).unwrap_or_default()
+    }
+
+    /// The keys a router accepts: every entry (none, for an empty document).
+    pub fn keys(&self) -> ApiKeys {
+        ApiKeys { entries: self.entries.clone() }
+    }
+
+    pub fn entries(&self) -> &[KeyEntry] {
+        &self.entries
+    }
+
+    /// Adds `key` for `project`; refused for a key already there.
+    pub fn add(&mut self, project: &str, key: &str) -> Result<&KeyEntry, String> {
+        let entry = KeyEntry::new(digest(key), project)?;
+        if self.entries.iter().any(|e| e.digest == entry.digest) {
+            return Err("this key is already in the store".into());
+        }
+        self.entries.push(entry);
+        Ok(&self.entries[self.entries.len() - 1])
+    }
+
+    /// Removes the one entry whose digest starts with `prefix` (at least `MIN_DIGEST_PREFIX` hex digits) and
+    /// returns it; refused when none or several match.
+    pub fn revoke(&mut self, prefix: &str) -> Result<KeyEntry, String> {
+        let prefix = prefix.trim().to_ascii_lowercase();
+        if prefix.len() < MIN_DIGEST_PREFIX || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!(
+                "{prefix:?}: give at least {MIN_DIGEST_PREFIX} hex digits of the key's digest (gpuinfer api-key list \
+                 shows them)"
+            ));
+        }
+        let matching: Vec<usize> =
+            (0..self.entries.len()).filter(|&i| self.entries[i].digest_hex().starts_with(&prefix)).collect();
+        match matching[..] {
+            [one] => Ok(self.entries.remove(one)),
+            [] => Err(format!("no key's digest starts with {prefix} (gpuinfer api-key list shows them)")),
+            _ => Err(format!("{} keys' digests start with {prefix}: give more of the digest", matching.len())),
+        }
+    }
+}
+
+/// A SHA-256 digest written as 64 hex digits.
+fn parse_digest(text: &str) -> Result<[u8; 32], String> {
+    let text = text.trim();
+    if text.len() != 64 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("{text:?} is not a SHA-256 digest (64 hex digits)"));
+    }
+    let mut digest = [0u8; 32];
+    for (i, byte) in digest.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|e| e.to_string())?;
+    }
+    Ok(digest)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;

@@ -1,0 +1,44 @@
+//! What the OpenAI API does with no client asking: every running batch brought up to date (finished, with its
+//! event, once all its lines have ended), and every event whose attempt is due sent again. A router serving HTTP
+//! runs it every few seconds (`gpuinfer dev` every second); on AWS a schedule invokes the router's function every
+//! minute with an upkeep event.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::router::state::AppState;
+
+/// Seconds between two upkeeps of a router serving HTTP.
+pub const SERVER_PERIOD: Duration = Duration::from_secs(5);
+/// Seconds between two upkeeps of `gpuinfer dev`, where a store call costs nothing.
+pub const DEV_PERIOD: Duration = Duration::from_secs(1);
+
+/// One upkeep: the batches looked at and the events attempted. Failures are logged; the next upkeep tries again.
+pub async fn upkeep(state: &AppState) -> (usize, usize) {
+    let Some(objects) = state.store.objects() else { return (0, 0) };
+    let batches = super::batches::refresh_running(state, objects).await.unwrap_or_else(|error| {
+        tracing::warn!(?error, "bringing running batches up to date failed; trying again at the next upkeep");
+        0
+    });
+    let Some(events) = &state.events else { return (batches, 0) };
+    let attempted = events.deliver_due(objects, chrono::Utc::now().timestamp()).await.unwrap_or_else(|error| {
+        tracing::warn!(%error, "sending the OpenAI events due failed; trying again at the next upkeep");
+        0
+    });
+    (batches, attempted)
+}
+
+/// Runs `upkeep` every `period` until `shutdown`.
+pub async fn run_periodically(state: Arc<AppState>, period: Duration, shutdown: CancellationToken) {
+    let mut ticks = tokio::time::interval(period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            () = shutdown.cancelled() => return,
+        }
+        upkeep(&state).await;
+    }
+}
