@@ -1,5 +1,8 @@
-//! The traits the core is written against: queue, result store, engine, classifier, fleet readings, API-key store.
+//! The traits the core is written against: queue, result store, engine, classifier, fleet readings, API-key store;
+//! `object_io`: whole-object reads and writes over an `ObjectStore`.
 //! Only the methods we call.
+
+pub mod object_io;
 
 use std::marker::PhantomData;
 use std::pin::Pin;

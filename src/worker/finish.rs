@@ -3,12 +3,12 @@
 
 use std::time::Instant;
 
+use crate::contract::openai_response::response_id;
 use crate::contract::outcome::ResultDocument;
 use crate::contract::request::InferenceRequest;
 use crate::contract::request_id::RequestId;
 use crate::infra::metrics::{self, Metric};
 use crate::ports::{Engine, PutOutcome, Queue, ResultStore, StoreError};
-use crate::router::openai::response_record::response_id;
 use crate::worker::callbacks::openai_events::EventType;
 use crate::worker::callbacks::webhook::Callback;
 use crate::worker::lanes::Lease;

@@ -1,8 +1,7 @@
 //! The house keeps its layout (docs/architecture.md): no import circle among the files of `src/`, and no import that
-//! runs against the layering: `contract` imports nothing of the crate but itself, `ports` only `contract` (and the
-//! one-line error description of `infra/error_chain.rs`), `router`,
-//! `worker` and `scaler` never import `aws` or `local`, and the adapters (`aws`, `local`, `engine`, `classifier`)
-//! never import `router`, `worker` or `scaler`.
+//! runs against the layering: `contract` imports nothing of the crate but itself, `ports` only `contract` and itself
+//! (and the one-line error description of `infra/error_chain.rs`), `router`, `worker` and `scaler` never import `aws`
+//! or `local`, and the adapters (`aws`, `local`, `engine`, `classifier`) never import `router`, `worker` or `scaler`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -202,7 +201,7 @@ fn every_import_runs_with_the_layering() {
             let broken = match from {
                 "contract" => into != "contract",
                 // infra/error_chain.rs: an error and its causes on one line, a function of std's Error alone.
-                "ports" => into != "contract" && to != "infra/error_chain.rs",
+                "ports" => !["contract", "ports"].contains(&into) && to != "infra/error_chain.rs",
                 f if core.contains(&f) => into == "aws" || into == "local",
                 f if adapters.contains(&f) => core.contains(&into),
                 _ => false,

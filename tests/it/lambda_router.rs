@@ -174,11 +174,8 @@ async fn batch_files_go_up_through_lambda_and_downloads_past_6_mb_are_redirected
     let large_file =
         FileObject::new(gpuinfer::router::openai::ids::new("file-"), 7_000_000, "big.jsonl".into(), "batch");
     let bytes = jsonl.repeat(7_000_000 / jsonl.len() + 1).into_bytes();
-    store
-        .put(&content_key(&large_file.id), gpuinfer::router::openai::object_io::one_chunk(bytes.clone()))
-        .await
-        .unwrap();
-    gpuinfer::router::openai::object_io::write_json(&store, &record_key(&large_file.id), &large_file).await.unwrap();
+    store.put(&content_key(&large_file.id), gpuinfer::ports::object_io::one_chunk(bytes.clone())).await.unwrap();
+    gpuinfer::ports::object_io::write_json(&store, &record_key(&large_file.id), &large_file).await.unwrap();
     let answer = runtime.invoke(http_event("GET", &format!("/v1/files/{}/content", large_file.id), None)).await;
     assert_eq!(answer["statusCode"], 307, "{}", answer["statusCode"]);
     let location = answer["headers"]["location"].as_str().expect("a Location header");

@@ -8,9 +8,9 @@ use serde_json::{Map, Value};
 use super::OpenAiError;
 use super::batch_input::{Endpoint, LineError};
 use super::owner::{Owned, write_owned};
+use crate::ports::object_io::read_all;
 use crate::ports::{ObjectStore, StoreError};
 use crate::router::api_keys::Caller;
-use crate::router::openai::object_io::read_all;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct RequestCounts {

@@ -7,10 +7,10 @@
 use serde::de::DeserializeOwned;
 
 use super::files::{self, FileObject};
-use super::object_io::read_json;
 use super::uploads::{self, Upload};
 use super::{batch_record, response_record, upload_parts};
 use crate::contract::batch_line;
+use crate::ports::object_io::read_json;
 use crate::ports::{ObjectStore, StoreError};
 use crate::worker::callbacks::openai_events;
 

@@ -18,9 +18,9 @@ use serde_json::{Value, json};
 use super::expires_after::{ExpiresAfter, FormFields};
 use super::owner::{Owned, write_owned};
 use super::{OpenAiError, ids, jsonl_check, objects, unix_now};
+use crate::ports::object_io::read_json;
 use crate::ports::{ByteChunks, ObjectStore, StoreError};
 use crate::router::api_keys::Caller;
-use crate::router::openai::object_io::read_json;
 use crate::router::state::AppState;
 
 /// Where files and their records are kept.

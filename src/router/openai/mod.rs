@@ -21,7 +21,6 @@ pub mod files;
 pub mod ids;
 pub(crate) mod jsonl_check;
 pub mod models;
-pub mod object_io;
 pub(crate) mod owner;
 pub(crate) mod response_input;
 pub(crate) mod response_object;
@@ -172,8 +171,7 @@ pub(crate) async fn find_record<T: serde::de::DeserializeOwned + owner::Owned>(
     if !ids::is_valid(prefix, id) {
         return Err(OpenAiError::not_found(what, id));
     }
-    let record =
-        crate::router::openai::object_io::read_json(objects, &key(id)).await.map_err(|e| OpenAiError::store(&e))?;
+    let record = crate::ports::object_io::read_json(objects, &key(id)).await.map_err(|e| OpenAiError::store(&e))?;
     owner::visible_to(caller, record).ok_or_else(|| OpenAiError::not_found(what, id))
 }
 

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use super::object_io::write_json;
+use crate::ports::object_io::write_json;
 use crate::ports::{ObjectStore, StoreError};
 use crate::router::api_keys::Caller;
 

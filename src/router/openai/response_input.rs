@@ -5,9 +5,10 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
-use super::response_record::{InputMessage, ResponseRecord, response_id};
+use super::response_record::{InputMessage, ResponseRecord};
 use super::settings::ModelTiers;
 use super::{OpenAiError, metadata};
+use crate::contract::openai_response::response_id;
 use crate::contract::request::{InferenceRequest, Intake, RequestError};
 
 /// The fields a create may carry; any other is refused by name.

@@ -5,8 +5,8 @@
 use serde_json::{Value, json};
 
 use super::response_record::ResponseRecord;
+use crate::contract::openai_response::{Standing, Stored};
 use crate::contract::outcome::{ErrorCode, ErrorDetail, Generation};
-use crate::contract::response_standing::{Standing, Stored};
 
 /// The Response object of `record`, whose result document is `document` (None while it has none).
 pub(crate) fn response_object(record: &ResponseRecord, document: Option<&[u8]>) -> Value {

@@ -1,21 +1,20 @@
 //! What the Responses API keeps of a response beside its result document: a small record written once at create
-//! (what the client sent that the request document does not carry), and the id that maps a response to its
-//! pipeline request and back (`resp_` and the 32 hex digits of the requestId's UUID).
+//! (what the client sent that the request document does not carry), found by the response's id
+//! (`contract::openai_response`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use uuid::Uuid;
 
 use super::OpenAiError;
-use super::object_io::read_json;
 use super::owner::{Owned, visible_to, write_owned};
+use crate::contract::openai_response::request_id;
 use crate::contract::request_id::RequestId;
 use crate::ports::ObjectStore;
+use crate::ports::object_io::read_json;
 use crate::router::api_keys::Caller;
 
 /// Where response records are kept (beside the results, expired with them).
 pub(crate) const PREFIX: &str = "responses/";
-const ID_PREFIX: &str = "resp_";
 
 /// One message of a response's input, as the client sent it: its role and its text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,19 +50,6 @@ impl Owned for ResponseRecord {
     }
 }
 
-/// The response id of the pipeline request `request_id`.
-pub(crate) fn response_id(request_id: RequestId) -> String {
-    format!("{ID_PREFIX}{}", request_id.uuid().simple())
-}
-
-/// The pipeline request of the response `id`, when `id` is one as `response_id` makes them.
-pub(crate) fn request_id(id: &str) -> Option<RequestId> {
-    let hex = id.strip_prefix(ID_PREFIX)?;
-    let plain = hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-    let uuid = Uuid::try_parse(hex).ok().filter(|uuid| plain && uuid.get_version_num() == 4)?;
-    Some(RequestId::from(uuid))
-}
-
 pub(crate) fn record_key(id: &str) -> String {
     format!("{PREFIX}{id}.json")
 }
@@ -88,7 +74,3 @@ pub(crate) async fn find(
 pub(crate) async fn remove(objects: &dyn ObjectStore, id: &str) -> Result<(), OpenAiError> {
     objects.delete(&record_key(id)).await.map_err(|e| OpenAiError::store(&e))
 }
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
-mod tests;

@@ -20,10 +20,10 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio_util::task::TaskTracker;
 
-use crate::contract::response_standing::{Standing, Stored};
+use crate::contract::openai_response::{Standing, Stored};
 use crate::infra::metrics::{self, Emf, Metric};
+use crate::ports::object_io::{read_all, read_json, write_json};
 use crate::ports::{ObjectStore, PutOutcome, ResultStore, StoreError};
-use crate::router::openai::object_io::{read_all, read_json, write_json};
 use crate::worker::callbacks::outbound::OutboundPolicy;
 use crate::worker::callbacks::webhook::{Attempt, WebhookSecret, outbound_client, post_signed};
 

@@ -49,8 +49,8 @@ fn failures_go_to_the_error_file_and_canceled_lines_only_when_expired() {
 
 #[tokio::test]
 async fn a_batchs_output_and_error_files_are_its_projects() {
+    use crate::ports::object_io::{one_chunk, read_json};
     use crate::router::api_keys::Caller;
-    use crate::router::openai::object_io::{one_chunk, read_json};
     use crate::router::openai::owner::visible_to;
     let dir = tempfile::tempdir().unwrap();
     let store = crate::local::store::FileStore::open(dir.path()).unwrap();

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::local::store::FileStore;
-use crate::router::openai::object_io::{one_chunk, write_json};
+use crate::ports::object_io::{one_chunk, write_json};
 use crate::router::openai::owner::write_owned;
 
 /// When the objects of these tests were created (Unix seconds).

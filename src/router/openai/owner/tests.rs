@@ -3,8 +3,8 @@
 
 use super::*;
 use crate::local::store::FileStore;
+use crate::ports::object_io::read_json;
 use crate::router::openai::files::{self, FileObject};
-use crate::router::openai::object_io::read_json;
 use crate::router::openai::{OpenAiError, find_record, ids};
 
 fn file_of(owner: Option<&str>) -> FileObject {

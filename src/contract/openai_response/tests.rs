@@ -1,4 +1,4 @@
-//! Response ids: each maps to its request and back; nothing else is taken for one.
+//! Unit tests of `contract/openai_response.rs`: response ids map to their request and back; nothing else is taken for one.
 
 use super::*;
 

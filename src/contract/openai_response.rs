@@ -1,10 +1,28 @@
-//! Where an OpenAI response stands, by its request's result document: none yet is `queued`; the engine stopped on
-//! the length limit is `incomplete`; a cancel is `cancelled`. The Response object and the events sent at a
-//! response's end (`response.completed`, …) both read it.
+//! An OpenAI response as the pipeline knows it: its id, which maps to its request's and back (`resp_` and the 32 hex
+//! digits of the requestId's UUID), and where it stands by its request's result document (none yet is `queued`; the
+//! engine stopped on the length limit is `incomplete`; a cancel is `cancelled`). The Responses API and the events
+//! sent at a response's end (`response.completed`, …) both read it.
 
 use serde::Deserialize;
+use uuid::Uuid;
 
 use crate::contract::outcome::{ErrorCode, ErrorDetail, Generation, Status};
+use crate::contract::request_id::RequestId;
+
+const ID_PREFIX: &str = "resp_";
+
+/// The response id of the pipeline request `request_id`.
+pub(crate) fn response_id(request_id: RequestId) -> String {
+    format!("{ID_PREFIX}{}", request_id.uuid().simple())
+}
+
+/// The pipeline request of the response `id`, when `id` is one as `response_id` makes them.
+pub(crate) fn request_id(id: &str) -> Option<RequestId> {
+    let hex = id.strip_prefix(ID_PREFIX)?;
+    let plain = hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    let uuid = Uuid::try_parse(hex).ok().filter(|uuid| plain && uuid.get_version_num() == 4)?;
+    Some(RequestId::from(uuid))
+}
 
 /// What the Response object reads of a result document (a cancel document carries no more than this).
 #[derive(Debug, Deserialize)]
@@ -61,3 +79,7 @@ impl Stored {
         serde_json::from_slice(document).ok()
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;

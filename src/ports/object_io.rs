@@ -1,11 +1,11 @@
 //! Whole-object helpers over `ObjectStore`: read an object into memory, write one from memory, as JSON or bytes.
 
-use axum::body::Bytes;
+use bytes::Bytes;
 use futures_util::{StreamExt, stream};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::ports::{ByteChunks, ObjectStore, StoreError};
+use super::{ByteChunks, ObjectStore, StoreError};
 
 /// `bytes` as a one-chunk stream.
 pub fn one_chunk(bytes: Vec<u8>) -> ByteChunks<'static> {
