@@ -551,8 +551,10 @@ switch_on() {
 
 print_result() {
     step "deployed in $(elapsed)"
-    local api results bucket dashboard profile_flag="" profile_env=""
+    local api results bucket dashboard openai keys profile_flag="" profile_env=""
     api=$(output InferenceApiUrl)
+    openai=$(output OpenAiBaseUrl)
+    keys=$(output ApiKeysSecretArn)
     results=$(output ResultsApiUrl)
     bucket=$(output ResultsBucketName)
     dashboard=$(output DashboardUrl)
@@ -584,6 +586,11 @@ Read the result (404 {"status":"pending"} until it is stored):
 Or let the gpuinfer client sign, send and wait:
 
   ${profile_env}AWS_REGION=$REGION GPUINFER_URL=${api%/infer} gpuinfer submit --sigv4 --wait 'What is Amazon ECS? Answer briefly.'
+
+OpenAI's clients call the /v1 API with an API key (OpenAiAuthType API_KEY): make one, then use it as OpenAI's.
+
+  ${profile_env}AWS_REGION=$REGION gpuinfer api-key add --secret-id "$keys" --project my-team
+  OpenAI(base_url="$openai", api_key="sk-...")
 
 Remove it all with scripts/destroy.sh --stack $STACK --region $REGION${profile_flag}.
 EOF

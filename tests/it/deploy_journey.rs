@@ -364,6 +364,11 @@ fn a_first_deploy_makes_the_bucket_then_the_stack_with_code_off_then_both_builds
         format!("curl -s \"{results}/<requestId>\""),
         format!("aws s3 cp \"s3://{}/results/<requestId>.json\" -", outputs["ResultsBucketName"].as_str().unwrap()),
         format!("GPUINFER_URL={} gpuinfer submit --sigv4 --wait", api.trim_end_matches("/infer")),
+        format!(
+            "gpuinfer api-key add --secret-id \"{}\" --project my-team",
+            outputs["ApiKeysSecretArn"].as_str().unwrap()
+        ),
+        format!("OpenAI(base_url=\"{}\", api_key=\"sk-...\")", outputs["OpenAiBaseUrl"].as_str().unwrap()),
     ] {
         assert!(run.stdout.contains(&printed), "deploy prints {printed:?}\n{}", run.stdout);
     }
