@@ -10,8 +10,10 @@ use crate::support::api_gateway::ApiGateway;
 use crate::support::lambda_runtime::RuntimeApi;
 use crate::support::moto;
 use crate::support::process::ChildProcess;
+use crate::support::receiver::Receiver;
 use gpuinfer::engine::simulator::{Behavior, EngineSimulator};
 use gpuinfer::router::api_keys::{digest, hex};
+use gpuinfer::worker::callbacks::webhook::WebhookSecret;
 use serde_json::{Value, json};
 
 /// How long the router keeps the keys it read, here (API_KEYS_CACHE_SECONDS).
@@ -65,7 +67,9 @@ fn assert_refused(refused: &Value) {
 /// completed (queued, then retrieved until done, with text) and uploads a Batch API file; a wrong key and no key are refused with
 /// openai.AuthenticationError (401, invalid_api_key) while /infer is left to API Gateway's IAM; a second key of the
 /// same project, added to the secret, works once the cache time has passed and sees the first key's response; the
-/// first, revoked, is refused after it.
+/// first, revoked, is refused after it. The OpenAI webhook's events go out as deployed: the worker's (its secret
+/// given, as ECS gives it) and the function's (its secret read from OPENAI_WEBHOOK_SECRET_ID), a cancel's at once and
+/// what is due at the schedule's upkeep event.
 #[tokio::test]
 #[ignore = "needs moto and the openai client: scripts/test.sh"]
 async fn the_openai_client_runs_responses_on_the_router_lambda_with_keys_from_the_stacks_secret() {
@@ -79,6 +83,16 @@ async fn the_openai_client_runs_responses_on_the_router_lambda_with_keys_from_th
     let secret = created.send().await.expect("create the API keys' secret").arn.unwrap();
     let first = api_key(&["add", "--secret-id", &secret, "--project", "team-a"]).trim().to_owned();
     assert!(first.starts_with("sk-") && first.len() >= 3 + 43, "{first}");
+    // The stack's OpenAiWebhookSecret: 48 letters and digits, as GenerateSecretString makes it.
+    let signing = "Jq8sV2mXo0bLr5TzW4nHc7YdKf1gPe3uAi9QxN6tMwEhRjSl";
+    let created = secrets.create_secret().name(format!("{name}-openai-webhook")).secret_string(signing);
+    let signing_id = created.send().await.expect("create the webhook's secret").arn.unwrap();
+    let receiver = Receiver::start([]).await;
+    let events = [
+        ("OPENAI_WEBHOOK_URL", receiver.url.clone()),
+        ("ALLOW_HTTP_CALLBACKS", "true".to_owned()),
+        ("ALLOW_PRIVATE_CALLBACKS", "true".to_owned()),
+    ];
 
     let logs = tempfile::tempdir().unwrap();
     let runtime = Arc::new(RuntimeApi::start().await);
@@ -92,7 +106,9 @@ async fn the_openai_client_runs_responses_on_the_router_lambda_with_keys_from_th
         ("CLASSIFIER", "none".into()),
         ("API_KEYS_SECRET_ID", secret.clone()),
         ("API_KEYS_CACHE_SECONDS", CACHE_SECONDS.to_string()),
+        ("OPENAI_WEBHOOK_SECRET_ID", signing_id),
     ]);
+    env.extend(events.clone());
     let _function = ChildProcess::gpuinfer(&[], &env, &logs.path().join("router.log"));
     let engine = EngineSimulator::start(Behavior::default()).await;
     let mut worker_env: Vec<(&str, String)> = moto::child_env();
@@ -102,7 +118,9 @@ async fn the_openai_client_runs_responses_on_the_router_lambda_with_keys_from_th
         ("OUTPUT_DESTINATION", destination),
         ("ENGINE_URL", engine.url.clone()),
         ("WAIT_TIME_SECONDS", "1".into()),
+        ("OPENAI_WEBHOOK_SECRET", signing.to_owned()),
     ]);
+    worker_env.extend(events);
     let _worker = ChildProcess::gpuinfer(&["worker", "--tier", "small"], &worker_env, &logs.path().join("worker.log"));
     let api = ApiGateway::start(Arc::clone(&runtime)).await;
     let base = api.url.as_str();
@@ -136,6 +154,37 @@ async fn the_openai_client_runs_responses_on_the_router_lambda_with_keys_from_th
     assert_refused(&client(base, &["refused", "--api-key", &first]).await);
     let ran = client(base, &["respond", "--api-key", &second]).await;
     assert_eq!(ran["status"], "completed", "the second key outlives the first: {ran}");
+
+    // A response on the large tier, which has no worker here, canceled while queued: the function records its event.
+    let http = reqwest::Client::new();
+    let create = json!({"model": "large", "input": "Wait.", "background": true});
+    let queued: Value = http
+        .post(format!("{base}/v1/responses"))
+        .bearer_auth(&second)
+        .json(&create)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let canceled = queued["id"].as_str().unwrap().to_owned();
+    let cancel = http.post(format!("{base}/v1/responses/{canceled}/cancel")).bearer_auth(&second).send().await.unwrap();
+    assert_eq!(cancel.status(), 200);
+    let answer = runtime.invoke(crate::aws_rules::upkeep_input()).await;
+    assert!(answer["batches"].is_u64() && answer["events"].is_u64(), "the upkeep event's answer: {answer}");
+    let wanted = [("response.completed", first_response.as_str()), ("response.cancelled", canceled.as_str())];
+    let deliveries = crate::support::eventually(Duration::from_secs(20), "the events at the receiver", || async {
+        let deliveries = receiver.deliveries();
+        let events: Vec<(String, String)> = deliveries.iter().map(crate::openai_events::event_of).collect();
+        wanted.iter().all(|(kind, id)| events.contains(&((*kind).to_owned(), (*id).to_owned()))).then_some(deliveries)
+    })
+    .await;
+    let key: WebhookSecret = signing.parse().unwrap();
+    for delivery in deliveries {
+        let signed = key.sign(&delivery.id, delivery.timestamp.parse().unwrap(), &delivery.body);
+        assert_eq!(delivery.signature, signed, "signed with the stack's secret: {delivery:?}");
+    }
 }
 
 /// `gpuinfer api-key` checks what it was given before it reads the store: without a secret it says where the stack

@@ -30,7 +30,7 @@ pub(crate) async fn openai_script(script: &str, args: &[&str]) -> Value {
 }
 
 /// The event a delivery carries: its type and its object's id.
-fn event_of(delivery: &Delivery) -> (String, String) {
+pub(crate) fn event_of(delivery: &Delivery) -> (String, String) {
     let body: Value = serde_json::from_slice(&delivery.body).expect("an event is JSON");
     (body["type"].as_str().unwrap_or_default().to_owned(), body["data"]["id"].as_str().unwrap_or_default().to_owned())
 }
