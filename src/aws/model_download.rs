@@ -283,7 +283,7 @@ fn md5_hex(path: &Path) -> Result<String, FetchError> {
         }
         hasher.update(&buffer[..read]);
     }
-    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hex::encode(hasher.finalize()))
 }
 
 /// Bytes done out of the total, shown on a terminal line or as periodic log lines.

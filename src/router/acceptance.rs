@@ -44,10 +44,7 @@ pub(crate) struct Sent {
 impl Sent {
     pub(crate) fn of(sent: &Value) -> Sent {
         let digest = Sha256::digest(canonical(sent).as_bytes());
-        Sent {
-            fingerprint: digest.iter().map(|byte| format!("{byte:02x}")).collect(),
-            names_its_id: sent.get("requestId").is_some_and(|id| !id.is_null()),
-        }
+        Sent { fingerprint: hex::encode(digest), names_its_id: sent.get("requestId").is_some_and(|id| !id.is_null()) }
     }
 }
 

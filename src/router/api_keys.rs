@@ -40,7 +40,7 @@ impl KeyEntry {
 
     /// The key's SHA-256 digest in lowercase hex, as the key store writes it.
     pub fn digest_hex(&self) -> String {
-        hex(&self.digest)
+        hex::encode(self.digest)
     }
 
     /// A key given as `[project=]key`.
@@ -49,7 +49,7 @@ impl KeyEntry {
         if key.is_empty() {
             return Err("an API key is empty: give --api-key [project=]key".into());
         }
-        let project = project.map_or_else(|| format!("key-{}", &hex(&digest(key))[..12]), str::to_owned);
+        let project = project.map_or_else(|| format!("key-{}", &hex::encode(digest(key))[..12]), str::to_owned);
         Ok(KeyEntry { digest: digest(key), project })
     }
 }
@@ -172,11 +172,6 @@ pub fn check_project(project: &str) -> Result<(), String> {
 /// The SHA-256 digest of a key.
 pub fn digest(key: &str) -> [u8; 32] {
     Sha256::digest(key.trim().as_bytes()).into()
-}
-
-/// Lowercase hex, as digests are written in a key store.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! What every API request passes first: the API-key check (which names the caller), and the framework's own refusals answered in
-//! the API's JSON shape.
+//! What every API request passes first: the API-key check (which names the caller), and the framework's own
+//! refusals answered in the API's JSON shape.
 
 use std::sync::Arc;
 

@@ -12,7 +12,7 @@ use crate::support::moto;
 use crate::support::process::ChildProcess;
 use crate::support::receiver::Receiver;
 use gpuinfer::engine::simulator::{Behavior, EngineSimulator};
-use gpuinfer::router::api_keys::{digest, hex};
+use gpuinfer::router::api_keys::digest;
 use gpuinfer::worker::callbacks::webhook::WebhookSecret;
 use serde_json::{Value, json};
 
@@ -147,7 +147,7 @@ async fn the_openai_client_runs_responses_on_the_router_lambda_with_keys_from_th
 
     let listed = api_key(&["list", "--secret-id", &secret]);
     assert!(!listed.contains(&first) && !listed.contains(&second), "list shows no key:\n{listed}");
-    let prefix = &hex(&digest(&first))[..12];
+    let prefix = &hex::encode(digest(&first))[..12];
     assert!(listed.lines().any(|line| line.starts_with(prefix) && line.ends_with("team-a")), "{listed}");
     api_key(&["revoke", "--secret-id", &secret, "--digest", prefix]);
     cache_time_passes().await;

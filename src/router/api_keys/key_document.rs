@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{ApiKeys, KeyEntry, digest, hex};
+use super::{ApiKeys, KeyEntry, digest};
 
 /// The fewest hex digits of a digest that name one key to revoke.
 pub const MIN_DIGEST_PREFIX: usize = 8;
@@ -48,7 +48,7 @@ impl KeyDocument {
 
     /// The document as the store keeps it.
     pub fn to_json(&self) -> String {
-        let keys = self.entries.iter().map(|e| StoredKey { project: e.project.clone(), sha256: hex(&e.digest) });
+        let keys = self.entries.iter().map(|e| StoredKey { project: e.project.clone(), sha256: e.digest_hex() });
         let stored = Stored { keys: keys.collect() };
         serde_json::to_string_pretty(&stored).unwrap_or_default()
     }
@@ -94,14 +94,9 @@ impl KeyDocument {
 
 /// A SHA-256 digest written as 64 hex digits.
 fn parse_digest(text: &str) -> Result<[u8; 32], String> {
-    let text = text.trim();
-    if text.len() != 64 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(format!("{text:?} is not a SHA-256 digest (64 hex digits)"));
-    }
     let mut digest = [0u8; 32];
-    for (i, byte) in digest.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|e| e.to_string())?;
-    }
+    hex::decode_to_slice(text.trim(), &mut digest)
+        .map_err(|_| format!("{:?} is not a SHA-256 digest (64 hex digits)", text.trim()))?;
     Ok(digest)
 }
 

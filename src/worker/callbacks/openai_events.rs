@@ -105,8 +105,7 @@ impl Outboxed {
 /// The id of the event `kind` of the object `object_id`: the same whoever makes it.
 pub(crate) fn event_id(kind: EventType, object_id: &str) -> String {
     let digest = Sha256::digest(format!("{}:{object_id}", kind.name()).as_bytes());
-    let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
-    format!("evt_{hex}")
+    format!("evt_{}", hex::encode(&digest[..16]))
 }
 
 pub(crate) fn record_key(id: &str) -> String {

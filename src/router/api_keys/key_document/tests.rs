@@ -12,7 +12,7 @@ fn a_document_lists_its_keys_by_project_and_reads_back_as_written() {
     let text = document.to_json();
     let stored: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(stored["keys"][0]["project"], "team-a");
-    assert_eq!(stored["keys"][0]["sha256"], hex(&digest("sk-one")));
+    assert_eq!(stored["keys"][0]["sha256"], hex::encode(digest("sk-one")));
     assert!(!text.contains("sk-one"), "the store holds digests, never keys");
     let again = KeyDocument::parse(&text).unwrap();
     assert_eq!(again, document);
@@ -27,7 +27,7 @@ fn a_key_is_revoked_by_a_prefix_of_its_digest_naming_it_alone() {
     let mut document = KeyDocument::default();
     document.add("team-a", "sk-one").unwrap();
     document.add("team-b", "sk-two").unwrap();
-    let one = hex(&digest("sk-one"));
+    let one = hex::encode(digest("sk-one"));
     assert!(document.revoke(&one[..MIN_DIGEST_PREFIX - 1]).unwrap_err().contains("at least"));
     assert!(document.revoke("zzzzzzzz").unwrap_err().contains("hex digits"));
     assert!(document.revoke("00000000").unwrap_err().contains("no key"));

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use async_trait::async_trait;
 
 use super::*;
-use crate::router::api_keys::{KeyDocument, digest, hex};
+use crate::router::api_keys::{KeyDocument, digest};
 
 /// A key store in memory that counts its reads; `None` for a store that cannot be read.
 #[derive(Default)]
@@ -96,7 +96,10 @@ async fn a_document_that_is_not_a_key_document_refuses_every_key() {
     let keys = StoredKeys::new(store.clone(), CACHE);
     let error = keys.project_of("sk-first").await.unwrap_err().to_string();
     assert!(error.contains("keys[0].sha256"), "{error}");
-    store.set(Some(format!(r#"{{"keys": [{{"project": "team-a", "sha256": "{}"}}]}}"#, hex(&digest("sk-first")))));
+    store.set(Some(format!(
+        r#"{{"keys": [{{"project": "team-a", "sha256": "{}"}}]}}"#,
+        hex::encode(digest("sk-first"))
+    )));
     tokio::time::advance(FAILED_READ_KEPT).await;
     assert_eq!(keys.project_of("sk-first").await.unwrap().as_deref(), Some("team-a"));
     store.set(Some(r#"{"keys": []}"#.into()));
