@@ -202,6 +202,8 @@ pub trait ResultStore: Send + Sync {
     async fn exists(&self, request_id: RequestId) -> Result<bool, StoreError>;
     async fn put_if_absent(&self, request_id: RequestId, document: &[u8]) -> Result<PutOutcome, StoreError>;
     async fn get(&self, request_id: RequestId) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Removes the document of `request_id` (a deleted OpenAI response's); none there is no error.
+    async fn delete(&self, request_id: RequestId) -> Result<(), StoreError>;
     /// Records, first writer wins, that the router accepted `request_id` (the record says with which request and
     /// to which tier): how a reused id is told from a retry, and how a cancel knows the id exists. It expires
     /// with the results.

@@ -122,6 +122,10 @@ impl ResultStore for S3Store {
         self.read(self.location.key(request_id)).await
     }
 
+    async fn delete(&self, request_id: RequestId) -> Result<(), StoreError> {
+        self.remove(self.location.key(request_id)).await
+    }
+
     async fn record_acceptance(&self, request_id: RequestId, record: &[u8]) -> Result<PutOutcome, StoreError> {
         self.create(self.location.acceptance_key(request_id), record).await
     }

@@ -32,6 +32,11 @@ impl ResultStore for SqsResults {
         Ok(PutOutcome::Created)
     }
 
+    /// Nothing is read back from a queue, so there is nothing to remove.
+    async fn delete(&self, _request_id: RequestId) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// A queue keeps no record to compare a later request with: a reused id is not detected.
     async fn record_acceptance(&self, _request_id: RequestId, _record: &[u8]) -> Result<PutOutcome, StoreError> {
         Ok(PutOutcome::Created)

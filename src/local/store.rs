@@ -76,6 +76,10 @@ impl ResultStore for FileStore {
         read(&self.path_of(request_id))
     }
 
+    async fn delete(&self, request_id: RequestId) -> Result<(), StoreError> {
+        remove(&self.path_of(request_id))
+    }
+
     async fn record_acceptance(&self, request_id: RequestId, record: &[u8]) -> Result<PutOutcome, StoreError> {
         self.create(&self.acceptance_path_of(request_id), record)
     }
@@ -85,10 +89,7 @@ impl ResultStore for FileStore {
     }
 
     async fn forget_acceptance(&self, request_id: RequestId) -> Result<(), StoreError> {
-        match std::fs::remove_file(self.acceptance_path_of(request_id)) {
-            Err(e) if e.kind() != ErrorKind::NotFound => Err(io_error(e)),
-            _ => Ok(()),
-        }
+        remove(&self.acceptance_path_of(request_id))
     }
 
     /// Written whole, then renamed into place: a reader sees the old mark or the new one.
@@ -112,6 +113,14 @@ fn read(path: &Path) -> Result<Option<Vec<u8>>, StoreError> {
         Ok(bytes) => Ok(Some(bytes)),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io_error(e)),
+    }
+}
+
+/// Removes the file at `path`; none there is no error.
+fn remove(path: &Path) -> Result<(), StoreError> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != ErrorKind::NotFound => Err(io_error(e)),
+        _ => Ok(()),
     }
 }
 

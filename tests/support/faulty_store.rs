@@ -79,6 +79,11 @@ impl ResultStore for FaultyStore {
         self.inner.get(request_id).await
     }
 
+    async fn delete(&self, request_id: RequestId) -> Result<(), StoreError> {
+        self.check()?;
+        self.inner.delete(request_id).await
+    }
+
     async fn record_acceptance(&self, request_id: RequestId, record: &[u8]) -> Result<PutOutcome, StoreError> {
         self.check()?;
         self.inner.record_acceptance(request_id, record).await

@@ -95,8 +95,7 @@ pub(crate) async fn delete(
     let (request_id, record) = find(objects, &caller, &id).await?;
     let document = end(&state, request_id, &id).await?;
     if !Ending::read(&document).is_some_and(|ending| ending.is_canceled()) {
-        // The result's key beside the objects: results are kept at `{requestId}.json` in the same place.
-        objects.delete(&format!("{request_id}.json")).await.map_err(|e| OpenAiError::store(&e))?;
+        state.store.delete(request_id).await.map_err(|e| OpenAiError::store(&e))?;
     }
     remove(objects, &record.id).await?;
     tracing::info!(response_id = %record.id, "response deleted");
