@@ -1,5 +1,5 @@
-//! The API-key store in a Secrets Manager secret: its current SecretString is the key document (GetSecretValue,
-//! PutSecretValue).
+//! A Secrets Manager secret's current SecretString (GetSecretValue, PutSecretValue): the API-key store, whose
+//! document it is, and the OpenAI webhook's signing key, read once as the router starts.
 
 use async_trait::async_trait;
 use aws_sdk_secretsmanager::Client;

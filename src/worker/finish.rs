@@ -1,6 +1,7 @@
 //! A request's ending: its document stored (first writer wins), its Batch API line marked, its OpenAI response's
 //! event recorded, its metrics, then its message deleted and its callback sent.
 
+use std::borrow::Cow;
 use std::time::Instant;
 
 use crate::contract::openai_response::response_id;
@@ -96,8 +97,8 @@ where
         }
         let Some(events) = self.events.as_ref().filter(|_| request.response) else { return Ok(()) };
         let document = match stored {
-            Some(document) => Some(document.to_vec()),
-            None => self.store.get(request.request_id).await.ok().flatten(),
+            Some(document) => Some(Cow::Borrowed(document)),
+            None => self.store.get(request.request_id).await.ok().flatten().map(Cow::Owned),
         };
         let Some(kind) = document.as_deref().and_then(EventType::of_response) else {
             return Err("the response's document could not be read for its event");

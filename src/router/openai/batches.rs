@@ -324,18 +324,23 @@ async fn save_ended(state: &AppState, objects: &dyn ObjectStore, batch: &Batch) 
     objects.delete(&running_key(&batch.id)).await.map_err(|e| OpenAiError::store(&e))
 }
 
-/// Where a running batch is marked, so that the upkeep finds the batches to bring up to date without reading every
+/// Where running batches are marked, so that the upkeep finds the batches to bring up to date without reading every
 /// batch ever made.
+fn running_prefix() -> String {
+    format!("{PREFIX}running/")
+}
+
 fn running_key(id: &str) -> String {
-    format!("{PREFIX}running/{id}")
+    format!("{}{id}", running_prefix())
 }
 
 /// Brings every running batch up to date (see `refresh`): those whose lines have all ended are finished, and their
 /// event recorded, with no client polling. The number of batches looked at.
 pub(crate) async fn refresh_running(state: &AppState, objects: &dyn ObjectStore) -> Result<usize, OpenAiError> {
-    let running = objects.list(&format!("{PREFIX}running/")).await.map_err(|e| OpenAiError::store(&e))?;
+    let prefix = running_prefix();
+    let running = objects.list(&prefix).await.map_err(|e| OpenAiError::store(&e))?;
     for key in &running {
-        let Some(id) = key.rsplit('/').next() else { continue };
+        let Some(id) = key.strip_prefix(&prefix) else { continue };
         // The upkeep works for every project.
         match find(objects, &Caller::default(), id).await {
             Ok(batch) if !batch.is_running() => objects.delete(key).await.map_err(|e| OpenAiError::store(&e))?,
