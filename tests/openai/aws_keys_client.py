@@ -17,11 +17,11 @@ answer raises, so the process exits non-zero.
 import argparse
 import json
 import sys
-import time
 
 import openai
 
-TERMINAL = {"completed", "incomplete", "failed", "cancelled"}
+from response_polling import until_ended
+
 
 
 def client(base_url, api_key):
@@ -34,12 +34,7 @@ def respond(args):
         model="small", input="What is Amazon ECS?", max_output_tokens=16, background=True
     )
     created_status = response.status
-    started = time.monotonic()
-    while response.status not in TERMINAL:
-        if time.monotonic() - started > args.timeout:
-            raise SystemExit(f"response {response.id} still {response.status} after {args.timeout} s")
-        time.sleep(0.5)
-        response = openai_client.responses.retrieve(response.id)
+    response = until_ended(openai_client, response, args.timeout)
     return {
         "id": response.id,
         "created_status": created_status,

@@ -16,7 +16,8 @@ import time
 
 import openai
 
-TERMINAL = {"completed", "incomplete", "failed", "cancelled"}
+from response_polling import until_ended
+
 
 
 def main():
@@ -43,11 +44,7 @@ def main():
     cancelled = client.responses.cancel(behind[-1].id)
 
     started = time.monotonic()
-    while response.status not in TERMINAL:
-        if time.monotonic() - started > args.timeout:
-            raise SystemExit(f"response {response.id} still {response.status} after {args.timeout} s")
-        time.sleep(0.5)
-        response = client.responses.retrieve(response.id)
+    response = until_ended(client, response, args.timeout)
 
     items = client.responses.input_items.list(response.id)
     print(json.dumps({
