@@ -9,7 +9,7 @@
 mod key_document;
 mod stored_keys;
 
-pub use key_document::{KeyDocument, MIN_DIGEST_PREFIX};
+pub use key_document::{KeyDocument, MAX_DOCUMENT_BYTES, MIN_DIGEST_PREFIX};
 pub use stored_keys::{DEFAULT_CACHE_SECONDS, StoredKeys};
 
 use std::sync::Arc;

@@ -827,3 +827,25 @@ fn the_router_may_read_the_api_keys_secret_and_decrypt_it_with_the_key_that_encr
     let env = &t["Resources"]["RouterFunction"]["Properties"]["Environment"]["Variables"];
     assert_eq!(env["API_KEYS_SECRET_ID"], json!({"Fn::If": ["OpenAiUsesApiKeys", {"Ref": "ApiKeysSecret"}, ""]}));
 }
+
+/// Secrets Manager API Reference, PutSecretValue: `SecretString` has a maximum length of 65,536. `gpuinfer api-key
+/// add` writes the whole key document there, so it refuses the key that would make the document longer (with what
+/// to do) instead of leaving PutSecretValue to fail; every document it accepts fits.
+#[test]
+fn the_key_document_always_fits_in_a_secrets_manager_secret_string() {
+    use gpuinfer::router::api_keys::{KeyDocument, MAX_DOCUMENT_BYTES};
+    assert_eq!(MAX_DOCUMENT_BYTES, 65_536);
+    let mut document = KeyDocument::default();
+    let project = "p".repeat(64);
+    let mut added = 0;
+    let refusal = loop {
+        match document.add(&project, &format!("sk-{added}")) {
+            Ok(_) => added += 1,
+            Err(refusal) => break refusal,
+        }
+        assert!(document.to_json().len() <= MAX_DOCUMENT_BYTES, "{added} keys: over the limit");
+    };
+    assert!(added > 300, "only {added} keys of the longest project fit");
+    assert!(refusal.contains("revoke"), "{refusal}");
+    assert_eq!(document.entries().len(), added, "the refused key is not kept");
+}

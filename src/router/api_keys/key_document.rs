@@ -8,6 +8,8 @@ use super::{ApiKeys, KeyEntry, digest};
 
 /// The fewest hex digits of a digest that name one key to revoke.
 pub const MIN_DIGEST_PREFIX: usize = 8;
+/// The longest document a Secrets Manager secret holds: its SecretString is at most 65,536 bytes.
+pub const MAX_DOCUMENT_BYTES: usize = 65_536;
 
 /// The document as JSON reads and writes it.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -62,13 +64,20 @@ impl KeyDocument {
         &self.entries
     }
 
-    /// Adds `key` for `project`; refused for a key already there.
+    /// Adds `key` for `project`; refused for a key already there, and for one the store has no room for.
     pub fn add(&mut self, project: &str, key: &str) -> Result<&KeyEntry, String> {
         let entry = KeyEntry::new(digest(key), project)?;
         if self.entries.iter().any(|e| e.digest == entry.digest) {
             return Err("this key is already in the store".into());
         }
         self.entries.push(entry);
+        if self.to_json().len() > MAX_DOCUMENT_BYTES {
+            self.entries.pop();
+            return Err(format!(
+                "the key store is full ({} keys; a secret holds at most {MAX_DOCUMENT_BYTES} bytes): revoke keys no                  longer used",
+                self.entries.len()
+            ));
+        }
         Ok(&self.entries[self.entries.len() - 1])
     }
 
