@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::support::cfn::{Stack, of_type, resources, statements, template};
+use crate::support::cfn::{Stack, environment_entries, of_type, resources, statements, template};
 use clap::CommandFactory;
 use gpuinfer::cli::Cli;
 use serde_json::{Value, json};
@@ -45,7 +45,7 @@ fn every_environment_name_the_template_passes_is_read() {
     for (name, task) in of_type(&t, "AWS::ECS::TaskDefinition") {
         for container in task["Properties"]["ContainerDefinitions"].as_array().unwrap() {
             let secrets = container["Secrets"].as_array().into_iter().flatten();
-            for variable in container["Environment"].as_array().unwrap().iter().chain(secrets) {
+            for variable in environment_entries(container).into_iter().chain(secrets) {
                 let variable = variable["Name"].as_str().unwrap();
                 assert!(
                     container_reads.contains(variable),
@@ -498,7 +498,7 @@ fn scaling_alarms_follow_the_scaler_design() {
 /// A container's `Environment` (and `Secrets`) entry for `name`.
 fn container_variable<'a>(task: &'a Value, name: &str) -> &'a Value {
     let container = &task["Properties"]["ContainerDefinitions"][0];
-    let entries = container["Environment"].as_array().unwrap().iter().chain(container["Secrets"].as_array().unwrap());
+    let entries = environment_entries(container).into_iter().chain(container["Secrets"].as_array().unwrap());
     entries.into_iter().find(|v| v["Name"] == name).unwrap_or_else(|| panic!("no {name}"))
 }
 
@@ -588,7 +588,7 @@ fn the_template_passes_the_workers_default_concurrency_as_the_string_ecs_takes()
     for name in ["SmallTaskDefinition", "LargeTaskDefinition"] {
         let task = &t["Resources"][name];
         assert_eq!(container_variable(task, "WORKER_CONCURRENCY")["Value"], json!(default), "{name}");
-        for variable in task["Properties"]["ContainerDefinitions"][0]["Environment"].as_array().unwrap() {
+        for variable in environment_entries(&task["Properties"]["ContainerDefinitions"][0]) {
             let value = &variable["Value"];
             assert!(value.is_string() || value.is_object(), "{} is not a string: {value}", variable["Name"]);
         }

@@ -280,6 +280,20 @@ fn text(value: &Value) -> String {
     }
 }
 
+/// A container's `Environment` entries, each conditional one (`Fn::If [condition, entry, AWS::NoValue]`) as the
+/// entry it passes when its condition holds.
+pub fn environment_entries(container: &Value) -> Vec<&Value> {
+    container["Environment"].as_array().into_iter().flatten().map(when_it_holds).collect()
+}
+
+/// `value`, or the branch a `Fn::If [condition, branch, AWS::NoValue]` takes when its condition holds.
+fn when_it_holds(value: &Value) -> &Value {
+    match value.get("Fn::If") {
+        Some(branches) => &branches[1],
+        None => value,
+    }
+}
+
 /// A role's inline policy statements, each conditional one (`Fn::If [condition, statement, AWS::NoValue]`) as
 /// the statement it grants when its condition holds.
 pub fn statements(role: &Value) -> Vec<&Value> {
@@ -288,9 +302,6 @@ pub fn statements(role: &Value) -> Vec<&Value> {
         .into_iter()
         .flatten()
         .flat_map(|policy| policy["PolicyDocument"]["Statement"].as_array().unwrap())
-        .map(|statement| match statement.get("Fn::If") {
-            Some(branches) => &branches[1],
-            None => statement,
-        })
+        .map(when_it_holds)
         .collect()
 }
