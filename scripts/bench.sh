@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Benchmarks, side by side in one run (release build): prints markdown tables and writes them to
-# BENCHMARKS.md (the pipeline table, then the saturation, zero-idle, Batch API and AWS-calls sections). Starts what it
+# Benchmarks, side by side in one run (release build): prints their rows and writes them into BENCHMARKS.md in place
+# (one table at the top, each row's details under it; each bench's section opens with a paragraph it writes, the
+# AWS-calls section up to its table; the paragraphs written by hand after those are kept). Starts what it
 # measures against: the local llama.cpp engine (8 slots), the moto SQS/S3 emulator (three of them), the engine
 # simulator (8, 64 and 256 slots) and, for the baselines, the AWS CLI (PyPI awscli) and a Python +
 # boto3 router; profiles the worker with valgrind's callgrind when valgrind is installed. Last, the OpenAI layer's
@@ -8,7 +9,7 @@
 # Run it on an otherwise idle machine: it takes about 25 minutes after the release build.
 #
 # GPUINFER_BENCH_ROWS=sim-8,sqs-sim-8 (row ids, benches/pipeline.rs lists them) measures only those rows of the
-# pipeline table and writes them into it in place; the other benches do not run. The id o1 there measures the row O1
+# pipeline benchmark and writes them (table line and details item) in place; the other benches do not run. The id o1 there measures the row O1
 # (alone: GPUINFER_BENCH_ROWS=o1 runs only it, on a release build).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -51,8 +52,8 @@ target_dir="${CARGO_TARGET_DIR:-target}"
 [[ $target_dir == /* ]] || target_dir="$PWD/$target_dir"
 # O1, the OpenAI layer: background responses through the official OpenAI Python client (pinned, its venv from
 # scripts/openai-client.sh) ÷ POST /infer + GET /results on the same `gpuinfer dev` and requests, on the engine
-# simulator (8 slots), both sides driven from Python with the client's own HTTP library. Written into the table
-# after the pipeline benchmark has rewritten it.
+# simulator (8 slots), both sides driven from Python with the client's own HTTP library. Its row and details item
+# are written in place, last.
 responses_layer() {
     "$(scripts/openai-client.sh install)" scripts/bench/responses_layer.py --gpuinfer "$target_dir/release/gpuinfer" \
         --simulator "$target_dir/release/engine-simulator" --write BENCHMARKS.md
@@ -106,7 +107,7 @@ if [[ -n ${ROWS//[ ,]/} ]]; then
     if $run_o1; then responses_layer; fi
     exit 0
 fi
-# Each writes its own section of BENCHMARKS.md after the pipeline benchmark has rewritten the rest.
+# Each writes its rows (table and details) and its section's first paragraph into BENCHMARKS.md in place.
 cargo bench --locked --bench saturation -- --write BENCHMARKS.md
 cargo bench --locked --bench zero_idle -- --write BENCHMARKS.md
 cargo bench --locked --bench batch_api -- --write BENCHMARKS.md

@@ -76,7 +76,11 @@ step() {
 }
 note() { printf '[%s]     %s\n' "$(elapsed)" "$*"; }
 die() {
-    printf '[%s] deploy: step %d failed: %s\n' "$(elapsed)" "$STEP" "$1" >&2
+    if ((STEP > 0)); then
+        printf '[%s] deploy: step %d failed: %s\n' "$(elapsed)" "$STEP" "$1" >&2
+    else
+        printf '[%s] deploy: %s\n' "$(elapsed)" "$1" >&2
+    fi
     shift
     (($# == 0)) || printf '    %s\n' "$@" >&2
     exit 1
@@ -129,12 +133,80 @@ parse_args() {
     if [[ -n $ARTIFACT_BUCKET ]]; then
         valid_bucket_name "$ARTIFACT_BUCKET" || refuse "--artifact-bucket '$ARTIFACT_BUCKET' breaks S3's bucket naming rules (3-63 lower-case letters, digits, dots, hyphens)"
     fi
-    local parameter key
+    read_template_parameters
+    local parameter key close
     for parameter in "${PARAMETERS[@]}"; do
         [[ $parameter =~ ^[A-Za-z0-9]+=.*$ ]] || refuse "--parameter '$parameter' is not Key=Value"
         key=${parameter%%=*}
         [[ $MANAGED_PARAMETERS != *" $key "* ]] || refuse "--parameter $key: deploy.sh sets $key itself (see the flags, or it follows what was built)"
+        if [[ $TEMPLATE_PARAMETERS != *" $key "* ]]; then
+            close=$(close_parameters "$key")
+            refuse "--parameter $parameter: template.yaml has no parameter $key${close:+ (did you mean $close?)};" \
+                "cloudformation deploy would drop it without a word. The parameters are the keys under Parameters: in template.yaml."
+        fi
     done
+}
+
+# cloudformation deploy builds the change set's parameters from the template's and drops an override the
+# template does not declare without a word (the AWS CLI's merge_parameters): every key this script passes, its
+# own and --parameter's, is checked against template.yaml's Parameters before any AWS call. They are read
+# without a YAML parser (template.yaml's short tags such as !Ref defeat plain ones): the keys of the top-level
+# Parameters: block at the indentation of its first key.
+TEMPLATE_PARAMETERS=" "
+read_template_parameters() {
+    [[ -f template.yaml ]] || die "there is no template.yaml in $(pwd)" "Run deploy.sh from a gpuinfer checkout."
+    local names key
+    names=$(awk '
+        /^[^[:space:]#]/ { inside = ($0 ~ /^Parameters:[[:space:]]*(#.*)?$/); indent = 0; next }
+        !inside || /^[[:space:]]*(#.*)?$/ { next }
+        {
+            match($0, /^ */)
+            here = RLENGTH
+            if (!indent) indent = here
+            key = substr($0, here + 1)
+            if (here != indent || key !~ /^["\047]?[A-Za-z0-9]+["\047]?:([[:space:]]|$)/) next
+            sub(/:.*/, "", key)
+            gsub(/["\047]/, "", key)
+            print key
+        }' template.yaml)
+    [[ -n $names ]] || die "cannot read the Parameters of template.yaml" "Is it a gpuinfer template? Update your checkout."
+    TEMPLATE_PARAMETERS=" ${names//$'\n'/ } "
+    for key in $MANAGED_PARAMETERS; do
+        [[ $TEMPLATE_PARAMETERS == *" $key "* ]] ||
+            die "template.yaml has no parameter $key, which deploy.sh sets: the script and the template disagree" \
+                "Use the deploy.sh and template.yaml of one checkout (git status shows what differs)."
+    done
+}
+
+# Up to four of the template's parameter names closest to $1, but those deploy.sh sets, the closest (then the
+# shortest) first: the same but for case, one containing the other, or a few letters apart (edit distance up
+# to 2, and 1 more per 6 letters); as "A, B or C".
+close_parameters() {
+    # shellcheck disable=SC2086 # one name a word
+    printf '%s\n' $TEMPLATE_PARAMETERS | awk -v key="$1" -v managed="$MANAGED_PARAMETERS" '
+        function distance(a, b, i, j, n, m, prev, cur, cost, best) {
+            n = length(a); m = length(b)
+            for (j = 0; j <= m; j++) prev[j] = j
+            for (i = 1; i <= n; i++) {
+                cur[0] = i
+                for (j = 1; j <= m; j++) {
+                    cost = substr(a, i, 1) != substr(b, j, 1)
+                    best = prev[j] + 1
+                    if (cur[j - 1] + 1 < best) best = cur[j - 1] + 1
+                    if (prev[j - 1] + cost < best) best = prev[j - 1] + cost
+                    cur[j] = best
+                }
+                for (j = 0; j <= m; j++) prev[j] = cur[j]
+            }
+            return prev[m]
+        }
+        NF && index(managed, " " $0 " ") == 0 {
+            wanted = tolower(key); name = tolower($0)
+            d = distance(wanted, name)
+            if (d > 1 && (index(name, wanted) || index(wanted, name))) d = 1
+            if (d <= 2 + int(length(key) / 6)) printf "%d\t%d\t%s\n", d, length($0), $0
+        }' | sort -k1,1n -k2,2n -k3,3 | head -n 4 | cut -f3 |
+        awk '{ names[NR] = $0 } END { for (i = 1; i <= NR; i++) printf "%s%s", names[i], i == NR ? "" : i == NR - 1 ? " or " : ", " }'
 }
 
 # S3 general purpose bucket naming rules (S3 User Guide, "General purpose bucket naming rules"): 3-63
@@ -331,11 +403,17 @@ require_versioning() {
 SOURCE_TREE=""
 upload_source() {
     # git stash create: a commit of HEAD plus the uncommitted changes to tracked files, without touching the
-    # work tree, the index or the stash list; nothing when there are no changes. Its author is never seen (the
-    # commit is not kept), so git needs no identity of yours for it.
+    # work tree or the stash list; nothing when there are no changes. Its author is never seen (the commit is
+    # not kept), so git needs no identity of yours for it. It trusts the index's stat data: a tracked file whose
+    # timestamp changed but whose content did not (a touch, an editor's save, a copied checkout) makes it exit 1
+    # and print nothing (git 2.47). Refreshing the index first (what git status does) rereads those files.
     local rev changes=""
-    rev=$(git -c user.name=gpuinfer-deploy -c user.email=deploy@invalid stash create) ||
-        die "git stash create failed: cannot take your uncommitted changes" "Commit or stash them, then run deploy again."
+    git update-index -q --refresh >/dev/null 2>&1 || true
+    rev=$(git -c user.name=gpuinfer-deploy -c user.email=deploy@invalid stash create 2>"$TMP/err") || {
+        sed 's/^/    /' "$TMP/err" >&2
+        die "git stash create failed: cannot take your uncommitted changes" \
+            "See what git says with: git status; commit or stash your changes, then run deploy again."
+    }
     if [[ -n $rev ]]; then changes=" with your uncommitted changes"; else rev=HEAD; fi
     SOURCE_TREE=$(git rev-parse "$rev^{tree}")
     git archive --format=zip -o "$TMP/container-source.zip" "$rev"
@@ -437,10 +515,14 @@ stack_status() {
     aws_ cloudformation describe-stacks --stack-name "$STACK" --query 'Stacks[0].StackStatus' --output text 2>/dev/null || echo NONE
 }
 
+# The failed events among the newest 50. When the stack has more, --max-items 50 leaves events out and the
+# AWS CLI ends its text output with the resume token: run through --query, a line `None` (aws/aws-cli issues
+# 7277 and 10449); printed as it is by newer CLIs, `NEXTTOKEN<tab><token>`. Neither is an event: only a row
+# whose status is a *_FAILED one (what the query selects) is listed.
 print_failed_events() {
     local logical status reason found=""
     while IFS=$'\t' read -r logical status reason; do
-        [[ -n $logical ]] || continue
+        [[ -n $logical && $status == *_FAILED ]] || continue
         [[ -n $found ]] || printf 'Failed stack events (newest first):\n' >&2
         found=1
         printf '  %s %s: %s\n' "$logical" "$status" "$reason" >&2

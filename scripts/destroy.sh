@@ -294,9 +294,15 @@ delete_stack() {
         sleep "$POLL"
     done
     if [[ $status != DELETE_COMPLETE ]]; then
+        # The failed events among the newest 50. When the stack has more, the AWS CLI ends its text output with
+        # the resume token: a line `None` through --query (aws/aws-cli issues 7277 and 10449), or
+        # `NEXTTOKEN<tab><token>` from newer CLIs. Only a row with a *_FAILED status (what the query selects) is
+        # an event.
         local logical reason
+        printf 'Failed stack events (newest first):\n' >&2
         while IFS=$'\t' read -r logical status reason; do
-            [[ -z $logical ]] || printf '  %s %s: %s\n' "$logical" "$status" "$reason" >&2
+            [[ -n $logical && $status == *_FAILED ]] || continue
+            printf '  %s %s: %s\n' "$logical" "$status" "$reason" >&2
         done < <(aws_ cloudformation describe-stack-events --stack-name "$STACK_ID" --max-items 50 --output text \
             --query "StackEvents[?ends_with(ResourceStatus, '_FAILED')].[LogicalResourceId,ResourceStatus,ResourceStatusReason]")
         die "deleting stack $STACK failed; no data was deleted" "Fix the resources above (or delete them by hand), then run destroy again."

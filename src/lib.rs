@@ -2,6 +2,7 @@
 //! holds and which may import which: docs/architecture.md.
 
 pub mod aws;
+pub mod callbacks;
 pub mod classifier;
 pub mod cli;
 pub mod cmd;

@@ -1,7 +1,8 @@
-//! The traits the core is written against: queue, result store, engine, classifier, fleet readings, API-key store;
-//! `object_io`: whole-object reads and writes over an `ObjectStore`.
-//! Only the methods we call.
+//! The traits the core is written against: queue, result store, engine, classifier, fleet readings, the wake on
+//! arrival, API-key store; `object_io`: whole-object reads and writes over an `ObjectStore`; `classifier`: what every
+//! classifier shares. Only the methods we call.
 
+pub(crate) mod classifier;
 pub mod object_io;
 
 use std::marker::PhantomData;
@@ -332,6 +333,10 @@ pub struct TaskCounts {
     pub failed_starts: u32,
 }
 
+/// Failed task starts in a row, with no task running, after which no capacity is asked for: neither by the scaler
+/// nor by the wake on arrival (as ECS's deployment circuit breaker, whose smallest threshold is 3).
+pub(crate) const START_FAILURES_TO_STOP: u32 = 3;
+
 /// How many tasks a service runs and is asked to run (ECS DescribeServices).
 #[async_trait]
 pub trait ServiceTasks: Send + Sync {
@@ -343,6 +348,13 @@ pub trait ServiceTasks: Send + Sync {
 #[async_trait]
 pub trait FirstTask: Send + Sync {
     async fn ask_for_first_task(&self, service: &Service) -> Result<(), FleetError>;
+}
+
+/// Wakes a tier at zero: when work is enqueued for it, its first task is asked for at once (`scaler::wake`).
+#[async_trait]
+pub trait ArrivalWake: Send + Sync {
+    /// Work was just enqueued for `tier`.
+    async fn enqueued(&self, tier: Tier);
 }
 
 /// GPU compute (not memory) utilization of a service's tasks (Container Insights `TaskGPUUtilization`).

@@ -1,5 +1,6 @@
 //! What the benchmarks share: child processes killed when dropped, free ports, the engine's load read during a run,
-//! and the table of rows.
+//! and BENCHMARKS.md's layout: one table of short rows at the top, each row's details in a list under "## Details",
+//! each bench's section opening with a paragraph it writes (the paragraphs after it written by hand and kept).
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
@@ -18,16 +19,26 @@ use tokio::sync::Semaphore;
 /// Completion tokens each benchmark request asks for.
 pub const TOKENS: u32 = 48;
 
-/// One row of the table: ours against its reference, measured in the same run.
+/// One row of the table: ours against its reference, measured in the same run. The table's cells are short (a
+/// number and its unit); the rest of what the run measured goes to the row's item under "## Details".
 pub struct Row {
     pub id: &'static str,
+    /// A few words, one of a kind among the rows of its id (with the id it finds the row's line and item again), with
+    /// no " | " or ": " in it. Rows of one kind share the text up to its first comma.
     pub what: String,
+    /// A number and its unit.
     pub ours: String,
+    /// A number and its unit.
     pub reference: String,
     pub ratio: f64,
     pub target: &'static str,
     /// None where the issue sets no target and the row is there to be read.
     pub met: Option<bool>,
+    /// What caps the row on this machine where it misses its target, said beside the "no": the worker's rows on
+    /// SQS + S3 run against moto, an emulator on the engine's own cores ("Where a target is not met").
+    pub capped_by: Option<&'static str>,
+    /// The rest: the setup, each side's runs and the engine's load; sentences, the last one ending with a full stop.
+    pub details: String,
 }
 
 /// A child process killed when dropped.
@@ -53,68 +64,223 @@ pub fn free_port() -> u16 {
 /// Adds a row and shows it at once, so a long run reports as it goes.
 pub fn report(rows: &mut Vec<Row>, row: Row) {
     eprintln!(
-        "  {} {}: {} vs {} → {:.2} (target {})",
-        row.id, row.what, row.ours, row.reference, row.ratio, row.target
+        "  {} {}: {} vs {} → {:.2} (target {}); {}",
+        row.id, row.what, row.ours, row.reference, row.ratio, row.target, row.details
     );
     rows.push(row);
 }
 
+/// The table's header and the line under it.
+const TABLE_HEAD: &str = "| | what | ours | reference | ratio | target | met |\n|---|---|---|---|---:|---|---|\n";
+/// The heading of the rows' details, the section after the table.
+const DETAILS_HEADING: &str = "## Details";
+/// What the details section says before its list, written when a run makes the section.
+const DETAILS_INTRO: &str = "Per row: the setup, each side's runs and the engine's load, and the run (date, commit). \
+                             gpuinfer runs with default settings; llama.cpp runs gemma-3-270m. Where a side lists runs, \
+                             the reference's ran before, between and after ours.";
+/// The width the details' items are wrapped to.
+const WIDTH: usize = 120;
+
+/// The table of `rows` (printed by the benches).
 pub fn table(rows: &[Row]) -> String {
-    let mut out =
-        String::from("| | what | ours | reference | ratio | target | met |\n|---|---|---|---|---:|---|---|\n");
+    let mut out = String::from(TABLE_HEAD);
     for r in rows {
         out += &line(r);
     }
     out
 }
 
+/// The items of `rows` under "## Details" (printed by the benches), `run` being the run that measured them.
+pub fn details(rows: &[Row], run: &str) -> String {
+    rows.iter().map(|row| item(row, run)).collect()
+}
+
 /// A row's line of the table, its line break included.
 fn line(r: &Row) -> String {
-    let met = match r.met {
-        Some(true) => "yes",
-        Some(false) => "**no**",
-        None => "—",
+    let met = match (r.met, r.capped_by) {
+        (Some(true), _) => "yes".to_owned(),
+        (Some(false), None) => "**no**".to_owned(),
+        (Some(false), Some(cap)) => format!("**no** ({cap})"),
+        (None, _) => "—".to_owned(),
     };
     format!("| {} | {} | {} | {} | {:.2} | {} | {met} |\n", r.id, r.what, r.ours, r.reference, r.ratio, r.target)
 }
 
-/// The start of a row's line that names it: its id and what it measures.
-fn named(id: &str, what: &str) -> String {
-    format!("| {id} | {what} |")
+/// A row's item under "## Details": `- **id** what: details Run: run.`, wrapped (`wrapped`), the lines after the
+/// first indented by two spaces.
+fn item(r: &Row, run: &str) -> String {
+    wrapped(&format!("- **{}** {}: {} Run: {run}.", r.id, r.what, r.details.trim_end()), "  ")
 }
 
-/// The part of what a row measures that rows of one kind share: its text up to the first comma
-/// ("worker on SQS + S3 (moto on idle CPU only) vs direct").
+/// `text` in lines of at most `WIDTH` characters (a longer word stands on its own line), those after the first
+/// starting with `indent`; the last line break included. A line never starts with a word that would start a markdown
+/// block there (`opens_block`): the line before it runs longer instead.
+fn wrapped(text: &str, indent: &str) -> String {
+    let (mut out, mut line) = (String::new(), String::new());
+    for word in text.split_whitespace() {
+        let full = line.chars().count() + 1 + word.chars().count() > WIDTH;
+        if !line.trim().is_empty() && full && !opens_block(word) {
+            out += &line;
+            out.push('\n');
+            line = indent.to_owned();
+        }
+        if !line.trim().is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out + &line + "\n"
+}
+
+/// Whether `word` at the start of a line would start a markdown block: a list item (`+`, `-`, `*`, `1.`, `1)`), a
+/// heading, a quote or a setext underline.
+fn opens_block(word: &str) -> bool {
+    let numbered =
+        word.strip_suffix(['.', ')']).is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+    matches!(word, "+" | "-" | "*") || word.starts_with(['#', '>', '=']) || numbered
+}
+
+/// The id and what of a table line (`| id | what | …`).
+fn line_name(line: &str) -> Option<(String, String)> {
+    let (id, rest) = line.strip_prefix("| ")?.split_once(" | ")?;
+    Some((id.to_owned(), rest.split_once(" | ")?.0.to_owned()))
+}
+
+/// The id and what of a details item (`- **id** what: …`, its lines joined).
+fn item_name(item: &str) -> Option<(String, String)> {
+    let text = item.lines().map(str::trim).collect::<Vec<_>>().join(" ");
+    let (id, rest) = text.strip_prefix("- **")?.split_once("** ")?;
+    Some((id.to_owned(), rest.split_once(": ")?.0.to_owned()))
+}
+
+/// The part of what a row measures that rows of one kind share: its text up to the first comma ("SQS + S3 worker").
 fn kind_of(what: &str) -> &str {
     what.split_once(',').map_or(what, |(kind, _)| kind)
 }
 
-/// `document` with `rows` written into its first table, every other line kept: a row whose id and what are in the
-/// table replaces that line; a new one goes before the first row of its kind (same id, same text up to the first
-/// comma of what it measures), after the new rows of that kind written before it, or at the table's end.
-pub fn with_rows(document: &str, rows: &[Row]) -> String {
-    let start = document.find("\n|").map_or(document.len(), |at| at + 1);
-    let end = after_first_table(document, start);
-    let mut lines: Vec<String> = document[start..end].split_inclusive('\n').map(str::to_owned).collect();
-    let mut last_new: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+/// `entries` (a table's lines or a list's items) with `rows` written in: a row whose id and what an entry has
+/// replaces it; a new one goes before the first entry of its kind (same id, same text up to the first comma of what
+/// it measures), after the new rows of that kind written before it, or at the end. Entries of the ids in `owned`
+/// that no row has are dropped first (a bench that measured all its rows owns their ids).
+fn placed(
+    mut entries: Vec<String>,
+    rows: &[Row],
+    owned: &[&str],
+    name: impl Fn(&str) -> Option<(String, String)>,
+    render: impl Fn(&Row) -> String,
+) -> Vec<String> {
+    entries.retain(|entry| {
+        name(entry).is_none_or(|(id, what)| {
+            !owned.contains(&id.as_str()) || rows.iter().any(|row| row.id == id && row.what == what)
+        })
+    });
+    let mut last_new: std::collections::HashMap<(&str, &str), &str> = std::collections::HashMap::new();
     for row in rows {
-        let (name, kind) = (named(row.id, &row.what), named(row.id, kind_of(&row.what)));
-        let position = |prefix: &str| lines.iter().position(|l| l.starts_with(prefix));
-        let at = if let Some(at) = position(&name) {
-            lines[at] = line(row);
+        let find = |entries: &[String], what: &str| {
+            entries.iter().position(|entry| name(entry).is_some_and(|(i, w)| i == row.id && w == what))
+        };
+        if let Some(at) = find(&entries, &row.what) {
+            entries[at] = render(row);
             continue;
-        } else if let Some(at) = last_new.get(&kind).and_then(|last| position(last)) {
+        }
+        let kind = (row.id, kind_of(&row.what));
+        let at = if let Some(at) = last_new.get(&kind).and_then(|what| find(&entries, what)) {
             at + 1
         } else {
-            let same_kind = lines.iter().position(|l| {
-                l.strip_prefix(&format!("| {} | ", row.id)).is_some_and(|what| kind_of(what) == kind_of(&row.what))
-            });
-            same_kind.unwrap_or(lines.len())
+            let same_kind =
+                entries.iter().position(|entry| name(entry).is_some_and(|(i, w)| i == row.id && kind_of(&w) == kind.1));
+            same_kind.unwrap_or(entries.len())
         };
-        lines.insert(at, line(row));
-        last_new.insert(kind, name);
+        entries.insert(at, render(row));
+        last_new.insert(kind, &row.what);
     }
-    format!("{}{}{}", &document[..start], lines.concat(), &document[end..])
+    entries
+}
+
+/// `document` with `rows` written into its first table and their items into the list under "## Details", every other
+/// line kept (see `placed`; `owned`: the ids whose rows that `rows` lack are dropped). Makes the table (at the end)
+/// and the details section (after the table) where the document has none. `run`: the run that measured the rows.
+pub fn with_rows(document: &str, rows: &[Row], owned: &[&str], run: &str) -> String {
+    let document = if document.starts_with('|') || document.contains("\n|") {
+        document.to_owned()
+    } else if document.trim().is_empty() {
+        TABLE_HEAD.to_owned()
+    } else {
+        format!("{}\n\n{TABLE_HEAD}", document.trim_end())
+    };
+    let start = if document.starts_with('|') { 0 } else { document.find("\n|").unwrap() + 1 };
+    let end = after_first_table(&document, start);
+    let lines = document[start..end].split_inclusive('\n').map(str::to_owned).collect();
+    let lines = placed(lines, rows, owned, line_name, line);
+    let document = format!("{}{}{}", &document[..start], lines.concat(), &document[end..]);
+    with_items(&document, rows, owned, run)
+}
+
+/// The list under "## Details" with `rows`' items written in (`with_rows`).
+fn with_items(document: &str, rows: &[Row], owned: &[&str], run: &str) -> String {
+    let heading = format!("\n{DETAILS_HEADING}\n");
+    let document = if document.contains(&heading) {
+        document.to_owned()
+    } else {
+        let at = after_first_table(document, document.find("\n|").map_or(0, |at| at + 1));
+        format!("{}\n{DETAILS_HEADING}\n\n{}{}", &document[..at], wrapped(DETAILS_INTRO, ""), &document[at..])
+    };
+    let body = document.find(&heading).unwrap() + heading.len();
+    let body_end = document[body..].find("\n## ").map_or(document.len(), |at| body + at + 1);
+    // The list: from its first item to the first line that neither starts an item nor continues one.
+    let (mut start, mut end, mut offset) = (None, None, body);
+    for line in document[body..body_end].split_inclusive('\n') {
+        let in_list = line.starts_with("- ") || (start.is_some() && line.starts_with("  "));
+        if start.is_none() && in_list {
+            start = Some(offset);
+        } else if start.is_some() && !in_list {
+            end = Some(offset);
+            break;
+        }
+        offset += line.len();
+    }
+    let start = start.unwrap_or(body_end);
+    let end = end.unwrap_or(body_end);
+    let mut items: Vec<String> = Vec::new();
+    for line in document[start..end].split_inclusive('\n') {
+        match items.last_mut() {
+            Some(last) if !line.starts_with("- ") => last.push_str(line),
+            _ => items.push(line.to_owned()),
+        }
+    }
+    let had_items = !items.is_empty();
+    let items = placed(items, rows, owned, item_name, |row| item(row, run)).concat();
+    if had_items {
+        return format!("{}{items}{}", &document[..start], &document[end..]);
+    }
+    let after = &document[end..];
+    format!("{}\n\n{items}{}{after}", document[..start].trim_end(), if after.is_empty() { "" } else { "\n" })
+}
+
+/// Writes `rows` into the table and the details of the document at `path` (`with_rows`), `run` being the run that
+/// measured them.
+pub fn write_rows(path: &Path, rows: &[Row], owned: &[&str], run: &str) {
+    let document = std::fs::read_to_string(path).unwrap_or_default();
+    std::fs::write(path, with_rows(&document, rows, owned, run)).unwrap();
+    eprintln!("wrote {} rows into the table of {}", rows.len(), path.display());
+}
+
+/// The run that measures rows now, for their details: today's date and the commit checked out, with "+ uncommitted
+/// changes" where the working tree's tracked files differ from it.
+pub fn run_label() -> String {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .ok()
+            .filter(|out| out.status.success())
+            .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    let commit = git(&["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "commit unknown".into());
+    let changed = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|status| !status.is_empty());
+    let changed = if changed { " + uncommitted changes" } else { "" };
+    format!("{}, {commit}{changed}", chrono::Local::now().format("%Y-%m-%d"))
 }
 
 pub fn machine() -> String {
@@ -135,9 +301,42 @@ pub fn machine() -> String {
 /// A markdown document with the generated part of the section under `heading` (from the heading to the end of its
 /// first table) replaced by `section`, the paragraphs written by hand after that table kept; or `section` added at
 /// the end.
-fn with_section(document: &str, heading: &str, section: &str) -> String {
+pub fn with_section(document: &str, heading: &str, section: &str) -> String {
     let Some(start) = document.find(heading) else { return format!("{}\n\n{section}", document.trim_end()) };
     format!("{}{}\n{}", &document[..start], section.trim_end(), &document[after_first_table(document, start)..])
+}
+
+/// A markdown document whose section under `heading` opens with `intro` (one paragraph, wrapped, in place of the
+/// first one there), the paragraphs written by hand after it kept; or the section added at the end.
+pub fn with_intro(document: &str, heading: &str, intro: &str) -> String {
+    let section = format!("{heading}\n\n{}", wrapped(intro, ""));
+    let Some(start) = document.find(&format!("\n{heading}\n")).map(|at| at + 1) else {
+        return format!("{}\n\n{section}", document.trim_end());
+    };
+    // The heading's line, the blank lines after it, then its first paragraph up to the blank line that ends it.
+    let (mut offset, mut in_paragraph) = (start, false);
+    for (n, line) in document[start..].split_inclusive('\n').enumerate() {
+        let blank = line.trim().is_empty();
+        if n > 0 && in_paragraph && (blank || line.starts_with('#')) {
+            break;
+        }
+        in_paragraph |= n > 0 && !blank;
+        offset += line.len();
+    }
+    format!("{}{section}{}", &document[..start], &document[offset..])
+}
+
+/// Writes `intro` as the first paragraph of the section under `heading` of the document at `path` (`with_intro`).
+pub fn write_intro(path: &Path, heading: &str, intro: &str) {
+    let document = std::fs::read_to_string(path).unwrap_or_default();
+    std::fs::write(path, with_intro(&document, heading, intro)).unwrap();
+    eprintln!("wrote the section \"{heading}\" of {}", path.display());
+}
+
+/// A markdown document with `header` in place of everything before its first table.
+pub fn with_header(document: &str, header: &str) -> String {
+    let start = if document.starts_with('|') { 0 } else { document.find("\n|").map_or(document.len(), |at| at + 1) };
+    format!("{}\n\n{}", header.trim_end(), &document[start..])
 }
 
 /// Where the first markdown table at or after `from` ends (after its last row's line break); the document's end
@@ -205,13 +404,6 @@ pub async fn loads_during<T>(engine: &str, work: impl Future<Output = T>) -> (T,
 /// The mean of `of` over the readings (0 with none).
 pub fn mean_of(readings: &[EngineLoad], of: impl Fn(&EngineLoad) -> u64) -> f64 {
     readings.iter().map(of).sum::<u64>() as f64 / readings.len().max(1) as f64
-}
-
-/// Writes `section` (a markdown section under `heading`) into the document at `path`, replacing its earlier version.
-pub fn write_section(path: &Path, heading: &str, section: &str) {
-    let document = std::fs::read_to_string(path).unwrap_or_default();
-    std::fs::write(path, with_section(&document, heading, section)).unwrap();
-    eprintln!("wrote the section \"{heading}\" of {}", path.display());
 }
 
 /// `gpuinfer <args>` with its output discarded (warnings only).

@@ -10,12 +10,13 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use axum::http::Request;
+use gpuinfer::cmd::router::lambda_event;
 use gpuinfer::contract::tier::{PerTier, Tier};
 use gpuinfer::local::LocalBackends;
 use gpuinfer::infra::metrics::Emf;
 use gpuinfer::ports::Queue;
 use gpuinfer::router::state::AppState;
-use gpuinfer::router::{app, lambda_event};
+use gpuinfer::router::app;
 use gpuinfer::router::routing::RoutingConfig;
 use http_body_util::BodyExt;
 use lambda_http::request::LambdaRequest;

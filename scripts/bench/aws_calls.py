@@ -71,13 +71,13 @@ PRICES = {
     "logs_gb": 0.50,  # CloudWatch Logs ingestion, standard class
 }
 PRICE_SOURCES = """\
-Prices (us-east-1, list prices, free tiers left out), each read on 2026-12-02 on the page named:
-- SQS standard queue: $0.40 per million requests, each 64 KB chunk of a payload one request —
+Prices: us-east-1 list prices without free tiers, read on 2026-12-02 on the page named.
+- SQS standard: $0.40 per million requests, each 64 KB chunk of a payload one request —
   https://cloudburn.io/blog/amazon-sqs-pricing ("as of March 2026").
-- S3 Standard: PUT, COPY, POST, LIST $0.005 per 1,000 requests; GET, HEAD and other requests $0.0004 per 1,000;
-  DELETE free — https://c3x.dev/blog/s3-request-fees-explained.
+- S3 Standard: PUT, COPY, POST, LIST $0.005 per 1,000 requests; GET, HEAD and others $0.0004 per 1,000; DELETE free —
+  https://c3x.dev/blog/s3-request-fees-explained.
 - CloudWatch: GetMetricData $0.01 per 1,000 metrics requested —
-  https://support.site24x7.com/portal/en/kb/articles/aws-cloudwatch-metrics-cost-calculation; other API requests
+  https://support.site24x7.com/portal/en/kb/articles/aws-cloudwatch-metrics-cost-calculation. Other API requests
   (PutMetricData, GetMetricStatistics) $0.01 per 1,000, custom metrics $0.30 per metric-month, Logs ingestion $0.50
   per GB — https://github.com/api-evangelist/cloudwatch (plans/cloudwatch-plans-pricing.yml, modified 2026-05-05,
   from https://aws.amazon.com/cloudwatch/pricing/).
@@ -86,24 +86,21 @@ Prices (us-east-1, list prices, free tiers left out), each read on 2026-12-02 on
   $0.00001667 per GB-s) and https://cloudchipr.com/blog/aws-lambda-pricing (x86 $0.0000166667).
 - API Gateway HTTP API: $1.00 per million requests (first 300 million a month), metered in 512 KB increments —
   https://docs.aws.amazon.com/whitepapers/latest/best-practices-api-gateway-private-apis-integration/cost-optimization.html.
-- ECS API calls (DescribeServices, UpdateService) are counted, not priced: no per-call price was found."""
+- ECS API calls (DescribeServices, UpdateService): counted, not priced; no per-call price was found."""
 
 COUNTS = """\
-What each number counts, per request:
-- API Gateway: the HTTP requests the client made to the router (POST /infer; GET /results/{id} while
-  `submit --wait` polls, 0.5 s first, growing by half up to 5 s). Lambda router invocations: the same requests, one
-  invocation each; the GB-seconds use the router's time per request measured here (ms per router invocation, at the
-  counter in front of it) and the templates' memory (ours 256 MB, the sample's 128 MB).
-- SQS, S3, CloudWatch, ECS: every call the stack's router, worker and client made over the run ÷ requests, plus its
-  scaler's calls per tick ÷ requests per minute. Ours: one scaler function for both tiers and their three lanes; the
-  sample: one function per tier. Our worker serves the small tier's three lanes, the sample's worker its one queue.
-- S3 GetObject on the sample's side is its client's polling (the sample has no result API); on ours, the router's
-  reads behind GET /results/{id}. S3 PutObject on ours: the worker's result and the router's record of
-  a requestId the client chose (seed-format requests carry one; an id the router makes needs none).
-- CloudWatch Logs: bytes the router, worker and scaler processes wrote (stdout: our EMF metric lines; stderr: logs,
-  default level), priced as log ingestion. Not counted: the sample router's INFO lines (Lambda's log handler writes
-  them, here they go nowhere), Lambda's own START/END/REPORT lines, the custom metrics' monthly price.
-- Not counted or priced: data transfer, NAT or VPC endpoints, X-Ray, the engine hosts."""
+What each count is, per request:
+- API Gateway: the client's requests to the router (POST /infer; GET /results/{id} while `submit --wait` polls, 0.5 s
+  first, growing by half up to 5 s). Lambda router invocations: one each, priced with the router's time measured here
+  (at the counter in front of it) and the templates' memory (ours 256 MB, the sample's 128 MB).
+- The other services: the stack's router, worker and client calls ÷ requests, plus its scaler's calls per tick ÷
+  requests per minute. Ours: one scaler for both tiers and three lanes, one worker for the small tier's three lanes;
+  the sample: one function per tier, its worker on one queue.
+- S3 GetObject: the sample's client polling (it has no result API); ours, the router's reads behind GET /results/{id}.
+- CloudWatch Logs: bytes the router, worker and scaler wrote (stdout: our EMF lines; stderr: logs, default level),
+  priced as ingestion.
+- Not counted: the sample router's INFO lines (Lambda's log handler writes them; here they go nowhere), Lambda's
+  START/END/REPORT lines, custom metrics' monthly price, data transfer, NAT or VPC endpoints, X-Ray, the engine hosts."""
 
 S3_TIER1 = {"PutObject", "CopyObject", "PostObject", "ListObjects", "ListObjectsV2", "ListBuckets", "CreateBucket",
             "CreateMultipartUpload", "UploadPart", "UploadPartCopy", "CompleteMultipartUpload"}
@@ -533,18 +530,18 @@ def summarize(args, calls, load_seconds, our_ticks, sample_ticks_ms, before, aft
     changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
                              text=True).stdout.strip()
     if changed:
-        commit += " (working tree with uncommitted changes)"
+        commit += " + uncommitted changes"
     median = lambda values: sorted(values)[len(values) // 2] if values else float("nan")  # noqa: E731
     first = (
-        f"One run of `scripts/bench/aws_calls.py --requests {n} --rate {args.rate:g}` on "
-        f"{datetime.date.today().isoformat()} at commit {commit}, {args.build}, {args.moto_version}. Each stack served "
-        f"{n} seed-format requests ({TOKENS} tokens; engine simulator, 8 slots) arriving {args.rate:g} a second for "
-        f"{load_seconds:.0f} s, every AWS call through scripts/bench/aws_call_counter.py: `submit --wait` returned "
-        f"after {median(waits):.2f} s (median), the sample's client found its result in S3 after "
-        f"{median(sample_waits):.2f} s, {hooks} callbacks arrived; {len(failed)} calls were answered 5xx. The "
-        f"scalers ticked every second during the run ({our_ticks:.0f} ticks of ours, {scaler_ms['ours']:.0f} ms "
-        f"each; {len(sample_ticks_ms) / 2:.0f} of the sample's two functions, {scaler_ms['sample']:.0f} ms each); "
-        f"their calls are charged at one tick a minute against {per_minute:.0f} requests a minute."
+        f"One run of `scripts/bench/aws_calls.py --requests {n} --rate {args.rate:g}`. Run: "
+        f"{datetime.date.today().isoformat()}, {commit}; {args.build}, {args.moto_version}. Each stack served {n} "
+        f"seed-format requests ({TOKENS} tokens; engine simulator, 8 slots), {args.rate:g} a second for "
+        f"{load_seconds:.0f} s. Every AWS call went through scripts/bench/aws_call_counter.py; {len(failed)} were "
+        f"answered 5xx. `submit --wait` returned after {median(waits):.2f} s (median); the sample's client found its "
+        f"result in S3 after {median(sample_waits):.2f} s; {hooks} callbacks arrived. The scalers ticked every second "
+        f"(ours {our_ticks:.0f} ticks of {scaler_ms['ours']:.0f} ms; the sample's two functions "
+        f"{len(sample_ticks_ms) / 2:.0f} of {scaler_ms['sample']:.0f} ms). Their calls are charged at one tick a "
+        f"minute against {per_minute:.0f} requests a minute."
     )
     section = f"""{HEADING}
 

@@ -1,8 +1,8 @@
 """O1, the cost of the OpenAI layer: background responses through the official `openai` Python client against the
 same requests through POST /infer and GET /results/{requestId}, on one `gpuinfer dev` in front of the engine
 simulator (8 slots, GPU-like: 10 ms per token at batch 1, 30 % slower at a full batch), side by side in one run.
-Prints a table of every run and the row of BENCHMARKS.md's main table; with --write FILE puts that row into the
-file's first table (replacing the row O1 if it has one, else after its last row).
+Prints a table of every run, then the row O1 of BENCHMARKS.md's table and its item under "## Details"; with --write FILE
+puts both into that file (each in place of the O1 there, else after the table's last row and the list's last item).
 
   responses_layer.py [--gpuinfer BIN] [--simulator BIN] [--requests 200] [--concurrency 16] [--poll 0.1]
                      [--pairs 1] [--write BENCHMARKS.md]
@@ -29,6 +29,7 @@ Run it with the Python of scripts/openai-client.sh's venv (scripts/bench.sh does
 
 import argparse
 import concurrent.futures
+import datetime
 import os
 import signal
 import socket
@@ -45,6 +46,13 @@ import openai
 
 ROOT = Path(__file__).resolve().parents[2]
 ROW_ID = "O1"
+# The row's what: a few words, which find its line and its item again (as benches/support's rows).
+WHAT = "OpenAI layer vs /infer, simulator, 8 slots"
+# The list of the rows' details, after the table (as benches/support writes it).
+DETAILS_HEADING = "## Details"
+DETAILS_INTRO = ("Per row: the setup, each side's runs and the engine's load, and the run (date, commit). gpuinfer runs "
+                 "with default settings; llama.cpp runs gemma-3-270m. Where a side lists runs, the reference's ran "
+                 "before, between and after ours.")
 SLOTS = 8
 # The engine simulator as benches/support (GPU_LIKE) starts it for the other simulator rows.
 GPU_LIKE = ["--completion-tokens", "100000", "--token-ms", "10", "--batch-slowdown", "0.3"]
@@ -217,44 +225,113 @@ def per_request(runs, cpu):
     return 1000 * sum(getattr(run, cpu) for run in runs) / sum(run.requests for run in runs)
 
 
-def side_note(runs, tokens_text, order):
-    """What a row's cell says of one side's runs."""
+def runs_of(values):
+    """A side's runs, as its details say them: "one run", or "mean of a, b, c"."""
+    return "one run" if len(values) == 1 else f"mean of {figures(values)}"
+
+
+def side_note(runs):
+    """What a row's details say of one side's runs."""
     p50 = statistics.median(latency for run in runs for latency in run.latencies)
     requests = sum(run.requests for run in runs)
     http_calls, engine_calls = sum(run.http_calls for run in runs), sum(run.engine_calls for run in runs)
-    return (f"{mean([run.tok_s for run in runs]):.1f} tok/s {tokens_text} (mean of {figures([r.tok_s for r in runs])}"
-            f"{order}; {mean([run.req_s for run in runs]):.2f} requests/s, time to result p50 {p50:.2f} s, "
-            f"{mean([run.busy for run in runs]):.2f} of {SLOTS} slots busy, {engine_calls} engine calls for {requests} "
-            f"requests; {http_calls / requests:.1f} HTTP calls per request, client CPU "
-            f"{per_request(runs, 'client_cpu'):.2f} ms per request, `gpuinfer dev` CPU "
-            f"{per_request(runs, 'dev_cpu'):.2f} ms)")
+    return (f"{runs_of([run.tok_s for run in runs])}; {mean([run.req_s for run in runs]):.2f} requests/s, time to "
+            f"result p50 {p50:.2f} s, {mean([run.busy for run in runs]):.2f} of {SLOTS} slots busy, {engine_calls} "
+            f"engine calls for {requests} requests; per request {http_calls / requests:.1f} HTTP calls, client CPU "
+            f"{per_request(runs, 'client_cpu'):.2f} ms, `gpuinfer dev` CPU {per_request(runs, 'dev_cpu'):.2f} ms")
 
 
-def row(args, infer_runs, openai_runs):
-    ratio = mean([run.tok_s for run in openai_runs]) / mean([run.tok_s for run in infer_runs])
-    what = (f"OpenAI layer: background responses through the official `openai` client (openai=={openai.__version__}) "
-            f"vs POST /infer + GET /results polling, same `gpuinfer dev` and requests, simulator, {SLOTS} slots "
-            f"({args.requests} × {args.tokens} tokens, {args.concurrency} client threads, polling every "
-            f"{1000 * args.poll:.0f} ms), both sides driven from Python with the `openai` package's HTTP client "
-            f"(httpx2), default settings")
-    ours = side_note(openai_runs, "through `responses.create(background=True)` + `responses.retrieve`",
-                     ", between the /infer runs")
-    reference = side_note(infer_runs, "through POST /infer (202) + GET /results/{requestId}",
-                          ", before, between and after" if len(infer_runs) > 2 else ", before and after")
-    return (f"| {ROW_ID} | {what} | {ours} | {reference} | {ratio:.2f} | none set: measured (openai ÷ /infer, tok/s) "
-            f"| — |"), ratio
+def run_label():
+    """The run that measures the row, for its details: today's date and the commit checked out, with "+ uncommitted
+    changes" where the working tree's tracked files differ from it."""
+    def git(*args):
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+        return done.stdout.strip() if done.returncode == 0 else None
+    commit = git("rev-parse", "--short", "HEAD") or "commit unknown"
+    if git("status", "--porcelain", "--untracked-files=no"):
+        commit += " + uncommitted changes"
+    return f"{datetime.date.today().isoformat()}, {commit}"
 
 
-def with_row(document, line):
-    """`document` with `line` as the row O1 of its first table: in place of the one there, else after its last row."""
+def row(args, infer_runs, openai_runs, run):
+    """The row's line of the table and its item under "## Details" (as benches/support writes them), and its ratio."""
+    ours_tok_s, reference_tok_s = mean([r.tok_s for r in openai_runs]), mean([r.tok_s for r in infer_runs])
+    ratio = ours_tok_s / reference_tok_s
+    line = f"| {ROW_ID} | {WHAT} | {ours_tok_s:.1f} tok/s | {reference_tok_s:.1f} tok/s | {ratio:.2f} | none | — |"
+    details = (
+        f"The official `openai` client (openai=={openai.__version__}), background responses, vs POST /infer + GET "
+        f"/results polling; same `gpuinfer dev` and requests ({args.requests} × {args.tokens} tokens, "
+        f"{args.concurrency} client threads, polling every {1000 * args.poll:.0f} ms). Both sides run from Python on "
+        f"the `openai` package's HTTP client (httpx2). Ours (`responses.create(background=True)` + "
+        f"`responses.retrieve`): {side_note(openai_runs)}. Reference (POST /infer (202) + GET "
+        f"/results/{{requestId}}): {side_note(infer_runs)}. Ratio: tok/s.")
+    return line, item(f"**{ROW_ID}** {WHAT}: {details} Run: {run}."), ratio
+
+
+def item(text):
+    """`text` as an item of the details' list: "- " first, the lines after the first indented by two spaces."""
+    return wrapped("- " + text, "  ")
+
+
+def wrapped(text, indent):
+    """`text` as benches/support's `wrapped` writes it: lines of at most 120 characters (a longer word on its own),
+    those after the first starting with `indent`, none starting with a word that would start a markdown block there
+    (the line before it runs longer instead); the last line break included."""
+    lines, line = [], ""
+    for word in text.split():
+        if line.strip() and len(line) + 1 + len(word) > 120 and not opens_block(word):
+            lines.append(line)
+            line = indent
+        line += (" " if line.strip() else "") + word
+    return "\n".join(lines + [line]) + "\n"
+
+
+def opens_block(word):
+    """Whether `word` at the start of a line would start a markdown block: a list item, a heading, a quote or a
+    setext underline."""
+    number = word[:-1] if word[-1:] in (".", ")") else ""
+    return word in ("+", "-", "*") or word.startswith(("#", ">", "=")) or (number.isdigit() and number.isascii())
+
+
+def with_row(document, line, entry):
+    """`document` with `line` as the row O1 of its first table (in place of the one there, else after its last row)
+    and `entry` as O1's item of the list under "## Details" (in place of the one there, else after its last item;
+    the section made after the table where the document has none)."""
     lines = document.splitlines(keepends=True)
     start = next((n for n, text in enumerate(lines) if text.startswith("|")), len(lines))
     end = next((n for n in range(start, len(lines)) if not lines[n].startswith("|")), len(lines))
     at = next((n for n in range(start, end) if lines[n].startswith(f"| {ROW_ID} | ")), None)
     if at is None:
         lines.insert(end, line + "\n")
+        end += 1
     else:
         lines[at] = line + "\n"
+    heading = next((n for n, text in enumerate(lines) if text.rstrip("\n") == DETAILS_HEADING), None)
+    if heading is None:
+        lines[end:end] = ["\n", DETAILS_HEADING + "\n", "\n", wrapped(DETAILS_INTRO, "")]
+        heading = end + 1
+    body_end = next((n for n in range(heading + 1, len(lines)) if lines[n].startswith("## ")), len(lines))
+    first = next((n for n in range(heading + 1, body_end) if lines[n].startswith("- ")), None)
+    if first is None:
+        # No list yet: after the intro, a blank line either side.
+        at = body_end
+        while at > heading + 1 and not lines[at - 1].strip():
+            at -= 1
+        lines[at:at] = ["\n", entry] + (["\n"] if at < len(lines) and lines[at].strip() else [])
+        return "".join(lines)
+    # The items: each from its "- " line over the lines continuing it (indented), up to the list's end.
+    items, n = [], first
+    while n < body_end and (lines[n].startswith("- ") or lines[n].startswith("  ")):
+        if lines[n].startswith("- "):
+            items.append([n, n + 1])
+        else:
+            items[-1][1] = n + 1
+        n += 1
+    mine = next(((a, b) for a, b in items if lines[a].startswith(f"- **{ROW_ID}** ")), None)
+    if mine is None:
+        lines.insert(n, entry)
+    else:
+        lines[mine[0]:mine[1]] = [entry]
     return "".join(lines)
 
 
@@ -308,7 +385,7 @@ def main():
     parser.add_argument("--concurrency", type=int, default=16, help="client threads, one request in flight each")
     parser.add_argument("--poll", type=float, default=0.1, help="seconds between two polls of a request")
     parser.add_argument("--pairs", type=int, default=1, help="openai runs, each after an /infer run")
-    parser.add_argument("--write", type=Path, help="put the row into this file's first table")
+    parser.add_argument("--write", type=Path, help="put the row into this file's table and details")
     args = parser.parse_args()
 
     stack = []
@@ -336,14 +413,14 @@ def main():
     print(table(runs))
     infer_runs = [run for run in runs if run.side == "/infer"]
     openai_runs = [run for run in runs if run.side == "openai"]
-    line, ratio = row(args, infer_runs, openai_runs)
+    line, entry, ratio = row(args, infer_runs, openai_runs, run_label())
     client_ratio = per_request(openai_runs, "client_cpu") / per_request(infer_runs, "client_cpu")
     dev_ratio = per_request(openai_runs, "dev_cpu") / per_request(infer_runs, "dev_cpu")
     print(f"\nratio, tok/s, openai ÷ /infer (mean of each side's runs): {ratio:.2f}")
     print(f"CPU per request, openai ÷ /infer: client {client_ratio:.2f}, gpuinfer dev {dev_ratio:.2f}")
-    print(f"\n{line}")
+    print(f"\n{line}\n\n{entry}", end="")
     if args.write:
-        args.write.write_text(with_row(args.write.read_text(), line))
+        args.write.write_text(with_row(args.write.read_text(), line, entry))
         log(f"wrote the row {ROW_ID} of {args.write}")
     return 0
 

@@ -10,9 +10,9 @@ use aws_sdk_bedrockruntime::types::{
     ContentBlock, ConversationRole, ConverseOutput, InferenceConfiguration, Message, SystemContentBlock,
 };
 
-use crate::classifier::{FailureReports, INSTRUCTION, parse_answer};
 use crate::contract::tier::Tier;
 use crate::infra::error_chain::describe;
+use crate::ports::classifier::{FailureReports, INSTRUCTION, parse_answer};
 use crate::ports::{Classifier, ClassifyError};
 
 pub(crate) const DEFAULT_MODEL_ID: &str = "amazon.nova-micro-v1:0";

@@ -3,22 +3,23 @@
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use super::{FailureReports, INSTRUCTION, parse_answer};
 use crate::contract::request::{ChatMessage, InferenceRequest, Input};
 use crate::contract::request_id::RequestId;
 use crate::contract::tier::{Priority, Tier};
-use crate::engine::client::EngineClient;
+use crate::ports::classifier::{FailureReports, INSTRUCTION, parse_answer};
 use crate::ports::{Classifier, ClassifyError, Engine};
 
-#[derive(Debug)]
 pub(crate) struct OpenAiClassifier {
-    engine: EngineClient,
+    engine: Box<dyn Engine>,
+    /// Where the engine is (its base URL), as a failure report names it.
+    endpoint: String,
     reports: FailureReports,
 }
 
 impl OpenAiClassifier {
-    pub fn new(engine: EngineClient) -> Self {
-        OpenAiClassifier { engine, reports: FailureReports::default() }
+    /// Asks `engine`, found at `endpoint`.
+    pub fn new(engine: impl Engine + 'static, endpoint: String) -> Self {
+        OpenAiClassifier { engine: Box::new(engine), endpoint, reports: FailureReports::default() }
     }
 }
 
@@ -45,7 +46,7 @@ impl Classifier for OpenAiClassifier {
             Ok(answer) => answer,
             Err(error) => {
                 let failure = format!("{error}; check that CLASSIFIER_URL serves CLASSIFIER_MODEL");
-                self.reports.report("openai", self.engine.base(), "engine", &failure);
+                self.reports.report("openai", &self.endpoint, "engine", &failure);
                 return Err(ClassifyError(failure));
             }
         };
@@ -56,12 +57,7 @@ impl Classifier for OpenAiClassifier {
                  instruction",
                 text.chars().count()
             );
-            self.reports.report(
-                "openai",
-                answer.model.as_deref().unwrap_or(self.engine.base()),
-                "unreadable",
-                &failure,
-            );
+            self.reports.report("openai", answer.model.as_deref().unwrap_or(&self.endpoint), "unreadable", &failure);
             ClassifyError(failure)
         })
     }

@@ -1,4 +1,5 @@
-//! `gpuinfer router`: the HTTP API, as an AWS Lambda (API Gateway HTTP API) or a local HTTP server.
+//! `gpuinfer router`: the HTTP API, as an AWS Lambda (API Gateway HTTP API, through lambda_http: each event made safe
+//! by `lambda_event`, then answered by the router app) or a local HTTP server.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,6 +14,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::aws::ecs::EcsServices;
 use crate::aws::secrets_manager::SecretKeyStore;
+use crate::callbacks::openai_events::OpenAiEvents;
+use crate::callbacks::outbound::OutboundPolicy;
 use crate::cmd::args::{
     CallbackPolicyArgs, DataDirArgs, HttpServerArgs, OpenAiWebhookArgs, RoutingArgs, RoutingSettings, ServiceArgs,
     TierQueueArgs,
@@ -24,14 +27,12 @@ use crate::http::server::{self, HttpLimits};
 use crate::infra::metrics::Emf;
 use crate::ports::{DEFAULT_MAX_RECEIVE_COUNT, KeyStore};
 use crate::router::api_keys::{DEFAULT_CACHE_SECONDS, KeySource, StoredKeys};
+use crate::router::app;
 use crate::router::body_budget::BodyBudget;
 use crate::router::openai::settings::Settings;
 use crate::router::openai::upkeep;
 use crate::router::state::AppState;
-use crate::router::{app, lambda_event};
 use crate::scaler::wake::{AWS_RECHECK, WakeOnArrival};
-use crate::worker::callbacks::openai_events::OpenAiEvents;
-use crate::worker::callbacks::outbound::OutboundPolicy;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -195,6 +196,33 @@ async fn lambda_invocation(
     let event = LambdaEvent { payload: lambda_event(request), context: event.context };
     let response = lambda_http::Adapter::from(api).call(event).await?;
     Ok(serde_json::to_value(response)?)
+}
+
+/// An API Gateway event made safe for lambda_http's conversion to an HTTP request. API Gateway passes the
+/// query string as the client sent it, and a character a URI may not hold (`"`, `{`, `|`, non-ASCII…) makes
+/// that conversion panic, which the client sees as a 500. Such characters are percent-encoded instead, so
+/// the request reaches the handlers and gets their answer.
+pub fn lambda_event(mut event: LambdaRequest) -> LambdaRequest {
+    if let LambdaRequest::ApiGatewayV2(request) = &mut event
+        && let Some(query) = &mut request.raw_query_string
+    {
+        *query = uri_safe(query);
+    }
+    event
+}
+
+/// `text` with every byte a URI query may not hold percent-encoded.
+fn uri_safe(text: &str) -> String {
+    const KEPT: &[u8] = b"-._~!$&'()*+,;=:@/?%";
+    let mut safe = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || KEPT.contains(&byte) {
+            safe.push(char::from(byte));
+        } else {
+            safe.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    safe
 }
 
 /// What sends the OpenAI-shaped events, when OPENAI_WEBHOOK_URL is set: signed with OPENAI_WEBHOOK_SECRET, else with

@@ -7,6 +7,8 @@ use anyhow::anyhow;
 use tokio_util::sync::CancellationToken;
 
 use crate::aws::ecs_metadata;
+use crate::callbacks::openai_events::{EventConfig, OpenAiEvents};
+use crate::callbacks::webhook::{WebhookConfig, Webhooks};
 use crate::cmd::args::{DataDirArgs, EmbeddedQueueArgs, OpenAiWebhookArgs, ServiceArgs, TuningArgs, WebhookArgs};
 use crate::cmd::backends::{Destination, QueueSource, Wiring, require_dead_letter};
 use crate::contract::tier::{Lanes, Tier};
@@ -14,8 +16,6 @@ use crate::engine::client::DEFAULT_ENGINE_URL;
 use crate::engine::client::{EngineClient, EngineConfig};
 use crate::infra::metrics::Emf;
 use crate::ports::{Queue, ResultStore};
-use crate::worker::callbacks::openai_events::{EventConfig, OpenAiEvents};
-use crate::worker::callbacks::webhook::{WebhookConfig, Webhooks};
 use crate::worker::cold_start::Start;
 use crate::worker::{Stopped, Worker, WorkerConfig};
 

@@ -1,13 +1,26 @@
 //! The inference request: wire format, validation rules and the queue body, shared by router and worker.
 
+//!
+//! `strict_json`: the bodies' JSON (no key given twice); `refusal`: why a request is refused; `field_checks`: the
+//! checks of one field's value.
+
+mod field_checks;
+mod refusal;
+mod strict_json;
+
+pub use refusal::RequestError;
+pub(crate) use refusal::shorten;
+pub(crate) use strict_json::parse_json;
+
 use chrono::{DateTime, Utc};
-use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::contract::batch_line::BatchLine;
 use crate::contract::request_id::RequestId;
 use crate::contract::tier::{Priority, Tier};
+use field_checks::{parse_callback_url, parse_number, parse_optional_number, parse_prompt, parse_request_id};
+use refusal::{clip, shown_name};
 
 /// Largest request accepted, equal to SQS's MaximumMessageSize.
 pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
@@ -17,8 +30,6 @@ pub(crate) const DEFAULT_TEMPERATURE: f64 = 0.7;
 pub(crate) const DEFAULT_TOP_P: f64 = 1.0;
 /// Longest deadline, counted from acceptance.
 pub(crate) const MAX_DEADLINE_SECONDS: f64 = 24.0 * 3600.0;
-/// Longest callback URL.
-pub(crate) const MAX_CALLBACK_URL_CHARS: usize = 2048;
 
 /// The fields a request may have; any other is refused by name.
 pub const FIELDS: [&str; 11] = [
@@ -106,39 +117,6 @@ pub enum Intake {
     /// A queue message first sent at this moment: `requestId` is required, `deadlineSeconds` counts from the
     /// send, and a `deadline` is taken as given (a passed one is how the worker finds a request expired).
     Queue(DateTime<Utc>),
-}
-
-/// Why a request was refused; displays as `<field>: <what is wrong>`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RequestError {
-    #[error("body: larger than the {limit} byte limit ({size} bytes)")]
-    TooLarge { size: usize, limit: usize },
-    /// The request as sent fits, but the message it becomes (JSON escaping, defaults filled in) does not.
-    #[error(
-        "body: the request becomes a {queued}-byte queue message (escapes and defaults included), over the {limit}-byte \
-         limit of a queue message: shorten the prompt"
-    )]
-    QueueMessageTooLarge { queued: usize, limit: usize },
-    #[error("{field}: {problem}")]
-    Invalid { field: String, problem: String },
-}
-
-impl RequestError {
-    fn invalid(field: impl Into<String>, problem: impl Into<String>) -> Self {
-        RequestError::Invalid { field: field.into(), problem: problem.into() }
-    }
-}
-
-/// Longest unknown field name an error repeats.
-const SHOWN_NAME_CHARS: usize = 64;
-
-/// An unknown field's name as an error shows it: as sent when it is a plain name, else as a JSON string (so an
-/// empty name, a control character or a quote stays visible), cut to 64 characters either way.
-fn shown_name(name: &str) -> String {
-    let plain = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || "_-.$@".contains(c));
-    let cut: String = name.chars().take(SHOWN_NAME_CHARS).collect();
-    let ellipsis = if cut.len() < name.len() { "…" } else { "" };
-    if plain { format!("{cut}{ellipsis}") } else { format!("{}{ellipsis}", Value::String(cut)) }
 }
 
 impl InferenceRequest {
@@ -271,94 +249,6 @@ impl InferenceRequest {
     }
 }
 
-/// Parses a body the API takes (one request, or a batch of them) refusing any object that names a key twice:
-/// parsers disagree on which one counts, so such a body is ambiguous.
-pub(crate) fn parse_json(body: &[u8]) -> Result<Value, serde_json::Error> {
-    serde_json::from_slice(body).map(|Strict(value)| value)
-}
-
-/// A JSON value in which no object names a key twice.
-struct Strict(Value);
-
-impl<'de> Deserialize<'de> for Strict {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(StrictVisitor).map(Strict)
-    }
-}
-
-struct StrictVisitor;
-
-impl<'de> Visitor<'de> for StrictVisitor {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(Strict(item)) = seq.next_element()? {
-            items.push(item);
-        }
-        Ok(Value::Array(items))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut object = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if object.contains_key(&key) {
-                return Err(de::Error::custom(format!("key {key:?} given twice")));
-            }
-            let Strict(value) = map.next_value()?;
-            object.insert(key, value);
-        }
-        Ok(Value::Object(object))
-    }
-}
-
-fn parse_request_id(value: &Value) -> Result<RequestId, RequestError> {
-    value
-        .as_str()
-        .and_then(RequestId::parse)
-        .ok_or_else(|| RequestError::invalid("requestId", format!("must be a UUID v4 string, got {}", clip(value))))
-}
-
-fn parse_prompt(value: Value) -> Result<String, RequestError> {
-    match value {
-        Value::String(prompt) if !prompt.trim().is_empty() => Ok(prompt),
-        Value::String(_) => Err(RequestError::invalid("prompt", "must not be empty")),
-        other => Err(RequestError::invalid("prompt", format!("must be a string, got {}", kind(&other)))),
-    }
-}
-
 fn parse_messages(value: Value) -> Result<Vec<ChatMessage>, RequestError> {
     let Value::Array(items) = value else {
         return Err(RequestError::invalid("messages", "must be an array of {role, content} objects"));
@@ -391,33 +281,6 @@ fn parse_messages(value: Value) -> Result<Vec<ChatMessage>, RequestError> {
             Ok(ChatMessage { role, content })
         })
         .collect()
-}
-
-fn parse_number(
-    object: &mut Map<String, Value>,
-    field: &str,
-    default: f64,
-    allowed: impl Fn(f64) -> bool,
-    range: &str,
-) -> Result<f64, RequestError> {
-    Ok(parse_optional_number(object, field, allowed, range)?.unwrap_or(default))
-}
-
-fn parse_optional_number(
-    object: &mut Map<String, Value>,
-    field: &str,
-    allowed: impl Fn(f64) -> bool,
-    range: &str,
-) -> Result<Option<f64>, RequestError> {
-    object
-        .remove(field)
-        .map(|value| {
-            value
-                .as_f64()
-                .filter(|n| allowed(*n))
-                .ok_or_else(|| RequestError::invalid(field, format!("must be a number {range}, got {}", clip(&value))))
-        })
-        .transpose()
 }
 
 /// `deadlineSeconds` (relative) or `deadline` (RFC 3339), turned into one absolute deadline.
@@ -457,52 +320,6 @@ fn parse_deadline(object: &mut Map<String, Value>, intake: Intake) -> Result<Opt
             }
             Ok(Some(deadline))
         }
-    }
-}
-
-/// An absolute http(s) URL with a host and no credentials; the operator's scheme and address rules apply apart.
-fn parse_callback_url(value: Value) -> Result<String, RequestError> {
-    let invalid = |problem: &str| RequestError::invalid("callbackUrl", problem);
-    let Value::String(text) = value else {
-        return Err(invalid("must be a string"));
-    };
-    if text.chars().count() > MAX_CALLBACK_URL_CHARS {
-        return Err(invalid("longer than 2048 characters"));
-    }
-    let url = reqwest::Url::parse(&text).map_err(|e| invalid(&format!("not a valid URL ({e})")))?;
-    if !matches!(url.scheme(), "https" | "http") {
-        return Err(invalid("must be an https:// URL"));
-    }
-    if url.host().is_none() {
-        return Err(invalid("must name a host"));
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(invalid("must not carry credentials; authenticate with the signature headers instead"));
-    }
-    Ok(text)
-}
-
-/// A short rendering of a rejected value for error messages.
-fn clip(value: &Value) -> String {
-    shorten(&value.to_string(), 40)
-}
-
-/// `text` cut to `max` characters, with an ellipsis when cut: error messages quote what they refuse.
-pub(crate) fn shorten(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((end, _)) => format!("{}…", &text[..end]),
-        None => text.to_owned(),
-    }
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

@@ -37,7 +37,7 @@ pub(super) async fn refusals_as_json(request: axum::extract::Request, next: axum
 /// A refusal in the API's JSON shape: OpenAI's error object under /v1, `{"error": "..."}` elsewhere.
 fn refusal(openai: bool, status: StatusCode, text: String) -> Response {
     if openai {
-        crate::router::openai::OpenAiError::refused(status, text).into_response()
+        crate::router::openai::error::OpenAiError::refused(status, text).into_response()
     } else {
         ApiError::new(status, text).into_response()
     }

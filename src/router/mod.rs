@@ -19,7 +19,6 @@ use std::sync::Arc;
 use axum::http::{Method, StatusCode, Uri};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use lambda_http::request::LambdaRequest;
 use serde_json::{Value, json};
 
 use crate::contract::request::shorten;
@@ -67,31 +66,4 @@ async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
         StatusCode::METHOD_NOT_ALLOWED,
         format!("method: {method} is not allowed on {} (there are {ENDPOINTS})", shorten(uri.path(), 80)),
     )
-}
-
-/// An API Gateway event made safe for lambda_http's conversion to an HTTP request. API Gateway passes the
-/// query string as the client sent it, and a character a URI may not hold (`"`, `{`, `|`, non-ASCII…) makes
-/// that conversion panic, which the client sees as a 500. Such characters are percent-encoded instead, so
-/// the request reaches the handlers and gets their answer.
-pub fn lambda_event(mut event: LambdaRequest) -> LambdaRequest {
-    if let LambdaRequest::ApiGatewayV2(request) = &mut event
-        && let Some(query) = &mut request.raw_query_string
-    {
-        *query = uri_safe(query);
-    }
-    event
-}
-
-/// `text` with every byte a URI query may not hold percent-encoded.
-fn uri_safe(text: &str) -> String {
-    const KEPT: &[u8] = b"-._~!$&'()*+,;=:@/?%";
-    let mut safe = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || KEPT.contains(&byte) {
-            safe.push(char::from(byte));
-        } else {
-            safe.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    safe
 }

@@ -3,15 +3,14 @@
 
 use std::sync::Arc;
 
+use crate::callbacks::openai_events::OpenAiEvents;
+use crate::callbacks::outbound::OutboundPolicy;
 use crate::contract::tier::{Lanes, PerTier, Tier};
 use crate::infra::metrics::Emf;
-use crate::ports::{Classifier, Queue, ResultStore};
+use crate::ports::{ArrivalWake, Classifier, Queue, ResultStore};
 use crate::router::body_budget::BodyBudget;
 use crate::router::openai::settings::Settings;
 use crate::router::routing::RoutingConfig;
-use crate::scaler::wake::WakeOnArrival;
-use crate::worker::callbacks::openai_events::OpenAiEvents;
-use crate::worker::callbacks::outbound::OutboundPolicy;
 
 /// Everything the handlers share.
 pub struct AppState {
@@ -34,16 +33,16 @@ pub struct AppState {
     pub openai: Settings,
     /// Asks a tier at zero for its first task as soon as work is enqueued for it; None where the tiers' capacity
     /// is not the router's to ask for (fixed pools, or a stack whose image is not pushed yet).
-    pub wake: Option<Arc<WakeOnArrival>>,
+    pub wake: Option<Arc<dyn ArrivalWake>>,
     /// Records and sends the OpenAI-shaped events of responses and batches that end; None where no endpoint is set.
     pub events: Option<OpenAiEvents>,
 }
 
 impl AppState {
-    /// Work was just enqueued for `tier`: wakes it if it has no task (see `scaler::wake`).
+    /// Work was just enqueued for `tier`: wakes it if it has no task (see `ports::ArrivalWake`).
     pub(crate) async fn enqueued(&self, tier: Tier) {
         if let Some(wake) = &self.wake {
-            wake.arrived(tier).await;
+            wake.enqueued(tier).await;
         }
     }
 }

@@ -55,7 +55,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::contract::tier::{Lanes, PerTier, Tier};
 use crate::infra::metrics::{self, Emf, Metric};
-use crate::ports::{FleetError, GpuUtilization, Queue, QueueCounts, QueueError, Service, ServiceTasks, TaskCounts};
+use crate::ports::{
+    FleetError, GpuUtilization, Queue, QueueCounts, QueueError, START_FAILURES_TO_STOP, Service, ServiceTasks,
+    TaskCounts,
+};
 
 /// What one tier is scaled toward; checked once by `ScalingPolicy::new`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -151,10 +154,6 @@ pub(crate) const DEFAULT_INTERVAL_SECONDS: u64 = 60;
 
 /// GPU compute utilization (percent) at or below which a GPU counts as idle.
 pub(crate) const IDLE_UTILIZATION: f64 = 1.0;
-
-/// Failed task starts in a row, with no task running, after which the scaler stops asking for capacity (as
-/// ECS's deployment circuit breaker, whose smallest threshold is 3).
-pub(crate) const START_FAILURES_TO_STOP: u32 = 3;
 
 /// The decision for one tier; see the module documentation for the formula and why.
 pub fn decide(readings: &Readings, policy: &ScalingPolicy) -> Decision {

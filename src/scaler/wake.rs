@@ -26,9 +26,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
+
 use crate::contract::tier::{PerTier, Tier};
-use crate::ports::{FirstTask, Service, ServiceTasks, TaskCounts};
-use crate::scaler::START_FAILURES_TO_STOP;
+use crate::ports::{ArrivalWake, FirstTask, START_FAILURES_TO_STOP, Service, ServiceTasks, TaskCounts};
 
 /// Least time between two looks at a tier's task counts on AWS (a DescribeServices each).
 pub(crate) const AWS_RECHECK: Duration = Duration::from_secs(10);
@@ -125,6 +126,13 @@ impl WakeOnArrival {
             }
             other => other,
         }
+    }
+}
+
+#[async_trait]
+impl ArrivalWake for WakeOnArrival {
+    async fn enqueued(&self, tier: Tier) {
+        self.arrived(tier).await;
     }
 }
 

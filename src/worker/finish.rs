@@ -4,19 +4,18 @@
 use std::borrow::Cow;
 use std::time::Instant;
 
+use crate::callbacks::openai_events::EventType;
+use crate::callbacks::webhook::Callback;
 use crate::contract::openai_response::response_id;
 use crate::contract::outcome::ResultDocument;
 use crate::contract::request::InferenceRequest;
 use crate::contract::request_id::RequestId;
 use crate::infra::metrics::{self, Metric};
 use crate::ports::{Engine, PutOutcome, Queue, ResultStore, StoreError};
-use crate::worker::callbacks::openai_events::EventType;
-use crate::worker::callbacks::webhook::Callback;
-use crate::worker::lanes::Lease;
+use crate::worker::assembly::Disposition;
+use crate::worker::request_run::RequestRun;
 
-use super::{Disposition, Worker};
-
-impl<Q, S, E> Worker<Q, S, E>
+impl<Q, S, E> RequestRun<Q, S, E>
 where
     Q: Queue + ?Sized + 'static,
     S: ResultStore + ?Sized + 'static,
@@ -24,34 +23,31 @@ where
 {
     /// Stores the document (first writer wins), deletes the message, records it and sends the callback. A document
     /// stored first (a cancel, or another worker's result) stands: this one is neither recorded nor called back.
-    pub(super) async fn finish(
-        &self,
-        lease: &Lease,
-        request: &InferenceRequest,
-        document: ResultDocument,
-    ) -> Disposition {
-        let (id, tier) = (request.request_id, self.config.tier);
+    pub(super) async fn finish(&self, request: &InferenceRequest, document: ResultDocument) -> Disposition {
+        let (id, tier) = (request.request_id, self.worker.config.tier);
         let body = document.to_json();
-        match self.with_heartbeat(lease, self.store_result(id, &body)).await {
-            Ok(PutOutcome::Created) => self.cold_start.result_written(tier, &self.metrics),
+        match self.held.heartbeat(self.store_result(id, &body)).await {
+            Ok(PutOutcome::Created) => {
+                self.worker.endings.cold_start.result_written(tier, &self.worker.endings.metrics)
+            }
             Ok(PutOutcome::AlreadyExists) => {
                 tracing::info!(request_id = %id, %tier, "another document (a result or a cancel) was stored first; this one is dropped");
                 if let Err(why) = self.mark_ending(request, None).await {
-                    return self.retry_later(lease, why).await;
+                    return self.retry_later(why).await;
                 }
-                self.delete(lease).await;
+                self.held.delete().await;
                 return Disposition::AlreadyDone;
             }
-            Err(error) => return self.retry_later(lease, &error.to_string()).await,
+            Err(error) => return self.retry_later(&error.to_string()).await,
         }
         if let Err(why) = self.mark_ending(request, Some(&body)).await {
-            return self.retry_later(lease, why).await;
+            return self.retry_later(why).await;
         }
         // A batch line carries no callback URL, so a request with one has nothing to mark and reaches this at once.
-        if let (Some(url), Some(webhooks)) = (&request.callback_url, &self.webhooks) {
+        if let (Some(url), Some(webhooks)) = (&request.callback_url, &self.worker.endings.webhooks) {
             webhooks.send(Callback { url: url.clone(), request_id: id, tier, body });
         }
-        self.delete(lease).await;
+        self.held.delete().await;
         self.record(&document);
         match document.error {
             None => Disposition::Succeeded,
@@ -62,24 +58,24 @@ where
     /// Writes the document, first writer wins. A store that refuses is retried with back-off, keeping the
     /// generation, until the visibility timeout is spent or the worker drains: a store outage then costs no
     /// receive (and no attempt toward the dead-letter queue) per retry.
-    pub(super) async fn store_result(&self, id: RequestId, body: &[u8]) -> Result<PutOutcome, StoreError> {
-        let tier = self.config.tier;
-        let give_up = Instant::now() + self.config.visibility_timeout;
+    async fn store_result(&self, id: RequestId, body: &[u8]) -> Result<PutOutcome, StoreError> {
+        let tier = self.worker.config.tier;
+        let give_up = Instant::now() + self.worker.config.visibility_timeout;
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let error = match self.store.put_if_absent(id, body).await {
+            let error = match self.worker.store.put_if_absent(id, body).await {
                 Ok(outcome) => return Ok(outcome),
                 Err(error) => error,
             };
-            let delay = self.config.retry_delay(attempt);
-            if Instant::now() + delay > give_up || self.draining.is_cancelled() {
+            let delay = self.worker.config.retry_delay(attempt);
+            if Instant::now() + delay > give_up || self.worker.draining.is_cancelled() {
                 return Err(error);
             }
             tracing::warn!(request_id = %id, %tier, attempt, retry_in_s = delay.as_secs_f64(), %error, "result store refused the write; retrying on the same lease");
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
-                () = self.draining.cancelled() => return Err(error),
+                () = self.worker.draining.cancelled() => return Err(error),
             }
         }
     }
@@ -95,15 +91,15 @@ where
         if !self.mark_batch_line(request, stored).await {
             return Err("the batch line's mark was not written");
         }
-        let Some(events) = self.events.as_ref().filter(|_| request.response) else { return Ok(()) };
+        let Some(events) = self.worker.endings.events.as_ref().filter(|_| request.response) else { return Ok(()) };
         let document = match stored {
             Some(document) => Some(Cow::Borrowed(document)),
-            None => self.store.get(request.request_id).await.ok().flatten().map(Cow::Owned),
+            None => self.worker.store.get(request.request_id).await.ok().flatten().map(Cow::Owned),
         };
         let Some(kind) = document.as_deref().and_then(EventType::of_response) else {
             return Err("the response's document could not be read for its event");
         };
-        match events.emit(&self.store, kind, &response_id(request.request_id)).await {
+        match events.emit(&self.worker.store, kind, &response_id(request.request_id)).await {
             true => Ok(()),
             false => Err("the response's event was not recorded"),
         }
@@ -113,12 +109,12 @@ where
     /// another writer stored it): before the message is deleted, so a crash between the two only repeats the mark.
     /// False when the mark could not be written (the message then comes back and the mark is tried again).
     async fn mark_batch_line(&self, request: &InferenceRequest, stored: Option<&[u8]>) -> bool {
-        let (Some(line), Some(objects)) = (&request.batch, self.store.objects()) else {
+        let (Some(line), Some(objects)) = (&request.batch, self.worker.store.objects()) else {
             return true;
         };
         let marked = match stored {
             Some(document) => objects.put_if_absent(&line.end_mark(document), b"").await.map(drop),
-            None => match self.store.get(request.request_id).await {
+            None => match self.worker.store.get(request.request_id).await {
                 Ok(Some(document)) => objects.put_if_absent(&line.end_mark(&document), b"").await.map(drop),
                 Ok(None) => Err(StoreError::unavailable("the stored document is gone")),
                 Err(error) => Err(error),
@@ -130,7 +126,7 @@ where
         marked.is_ok()
     }
 
-    pub(super) fn record(&self, document: &ResultDocument) {
+    fn record(&self, document: &ResultDocument) {
         let usage = document.result.as_ref().map(|r| r.usage).unwrap_or_default();
         let succeeded = document.error.is_none();
         tracing::info!(
@@ -143,7 +139,7 @@ where
             attempts = document.attempts,
             "request finished"
         );
-        self.metrics.emit(
+        self.worker.endings.metrics.emit(
             &[("Tier", document.tier.as_str())],
             &[
                 Metric::millis(metrics::INFERENCE_LATENCY, document.processing_time_ms),

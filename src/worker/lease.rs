@@ -1,78 +1,88 @@
-//! A received message's lease on the queue: kept hidden by a heartbeat while its request runs, handed back (now or
-//! after a retry delay), or deleted.
+//! A received message held while its request runs: kept hidden by a heartbeat, then deleted, dead-lettered or given
+//! back (at once, or after a retry delay). A held message dropped unsettled (its task panicked or was dropped) is
+//! given back at once.
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::ports::{Engine, Queue, ResultStore};
+use crate::contract::tier::Tier;
+use crate::ports::{Queue, QueueError};
 use crate::worker::lanes::Lease;
 
-use super::{Disposition, Worker};
+/// One received message, on the queue of its lane, until it is settled.
+pub(super) struct HeldMessage<Q: Queue + ?Sized + 'static> {
+    lease: Lease,
+    queue: Arc<Q>,
+    visibility_timeout: Duration,
+    tier: Tier,
+    /// Deleted, dead-lettered or given back: nothing is left to do on drop.
+    settled: AtomicBool,
+}
 
-impl<Q, S, E> Worker<Q, S, E>
-where
-    Q: Queue + ?Sized + 'static,
-    S: ResultStore + ?Sized + 'static,
-    E: Engine + ?Sized + 'static,
-{
+impl<Q: Queue + ?Sized + 'static> HeldMessage<Q> {
+    pub(super) fn new(lease: Lease, queue: Arc<Q>, visibility_timeout: Duration, tier: Tier) -> Self {
+        HeldMessage { lease, queue, visibility_timeout, tier, settled: AtomicBool::new(false) }
+    }
+
+    pub(super) fn lease(&self) -> &Lease {
+        &self.lease
+    }
+
     /// Keeps the message invisible while `work` runs, renewing every third of the visibility timeout.
-    pub(super) async fn with_heartbeat<T>(&self, lease: &Lease, work: impl Future<Output = T>) -> T {
-        let every = self.config.visibility_timeout / 3;
+    pub(super) async fn heartbeat<T>(&self, work: impl Future<Output = T>) -> T {
+        let every = self.visibility_timeout / 3;
         let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         tokio::pin!(work);
         loop {
             tokio::select! {
                 out = &mut work => return out,
                 _ = ticks.tick() => {
-                    if let Err(error) = self.queue(lease).change_visibility(&lease.message.receipt, self.config.visibility_timeout).await {
-                        tracing::warn!(tier = %self.config.tier, %error, "heartbeat failed");
+                    if let Err(error) = self.queue.change_visibility(&self.lease.message.receipt, self.visibility_timeout).await {
+                        tracing::warn!(tier = %self.tier, %error, "heartbeat failed");
                     }
                 }
             }
         }
     }
 
-    pub(super) async fn retry_later(&self, lease: &Lease, error: &str) -> Disposition {
-        let attempt = lease.message.receive_count;
-        let delay = self.config.retry_delay(attempt);
-        tracing::warn!(tier = %self.config.tier, attempt, retry_in_s = delay.as_secs_f64(), %error, "transient failure; the message will be retried");
-        self.set_visibility(lease, delay).await;
-        Disposition::RetryLater
-    }
-
-    /// Makes the message visible again after `delay` (zero: at once).
-    pub(super) async fn set_visibility(&self, lease: &Lease, delay: Duration) {
-        if let Err(error) = self.queue(lease).change_visibility(&lease.message.receipt, delay).await {
-            tracing::warn!(tier = %self.config.tier, %error, "could not change the message's visibility; its visibility timeout applies");
+    /// Gives the message back to the queue, visible again `after` this long (zero: at once, for another task).
+    pub(super) async fn give_back(&self, after: Duration) {
+        self.settled.store(true, Ordering::Relaxed);
+        if let Err(error) = self.queue.change_visibility(&self.lease.message.receipt, after).await {
+            tracing::warn!(tier = %self.tier, %error, "could not change the message's visibility; its visibility timeout applies");
         }
     }
 
-    pub(super) async fn delete(&self, lease: &Lease) {
-        if let Err(error) = self.queue(lease).delete(&lease.message.receipt).await {
-            tracing::warn!(tier = %self.config.tier, %error, "delete failed; the message may be seen again (its result is stored)");
+    /// Deletes the message: its request has ended and whatever must outlive it is stored.
+    pub(super) async fn delete(&self) {
+        self.settled.store(true, Ordering::Relaxed);
+        if let Err(error) = self.queue.delete(&self.lease.message.receipt).await {
+            tracing::warn!(tier = %self.tier, %error, "delete failed; the message may be seen again (its result is stored)");
         }
     }
 
-    /// Hands the message back at once, for another task (or this one's successor) to run.
-    pub(super) async fn release(&self, lease: &Lease) -> Disposition {
-        let reason = if self.engine_lost.is_cancelled() { "engine lost" } else { "drain timeout" };
-        tracing::warn!(tier = %self.config.tier, reason, "message handed back for another task");
-        self.set_visibility(lease, Duration::ZERO).await;
-        Disposition::Released
+    /// Moves the message to the dead-letter queue with `reason`; held still when that fails.
+    pub(super) async fn dead_letter(&self, reason: &str) -> Result<(), QueueError> {
+        self.queue.dead_letter(&self.lease.message, reason).await?;
+        self.settled.store(true, Ordering::Relaxed);
+        Ok(())
     }
+}
 
-    pub(super) fn queue(&self, lease: &Lease) -> &Q {
-        self.lanes.get(lease.lane)
-    }
-
-    /// Makes messages received as the worker stopped receiving visible again at once; how many.
-    pub(super) async fn hand_back_unstarted(&self, messages: Vec<Lease>) -> usize {
-        if !messages.is_empty() {
-            tracing::info!(tier = %self.config.tier, messages = messages.len(), "received while stopping: handing back unstarted");
+impl<Q: Queue + ?Sized + 'static> Drop for HeldMessage<Q> {
+    fn drop(&mut self) {
+        if self.settled.load(Ordering::Relaxed) {
+            return;
         }
-        for lease in &messages {
-            self.set_visibility(lease, Duration::ZERO).await;
-        }
-        messages.len()
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        tracing::warn!(tier = %self.tier, "a request ended without settling its message: giving it back");
+        let (queue, receipt) = (Arc::clone(&self.queue), self.lease.message.receipt.clone());
+        runtime.spawn(async move {
+            if let Err(error) = queue.change_visibility(&receipt, Duration::ZERO).await {
+                tracing::warn!(%error, "could not give the message back; its visibility timeout applies");
+            }
+        });
     }
 }

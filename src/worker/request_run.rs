@@ -1,8 +1,8 @@
-//! One request's run: its message read and checked, the engine called under a heartbeat while cancels are watched
-//! for, and what its answer (or its failure) becomes.
+//! One request's run, from its received message to its ending: the message read and checked, a slot waited for,
+//! the engine called under a heartbeat while cancels are watched for, and what its answer (or failure) becomes.
 
-use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use tokio::sync::watch;
@@ -10,24 +10,64 @@ use tokio::sync::watch;
 use crate::contract::outcome::{ErrorCode, Processing, ResultDocument};
 use crate::contract::request::{InferenceRequest, Intake};
 use crate::contract::request_id::RequestId;
+use crate::contract::tier::Priority;
 use crate::ports::{Completion, Engine, EngineError, Message, Queue, ResultStore};
+use crate::worker::assembly::{Disposition, Worker};
 use crate::worker::cancel_watch;
-use crate::worker::lanes::Lease;
+use crate::worker::engine_watch::wait_until_healthy;
+use crate::worker::lease::HeldMessage;
+use crate::worker::limit_loop::Gauged;
 use crate::worker::preemption::Preemptible;
 use crate::worker::slots::Slot;
 
-use super::{Disposition, Gauged, Worker, asked_for_slot};
+/// A request's run: the worker it runs on and the message it holds until it ends.
+pub(super) struct RequestRun<Q: Queue + ?Sized + 'static, S: ?Sized, E: ?Sized> {
+    pub(super) worker: Arc<Worker<Q, S, E>>,
+    pub(super) held: HeldMessage<Q>,
+}
 
-impl<Q, S, E> Worker<Q, S, E>
+impl<Q, S, E> RequestRun<Q, S, E>
 where
     Q: Queue + ?Sized + 'static,
     S: ResultStore + ?Sized + 'static,
     E: Engine + ?Sized + 'static,
 {
-    /// Reads a received message: the request to run, or how the message ended (malformed: dead-lettered; a
+    /// Runs the request to its ending, in `free_slot` when it got one at once (else it waits for one). `preemptible`
+    /// is entered already when it holds a slot, so the receive loop knows a high-priority request could take it.
+    pub(super) async fn drive(self, mut free_slot: Option<Slot>, mut preemptible: Option<Preemptible>) -> Disposition {
+        let worker = &self.worker;
+        // Before its first look at its document (in `prepare`): no cancel falls between the two.
+        let mut cancels = worker.cancels.subscribe();
+        let request = match self.prepare().await {
+            Ok(request) => request,
+            Err(ended) => return ended,
+        };
+        // A request gives its slot up at most once.
+        let mut may_give_up = self.held.lease().preemptible;
+        loop {
+            let slot = match free_slot.take() {
+                Some(slot) => slot,
+                None => match self.wait_for_slot().await {
+                    // Canceled (or done elsewhere) while it waited: it never reaches the engine again.
+                    Some(_slot) if let Some(ended) = self.ended_already(&request).await => return ended,
+                    Some(slot) => {
+                        preemptible = may_give_up.then(|| worker.limit.preemption().register());
+                        slot
+                    }
+                    None => return self.release().await,
+                },
+            };
+            if let Some(ended) = self.run_request(&request, slot, preemptible.take(), &mut cancels).await {
+                return ended;
+            }
+            may_give_up = false;
+        }
+    }
+
+    /// Reads the received message: the request to run, or how the message ended (malformed: dead-lettered; a
     /// document already stored: deleted). Never panics on bad input.
-    pub(super) async fn prepare(&self, lease: &Lease) -> Result<InferenceRequest, Disposition> {
-        let tier = self.config.tier;
+    async fn prepare(&self) -> Result<InferenceRequest, Disposition> {
+        let (lease, tier) = (self.held.lease(), self.worker.config.tier);
         let message = &lease.message;
         let sent_at = DateTime::from_timestamp_millis(message.sent_at_ms).unwrap_or_else(Utc::now);
         let request = match InferenceRequest::parse(message.body.as_bytes(), Intake::Queue(sent_at)) {
@@ -35,14 +75,13 @@ where
             Err(error) => {
                 let reason = error.to_string();
                 tracing::warn!(%tier, lane = %lease.lane, bytes = message.body.len(), %reason, "malformed message; sending to the dead-letter queue");
-                if let Err(e) = self.queue(lease).dead_letter(message, &reason).await {
-                    tracing::warn!(%tier, error = %e, "dead-letter failed; the message will come back");
-                    return Err(Disposition::RetryLater);
+                if let Err(e) = self.held.dead_letter(&reason).await {
+                    return Err(self.retry_later(&format!("dead-letter failed: {e}")).await);
                 }
                 return Err(Disposition::DeadLettered);
             }
         };
-        match self.ended_already(lease, &request).await {
+        match self.ended_already(&request).await {
             Some(ended) => Err(ended),
             None => Ok(request),
         }
@@ -51,16 +90,16 @@ where
     /// How the message ends when a document (a result, or a cancel) is stored for its request already: checked
     /// before the request first reaches the engine, and again before it reaches it after waiting for a slot (it
     /// may have been canceled meanwhile). None: run it.
-    pub(super) async fn ended_already(&self, lease: &Lease, request: &InferenceRequest) -> Option<Disposition> {
-        let (id, tier) = (request.request_id, self.config.tier);
-        match self.store.exists(id).await {
+    async fn ended_already(&self, request: &InferenceRequest) -> Option<Disposition> {
+        let (id, tier) = (request.request_id, self.worker.config.tier);
+        match self.worker.store.exists(id).await {
             Ok(true) => {
                 tracing::info!(request_id = %id, %tier, "a document (result or cancel) is already stored; deleting the message");
                 if let Err(why) = self.mark_ending(request, None).await {
                     tracing::warn!(request_id = %id, %tier, why, "the message is kept");
-                    return Some(Disposition::RetryLater);
+                    return Some(self.retry_later(why).await);
                 }
-                self.delete(lease).await;
+                self.held.delete().await;
                 Some(Disposition::AlreadyDone)
             }
             Ok(false) => None,
@@ -72,25 +111,60 @@ where
         }
     }
 
+    /// Waits for a slot with the message's visibility renewed; None if the engine is lost (or the drain times out)
+    /// first. A high-priority request gets the next slot ahead of the others and, once it has waited its patience,
+    /// may take a young normal or batch request's slot (see `preemption`).
+    async fn wait_for_slot(&self) -> Option<Slot> {
+        let limit = &self.worker.limit;
+        let slot = async {
+            if self.held.lease().lane != Priority::High {
+                return limit.slots().take().await;
+            }
+            let _waiting = Gauged::enter(&limit.high_waiting);
+            let first = limit.slots().take_first();
+            tokio::pin!(first);
+            if limit.may_preempt() && limit.move_ahead_of_queued() > 0 {
+                return first.await;
+            }
+            tokio::select! {
+                slot = &mut first => return slot,
+                () = tokio::time::sleep(limit.preemption().patience()) => {}
+            }
+            if limit.may_preempt() && limit.preemption().for_high_priority() {
+                tracing::info!(tier = %self.worker.config.tier, "high-priority request takes the slot of the youngest normal request");
+            }
+            first.await
+        };
+        self.held
+            .heartbeat(async {
+                tokio::select! {
+                    biased;
+                    () = self.worker.engine_watch.hand_back().cancelled() => None,
+                    slot = slot => Some(slot),
+                }
+            })
+            .await
+    }
+
     /// Runs a prepared request to the end: deadline, inference in `slot` (given back as the engine answers, so the
     /// next request starts while this one stores its result), result, delete. None when it gave its slot up before
     /// the engine answered (only if `preemptible`; then it waits for another).
-    pub(super) async fn run_request(
+    async fn run_request(
         &self,
-        lease: &Lease,
         request: &InferenceRequest,
         slot: Slot,
         preemptible: Option<Preemptible>,
         cancels: &mut watch::Receiver<u64>,
     ) -> Option<Disposition> {
         let started = Instant::now();
-        let (tier, id, message) = (self.config.tier, request.request_id, &lease.message);
+        let worker = &self.worker;
+        let (tier, id, message) = (worker.config.tier, request.request_id, &self.held.lease().message);
         // Measured now, as processing starts: the time the message waited, not the time it took.
         let queue_wait_ms = queue_wait_ms(message);
         let processing = |started: Instant| Processing {
             request_id: id,
             tier,
-            task_arn: self.config.task_arn.clone(),
+            task_arn: worker.config.task_arn.clone(),
             processing_time_ms: started.elapsed().as_millis() as u64,
             queue_wait_ms,
             attempts: message.receive_count,
@@ -98,17 +172,19 @@ where
         if let Some(deadline) = request.deadline.filter(|_| request.expired_at(Utc::now())) {
             let reason = format!("the deadline {} passed before inference started", deadline.to_rfc3339());
             let document = ResultDocument::failure(processing(started), ErrorCode::Expired, reason);
-            return Some(self.finish(lease, request, document).await);
+            return Some(self.finish(request, document).await);
         }
         let engine_started = Instant::now();
-        let inference = self.infer(lease, request, preemptible, cancels).await;
-        let _storing = Gauged::enter(&self.storing);
+        let inference = self.infer(request, preemptible, cancels).await;
+        let _storing = Gauged::enter(&worker.limit.storing);
         drop(slot);
         let outcome = match inference {
             Inference::Done(outcome) => {
                 if let Ok(completion) = &outcome {
-                    self.generations.fetch_add(1, Ordering::Relaxed);
-                    self.observe_latency(engine_started.elapsed(), completion.generation.usage.completion_tokens);
+                    worker.engine_watch.generation_done();
+                    worker
+                        .limit
+                        .observe_latency(engine_started.elapsed(), completion.generation.usage.completion_tokens);
                 }
                 outcome
             }
@@ -118,12 +194,12 @@ where
                 if request.response
                     && let Err(why) = self.mark_ending(request, None).await
                 {
-                    return Some(self.retry_later(lease, why).await);
+                    return Some(self.retry_later(why).await);
                 }
-                self.delete(lease).await;
+                self.held.delete().await;
                 return Some(Disposition::Aborted);
             }
-            Inference::HandBack => return Some(self.release(lease).await),
+            Inference::HandBack => return Some(self.release().await),
             Inference::GaveUpSlot => {
                 tracing::info!(request_id = %id, %tier, "gave its slot up (to a high-priority request, or the engine queued it beyond the worker's share): runs again in the next free slot");
                 return None;
@@ -135,14 +211,14 @@ where
             Err(EngineError::Permanent(detail)) => {
                 ResultDocument::failure(processing, ErrorCode::EngineRejected, detail)
             }
-            Err(error) if message.receive_count >= self.config.max_receive_count => ResultDocument::failure(
+            Err(error) if message.receive_count >= worker.config.max_receive_count => ResultDocument::failure(
                 processing,
                 ErrorCode::AttemptsExhausted,
                 format!("gave up after {} attempts; last error: {error}", message.receive_count),
             ),
-            Err(error) => return Some(self.retry_later(lease, &error.to_string()).await),
+            Err(error) => return Some(self.retry_later(&error.to_string()).await),
         };
-        Some(self.finish(lease, request, document).await)
+        Some(self.finish(request, document).await)
     }
 
     /// Runs the request under a heartbeat. A failure while the engine does not answer its health probe is
@@ -150,19 +226,20 @@ where
     /// request is retried on the same lease) or is declared lost (then the message is handed back). A
     /// document stored meanwhile (a cancel), or a `preemptible` request asked for its slot, ends the run: the
     /// engine call is dropped, which aborts it.
-    pub(super) async fn infer(
+    async fn infer(
         &self,
-        lease: &Lease,
         request: &InferenceRequest,
         mut preemptible: Option<Preemptible>,
         cancels: &mut watch::Receiver<u64>,
     ) -> Inference {
+        let worker = &self.worker;
+        let (engine, config, hand_back) = (worker.engine.as_ref(), &worker.config, worker.engine_watch.hand_back());
         let attempts = async {
             loop {
-                match self.engine.generate(request).await {
-                    Err(error) if !matches!(error, EngineError::Permanent(_)) && !self.engine.healthy().await => {
-                        tracing::warn!(request_id = %request.request_id, tier = %self.config.tier, %error, "engine not answering: holding the request until it answers again or is declared lost");
-                        self.wait_for_engine(&self.hand_back).await;
+                match engine.generate(request).await {
+                    Err(error) if !matches!(error, EngineError::Permanent(_)) && !engine.healthy().await => {
+                        tracing::warn!(request_id = %request.request_id, tier = %config.tier, %error, "engine not answering: holding the request until it answers again or is declared lost");
+                        wait_until_healthy(engine, config.tier, config.health_interval, hand_back).await;
                     }
                     outcome => return outcome,
                 }
@@ -170,27 +247,44 @@ where
         };
         tokio::select! {
             biased;
-            () = self.hand_back.cancelled() => Inference::HandBack,
+            () = hand_back.cancelled() => Inference::HandBack,
             () = self.document_stored(request.request_id, cancels) => Inference::Superseded,
-            outcome = self.with_heartbeat(lease, attempts) => Inference::Done(outcome),
+            outcome = self.held.heartbeat(attempts) => Inference::Done(outcome),
             () = asked_for_slot(preemptible.as_mut()) => Inference::GaveUpSlot,
         }
     }
 
     /// Resolves once a document for `request_id` exists, looking when the cancel mark changed (see `cancel_watch`);
     /// a failed look is ignored (the next one may succeed, and the result write settles who was first anyway).
-    pub(super) async fn document_stored(&self, request_id: RequestId, cancels: &mut watch::Receiver<u64>) {
+    async fn document_stored(&self, request_id: RequestId, cancels: &mut watch::Receiver<u64>) {
         loop {
             cancel_watch::next_look(cancels).await;
-            if let Ok(true) = self.store.exists(request_id).await {
+            if let Ok(true) = self.worker.store.exists(request_id).await {
                 return;
             }
         }
     }
+
+    /// Gives the message back after its attempt's retry delay: a transient failure.
+    pub(super) async fn retry_later(&self, error: &str) -> Disposition {
+        let attempt = self.held.lease().message.receive_count;
+        let delay = self.worker.config.retry_delay(attempt);
+        tracing::warn!(tier = %self.worker.config.tier, attempt, retry_in_s = delay.as_secs_f64(), %error, "transient failure; the message will be retried");
+        self.held.give_back(delay).await;
+        Disposition::RetryLater
+    }
+
+    /// Gives the message back at once, for another task (or this one's successor) to run.
+    async fn release(&self) -> Disposition {
+        let reason = if self.worker.engine_watch.is_lost() { "engine lost" } else { "drain timeout" };
+        tracing::warn!(tier = %self.worker.config.tier, reason, "message handed back for another task");
+        self.held.give_back(Duration::ZERO).await;
+        Disposition::Released
+    }
 }
 
 /// How a running request ended.
-pub(super) enum Inference {
+enum Inference {
     Done(Result<Completion, EngineError>),
     /// A document appeared meanwhile (a cancel, or another worker finished first).
     Superseded,
@@ -200,7 +294,15 @@ pub(super) enum Inference {
     GaveUpSlot,
 }
 
-pub(super) fn queue_wait_ms(message: &Message) -> u64 {
+/// Resolves when a preemptible request is asked for its slot; never for another (None).
+async fn asked_for_slot(preemptible: Option<&mut Preemptible>) {
+    match preemptible {
+        Some(preemptible) => preemptible.asked().await,
+        None => std::future::pending().await,
+    }
+}
+
+fn queue_wait_ms(message: &Message) -> u64 {
     let now = chrono::Utc::now().timestamp_millis();
     u64::try_from(now - message.sent_at_ms).unwrap_or(0)
 }

@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
@@ -473,6 +474,32 @@ fn a_rerun_creates_nothing_and_builds_nothing_for_the_same_source_and_a_change_s
     );
 }
 
+/// A tracked file whose stat data changed but whose content did not (a `touch`, an editor's save, a copied
+/// checkout): git 2.47's `git stash create` exits 1 and prints nothing while the index still holds the old stat
+/// data. deploy.sh refreshes the index first; what it ships is HEAD, with no uncommitted changes.
+#[test]
+fn a_touched_tracked_file_with_unchanged_content_does_not_stop_the_deploy_and_ships_head() {
+    let journey = Journey::new(json!({}));
+    let head = journey.git(&["rev-parse", "--short", "HEAD"]);
+    let tree = journey.git(&["rev-parse", "HEAD^{tree}"]);
+    // A day back: the index's mtime for the file no longer matches; its content does. No git command runs
+    // between this and the deploy (git status would refresh the index).
+    let file = std::fs::File::options().write(true).open(journey.repo().join("buildspec.yml")).unwrap();
+    file.set_modified(SystemTime::now() - Duration::from_secs(86_400)).unwrap();
+    drop(file);
+    let run = journey.deploy(&[]);
+    succeeded(&run);
+    let uploaded = format!("container-source.zip: {head} (tree {})", &tree[..12]);
+    assert!(run.stdout.contains(&uploaded), "ships HEAD as it is: {uploaded:?}\n{}", run.stdout);
+    assert!(!run.stdout.contains("uncommitted changes"), "{}", run.stdout);
+    let image = run.index("the image build", |c| c.opt("project-name") == Some("gpuinfer-build"));
+    let tag = journey.image_tag(&tree);
+    assert_eq!(
+        run.calls[image].opt("environment-variables-override"),
+        Some(format!("name=IMAGE_TAG,value={tag},type=PLAINTEXT").as_str())
+    );
+}
+
 #[test]
 fn a_bucket_name_another_account_owns_stops_the_deploy_before_anything_is_made() {
     let journey =
@@ -531,6 +558,69 @@ fn a_stack_left_in_rollback_complete_is_reported_and_not_touched() {
     assert_eq!(journey.stack()["StackStatus"], "ROLLBACK_COMPLETE");
 }
 
+/// A stack with more than 50 events. deploy.sh reads its failed events with `describe-stack-events --max-items
+/// 50 --output text --query …`; when --max-items leaves events out, the AWS CLI ends its text output with the
+/// resume token: run through --query, a line `None` (aws/aws-cli issues 7277 and 10449), or as it is,
+/// `NEXTTOKEN<tab><token>` (CLIs with aws/aws-cli pull request 10486). The stand-in prints either; the list
+/// holds the failed resource and nothing else.
+#[test]
+fn deploy_lists_the_failed_resource_of_a_stack_with_more_than_50_events_and_no_pagination_line() {
+    let stack_id = "arn:aws:cloudformation:us-west-2:123456789012:stack/gpuinfer/1";
+    let reason = "Resource handler returned message: \"The maximum number of VPCs has been reached.\"";
+    let rollback = "The following resource(s) failed to create: [Vpc]. ";
+    let mut events = created_events(stack_id, 30);
+    for (logical, kind, status, why) in [
+        ("Vpc", "AWS::EC2::VPC", "CREATE_FAILED", reason),
+        ("gpuinfer", "AWS::CloudFormation::Stack", "ROLLBACK_IN_PROGRESS", rollback),
+        ("gpuinfer", "AWS::CloudFormation::Stack", "ROLLBACK_COMPLETE", ""),
+    ] {
+        events.push(event(stack_id, events.len(), logical, kind, status, why));
+    }
+    assert!(events.len() > 50);
+    for hint in ["queried", "raw"] {
+        let journey = Journey::new(json!({ "resume_hint": hint, "stacks": [{
+            "StackName": "gpuinfer", "StackId": stack_id, "StackStatus": "ROLLBACK_COMPLETE",
+            "CreationTime": "2026-01-01T00:00:00Z", "Parameters": {}, "Resources": {}, "Outputs": {},
+            "Events": events }] }));
+        let run = journey.deploy(&[]);
+        assert_eq!(run.code, 1, "{}", run.transcript());
+        let listed = failed_events(&run.stderr);
+        assert_eq!(listed, [format!("  Vpc CREATE_FAILED: {reason}")], "resume hint {hint}\n{}", run.stderr);
+        assert!(run.stderr.contains("Failed stack events (newest first):"), "{}", run.stderr);
+        run.none("cloudformation", "deploy");
+    }
+}
+
+/// What the stand-in keeps of a stack whose `resources` resources were each created (CREATE_IN_PROGRESS, then
+/// CREATE_COMPLETE), oldest first: 2 × resources + 1 events with the stack's own CREATE_IN_PROGRESS.
+fn created_events(stack_id: &str, resources: usize) -> Vec<Value> {
+    let mut events =
+        vec![event(stack_id, 0, "gpuinfer", "AWS::CloudFormation::Stack", "CREATE_IN_PROGRESS", "User Initiated")];
+    for i in 0..resources {
+        for status in ["CREATE_IN_PROGRESS", "CREATE_COMPLETE"] {
+            events.push(event(stack_id, events.len(), &format!("Resource{i}"), "AWS::SSM::Parameter", status, ""));
+        }
+    }
+    events
+}
+
+/// One stack event as DescribeStackEvents answers it (no ResourceStatusReason when `reason` is empty).
+fn event(stack_id: &str, n: usize, logical: &str, kind: &str, status: &str, reason: &str) -> Value {
+    let mut event = json!({ "StackId": stack_id, "EventId": format!("event-{n}"), "StackName": "gpuinfer",
+                            "LogicalResourceId": logical, "ResourceType": kind,
+                            "Timestamp": format!("2026-01-01T00:{:02}:{:02}Z", n / 60 % 60, n % 60),
+                            "ResourceStatus": status });
+    if !reason.is_empty() {
+        event["ResourceStatusReason"] = json!(reason);
+    }
+    event
+}
+
+/// The failed-events lines a script printed: indented by two spaces (a step's details are indented by four).
+fn failed_events(stderr: &str) -> Vec<String> {
+    stderr.lines().filter(|l| l.starts_with("  ") && !l.starts_with("   ")).map(str::to_owned).collect()
+}
+
 #[test]
 fn bad_command_lines_are_refused_with_usage_before_any_aws_call() {
     let journey = Journey::new(json!({}));
@@ -575,6 +665,68 @@ fn bad_command_lines_are_refused_with_usage_before_any_aws_call() {
     assert_eq!(run.code, 2, "{}", run.transcript());
     assert!(run.stderr.contains("pass --region"), "{}", run.stderr);
     run.none("sts", "get-caller-identity");
+}
+
+/// `cloudformation deploy` builds the change set's parameters from the template's and drops any override the
+/// template does not declare, without a word (merge_parameters in the AWS CLI's
+/// awscli/customizations/cloudformation/deploy.py; the stand-in does the same): a misspelt --parameter would
+/// deploy as if it were not given. deploy.sh checks every key it would pass, the user's and its own, against
+/// template.yaml's Parameters before any AWS call.
+#[test]
+fn an_unknown_parameter_key_is_refused_with_the_close_names_before_any_aws_call() {
+    let journey = Journey::new(json!({}));
+    let run = journey.deploy(&["--parameter", "MaxTaskCont=4"]);
+    assert_eq!(run.code, 2, "{}", run.transcript());
+    assert!(run.calls.is_empty(), "{}", run.transcript());
+    for printed in [
+        "deploy: --parameter MaxTaskCont=4: template.yaml has no parameter MaxTaskCont",
+        "(did you mean MaxTaskCount or MinTaskCount?)",
+        "cloudformation deploy would drop it without a word",
+        "Usage: scripts/deploy.sh",
+    ] {
+        assert!(run.stderr.contains(printed), "prints {printed:?}\n{}", run.stderr);
+    }
+
+    // Every parameter the template declares and deploy.sh does not set itself is taken (at its Default here).
+    let script = std::fs::read_to_string(Path::new(ROOT).join("scripts/deploy.sh")).unwrap();
+    let managed = script.lines().find_map(|l| l.strip_prefix("MANAGED_PARAMETERS=\"")).expect("MANAGED_PARAMETERS=");
+    let managed: Vec<&str> = managed.trim_end_matches('"').split_whitespace().collect();
+    let template = crate::support::cfn::template();
+    let declared = template["Parameters"].as_object().unwrap();
+    for key in &managed {
+        assert!(declared.contains_key(*key), "deploy.sh sets {key}, which template.yaml does not declare");
+    }
+    let mut args = Vec::new();
+    for (key, spec) in declared.iter().filter(|(key, _)| !managed.contains(&key.as_str())) {
+        let default = match &spec["Default"] {
+            Value::String(s) => s.clone(),
+            Value::Null => continue,
+            other => other.to_string(),
+        };
+        args.push("--parameter".to_owned());
+        args.push(format!("{key}={default}"));
+    }
+    assert!(args.len() > 40, "{args:?}");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    succeeded(&journey.deploy(&args));
+
+    // A template without a parameter deploy.sh sets: the script and the template disagree; nothing is called.
+    let other = Journey::new(json!({}));
+    let path = other.repo().join("template.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut kept = Vec::new();
+    let mut skipping = false;
+    for line in text.lines() {
+        skipping = line == "  AlarmEmail:" || (skipping && (line.starts_with("    ") || line.is_empty()));
+        if !skipping {
+            kept.push(line);
+        }
+    }
+    std::fs::write(&path, kept.join("\n") + "\n").unwrap();
+    let run = other.deploy(&[]);
+    assert_eq!(run.code, 1, "{}", run.transcript());
+    assert!(run.calls.is_empty(), "{}", run.transcript());
+    assert!(run.stderr.contains("template.yaml has no parameter AlarmEmail"), "{}", run.stderr);
 }
 
 #[test]
@@ -676,6 +828,44 @@ fn destroy_with_delete_data_deletes_every_version_a_thousand_at_a_time_and_sched
     again.none("kms", "schedule-key-deletion");
 }
 
+/// A stack with more than 50 events whose delete fails: destroy.sh lists the failed events from
+/// `describe-stack-events --max-items 50 --output text --query …`, whose output ends with the CLI's resume token
+/// when events were left out (a `None` line through --query, aws/aws-cli issues 7277 and 10449; or
+/// `NEXTTOKEN<tab><token>`, aws/aws-cli pull request 10486). The list holds the failed resource, the stack's own
+/// DELETE_FAILED, and nothing else.
+#[test]
+fn destroy_lists_the_failed_resources_of_a_stack_with_more_than_50_events_and_no_pagination_line() {
+    let reason = "Resource handler returned message: \"resource sg-0123456789abcdef0 has a dependent object \
+                  (Service: Ec2, Status Code: 400, Request ID: 5e2b0c55-0000-4000-8000-000000000000)\"";
+    for hint in ["queried", "raw"] {
+        let journey = Journey::new(json!({ "resume_hint": hint }));
+        succeeded(&journey.deploy(&[]));
+        journey.edit_state(|state| {
+            let stack = &mut state["stacks"][0];
+            let stack_id = stack["StackId"].as_str().unwrap().to_owned();
+            let events = stack["Events"].as_array_mut().unwrap();
+            let older = created_events(&stack_id, 30);
+            events.splice(0..0, older);
+            state["scenario"]["delete_failure"] = json!({ "logical_id": "TaskSecurityGroup", "reason": reason });
+        });
+        assert!(journey.stack()["Events"].as_array().unwrap().len() > 50);
+        let run = journey.run("destroy.sh", &["--region", REGION, "--yes"]);
+        assert_eq!(run.code, 1, "{}", run.transcript());
+        assert_eq!(
+            failed_events(&run.stderr),
+            [
+                "  gpuinfer DELETE_FAILED: The following resource(s) failed to delete: [TaskSecurityGroup]. "
+                    .to_owned(),
+                format!("  TaskSecurityGroup DELETE_FAILED: {reason}"),
+            ],
+            "resume hint {hint}\n{}",
+            run.stderr
+        );
+        assert!(run.stderr.contains("deleting stack gpuinfer failed; no data was deleted"), "{}", run.stderr);
+        assert_eq!(journey.stack()["StackStatus"], "DELETE_FAILED");
+    }
+}
+
 #[test]
 fn destroy_handles_every_resource_the_template_retains() {
     let template = crate::support::cfn::template();
@@ -720,7 +910,24 @@ fn the_stand_in_refuses_what_the_cli_refuses() {
     assert!(String::from_utf8_lossy(&missing.stderr).contains("(404) when calling the HeadBucket operation"));
     let no_region = run(&["sts", "get-caller-identity"]);
     assert_eq!(no_region.status.code(), Some(253));
-    assert_eq!(journey.calls().len(), 5, "every call is recorded, refused ones too");
+    // --max-items and --starting-token drive the CLI's own paginator, which --no-paginate turns off.
+    let paging = run(&[
+        "--region",
+        REGION,
+        "--no-paginate",
+        "cloudformation",
+        "describe-stack-events",
+        "--stack-name",
+        "gpuinfer",
+        "--max-items",
+        "50",
+    ]);
+    assert_eq!(paging.status.code(), Some(252));
+    assert!(
+        String::from_utf8_lossy(&paging.stderr)
+            .contains("Cannot specify --no-paginate along with pagination arguments: --max-items")
+    );
+    assert_eq!(journey.calls().len(), 6, "every call is recorded, refused ones too");
 }
 
 /// Adds `versions` object versions of 100 bytes and `markers` delete markers to a bucket of the stand-in.

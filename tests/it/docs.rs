@@ -1,9 +1,9 @@
 //! The documentation against the binary: the configuration table in docs/configuration.md names every
 //! environment variable the subcommands read, and each default it states is the one clap applies, or the one the
 //! setting's help states where clap applies none. And the deploy
-//! commands the docs give (docs/deploy.md's walkthrough of the AWS sample's steps above all) against what they
-//! name: the repository's files, template.yaml's outputs and parameters, the flags of scripts/deploy.sh and
-//! scripts/destroy.sh.
+//! commands the docs give (docs/from-the-aws-sample.md's walkthrough of the AWS sample's steps above all) against
+//! what they name: the repository's files, template.yaml's outputs and parameters, the flags of scripts/deploy.sh
+//! and scripts/destroy.sh.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -362,12 +362,12 @@ fn check(markdown: &str, known: &Known) -> Checked {
 
 const WALKTHROUGH: &str = "## Following the AWS sample's walkthrough";
 
-/// docs/deploy.md takes the AWS sample's README step by step (its Steps 1–7 and Cleanup): each step is there, gives
-/// at least one command, and every command names only what exists.
+/// docs/from-the-aws-sample.md takes the AWS sample's README step by step (its Steps 1–7 and Cleanup): each step is
+/// there, gives at least one command, and every command names only what exists.
 #[test]
 fn the_walkthrough_of_the_samples_steps_names_only_what_exists() {
-    let deploy = read("docs/deploy.md");
-    let walkthrough = section(&deploy, WALKTHROUGH);
+    let page = read("docs/from-the-aws-sample.md");
+    let walkthrough = section(&page, WALKTHROUGH);
     let known = Known::of_this_repository();
     let steps = (1..=7).map(|n| format!("### Step {n}: ")).chain(["### Cleanup".to_owned()]);
     for step in steps {
@@ -379,7 +379,7 @@ fn the_walkthrough_of_the_samples_steps_names_only_what_exists() {
         assert!(blocks.iter().any(|c| !c.trim().is_empty()), "{heading}: no command");
     }
     let checked = check(walkthrough, &known);
-    assert!(checked.unknown.is_empty(), "docs/deploy.md, {WALKTHROUGH}:\n{}", checked.unknown.join("\n"));
+    assert!(checked.unknown.is_empty(), "docs/from-the-aws-sample.md, {WALKTHROUGH}:\n{}", checked.unknown.join("\n"));
     assert!(
         checked.files >= 4 && checked.outputs >= 10 && checked.parameters >= 4 && checked.flags >= 8,
         "too little found to check, is the walkthrough parsed right? {checked:?}"
@@ -387,15 +387,15 @@ fn the_walkthrough_of_the_samples_steps_names_only_what_exists() {
 }
 
 /// The other deploy commands of the docs, checked the same way: docs/deploy.md's "Deploy to AWS", the README's
-/// "Deploy to AWS" and "Coming from the AWS sample".
+/// "Deploy to AWS" and docs/from-the-aws-sample.md's "What differs, and why".
 #[test]
 fn the_deploy_commands_of_the_docs_name_only_what_exists() {
     let known = Known::of_this_repository();
-    let (deploy, readme) = (read("docs/deploy.md"), read("README.md"));
+    let (deploy, readme, sample) = (read("docs/deploy.md"), read("README.md"), read("docs/from-the-aws-sample.md"));
     let parts = [
         ("docs/deploy.md", section(&deploy, "## Deploy to AWS")),
         ("README.md", section(&readme, "## Deploy to AWS")),
-        ("README.md", section(&readme, "## Coming from the AWS sample")),
+        ("docs/from-the-aws-sample.md", section(&sample, "## What differs, and why")),
     ];
     let mut found = Checked::default();
     for (file, part) in parts {

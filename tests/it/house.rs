@@ -1,7 +1,8 @@
-//! The house keeps its layout (docs/architecture.md): no import circle among the files of `src/`, and no import that
-//! runs against the layering: `contract` imports nothing of the crate but itself, `ports` only `contract` and itself
-//! (and the one-line error description of `infra/error_chain.rs`), `router`, `worker` and `scaler` never import `aws`
-//! or `local`, and the adapters (`aws`, `local`, `engine`, `classifier`) never import `router`, `worker` or `scaler`.
+//! The house keeps its layout (docs/architecture.md): no import circle among the files of `src/` (a parent file's
+//! `child::` paths count, so a child that imports its parent back is a circle), every import runs with the layering
+//! (`contract` imports nothing of the crate but itself; `ports` only `contract` and itself; the core never imports
+//! `aws` or `local`; the adapters take `contract`, `ports` and `infra` only), the imports between the core's rooms are
+//! exactly the list docs/architecture.md gives, and the map names every file of `src/`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -70,23 +71,30 @@ fn code(text: &str) -> String {
     out
 }
 
-/// Every path the code names from `crate::` or `super::`, as absolute module paths; a `{…}` group after a path
-/// gives one path per item in it.
+/// Every path the code names from `crate::`, `super::`, `self::` or one of the file's own child modules (`child::`),
+/// as absolute module paths; a `{…}` group after a path gives one path per item in it.
 fn named_paths(room: &Room) -> Vec<Vec<String>> {
     let code = code(&room.text);
     let bytes = code.as_bytes();
     let mut paths = Vec::new();
     let word = |i: usize| bytes.get(i).is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_');
+    let children: Vec<String> = child_modules(&code).into_iter().map(|child| format!("{child}::")).collect();
+    let starts: Vec<&str> =
+        ["crate::", "super::", "self::"].into_iter().chain(children.iter().map(String::as_str)).collect();
     let mut i = 0;
     while i < bytes.len() {
-        // A byte inside a character (a non-ASCII one left by a raw string) starts no path.
-        let starts = ["crate::", "super::"].into_iter().find(|p| code.get(i..).is_some_and(|rest| rest.starts_with(p)));
-        let Some(start) = starts.filter(|_| i == 0 || !word(i - 1)) else {
+        // A byte inside a character (a non-ASCII one left by a raw string) starts no path, nor does the middle of one.
+        let starts_here = starts.iter().find(|p| code.get(i..).is_some_and(|rest| rest.starts_with(*p)));
+        let Some(&start) = starts_here.filter(|_| i == 0 || !(word(i - 1) || code[..i].ends_with("::"))) else {
             i += 1;
             continue;
         };
-        let mut base: Vec<String> =
-            if start == "crate::" { Vec::new() } else { room.module[..room.module.len().saturating_sub(1)].to_vec() };
+        let mut base: Vec<String> = match start {
+            "crate::" => Vec::new(),
+            "super::" => room.module[..room.module.len().saturating_sub(1)].to_vec(),
+            "self::" => room.module.clone(),
+            child => [room.module.clone(), vec![child.trim_end_matches("::").to_owned()]].concat(),
+        };
         i += start.len();
         loop {
             if code[i..].starts_with("super::") {
@@ -118,6 +126,17 @@ fn named_paths(room: &Room) -> Vec<Vec<String>> {
         paths.push(base);
     }
     paths
+}
+
+/// The modules a file declares (`mod x;`, `pub(crate) mod x;`), its unit tests left out.
+fn child_modules(code: &str) -> Vec<&str> {
+    code.lines()
+        .filter_map(|line| {
+            line.trim().strip_suffix(';')?.split_once("mod ").map(|(before, name)| (before.trim(), name))
+        })
+        .filter(|(before, name)| (before.is_empty() || before.starts_with("pub")) && *name != "tests")
+        .map(|(_, name)| name)
+        .collect()
 }
 
 /// The file a module path points into: the longest prefix of it that is a room.
@@ -190,28 +209,107 @@ fn no_file_of_src_imports_itself_back_through_others() {
     assert!(found.is_empty(), "import circles: {found:#?}");
 }
 
+/// The rooms of the core: they speak to the ports, and to each other only as docs/architecture.md lists.
+const CORE: [&str; 4] = ["router", "worker", "scaler", "callbacks"];
+/// The adapters: they implement ports, and take `contract`, `ports` and `infra` only.
+const ADAPTERS: [&str; 4] = ["aws", "local", "engine", "classifier"];
+
+/// Why an import from `file` into `to` runs against the layering, if it does.
+fn layering_break(file: &str, to: &str) -> Option<&'static str> {
+    let (from, into) = (wing(file), wing(to));
+    if from == into {
+        return None;
+    }
+    match from {
+        "contract" => Some("contract imports nothing of the crate"),
+        // infra/error_chain.rs: an error and its causes on one line, a function of std's Error alone.
+        "ports" if into != "contract" && to != "infra/error_chain.rs" => Some("ports import only contract"),
+        f if CORE.contains(&f) && (into == "aws" || into == "local") => Some("the core never imports aws or local"),
+        f if ADAPTERS.contains(&f) && !["contract", "ports", "infra"].contains(&into) => {
+            Some("adapters take contract, ports and infra only")
+        }
+        _ => None,
+    }
+}
+
+fn layering_breaks(arrows: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let imports = arrows.iter().flat_map(|(file, to)| to.iter().map(move |to| (file, to)));
+    imports
+        .filter_map(|(file, to)| layering_break(file, to).map(|why| format!("{file} imports {to} ({why})")))
+        .collect()
+}
+
+/// The imports between two rooms of the core, as `from → into` pairs.
+fn core_to_core(arrows: &BTreeMap<String, BTreeSet<String>>) -> BTreeSet<(String, String)> {
+    let imports = arrows.iter().flat_map(|(file, to)| to.iter().map(move |to| (wing(file), wing(to))));
+    imports
+        .filter(|(from, into)| from != into && CORE.contains(from) && CORE.contains(into))
+        .map(|(from, into)| (from.to_owned(), into.to_owned()))
+        .collect()
+}
+
+fn architecture() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/architecture.md")).unwrap()
+}
+
+/// The list of docs/architecture.md's imports between the core's rooms: its lines "- `from` → `into`: why".
+fn documented_core_to_core(map: &str) -> BTreeSet<(String, String)> {
+    map.lines()
+        .filter_map(|line| line.strip_prefix("- `")?.split_once("` → `"))
+        .filter_map(|(from, rest)| Some((from.to_owned(), rest.split_once('`')?.0.to_owned())))
+        .collect()
+}
+
+/// The files of `src/` the map's room block does not name: a file's folders and its name (`mod` aside) must each
+/// be a word of its top room's entry (`  router/ …` up to the next entry), a top-level file a word of the block.
+fn unnamed_files(map: &str, files: impl Iterator<Item = String>) -> Vec<String> {
+    let block = map.split("## The rooms of `src/`").nth(1).and_then(|rest| rest.split("```").nth(1)).unwrap_or("");
+    let words = |text: &str| -> BTreeSet<String> {
+        text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).map(str::to_lowercase).collect()
+    };
+    let mut entries: BTreeMap<String, String> = BTreeMap::new();
+    let mut current = String::new();
+    for line in block.lines() {
+        let head = line.strip_prefix("  ").and_then(|rest| rest.split_once('/')).map(|(room, _)| room);
+        if let Some(room) = head.filter(|room| !room.contains(' ') && !room.is_empty()) {
+            current = room.to_owned();
+        }
+        entries.entry(current.clone()).or_default().push_str(&format!("{line}\n"));
+    }
+    let everything = words(block);
+    files
+        .filter(|file| {
+            let parts: Vec<&str> = file.trim_end_matches(".rs").split('/').filter(|p| *p != "mod").collect();
+            let named = match parts.as_slice() {
+                [top] => everything.contains(*top),
+                [room, rest @ ..] => entries
+                    .get(*room)
+                    .map(|entry| words(entry))
+                    .is_some_and(|entry| rest.iter().all(|part| entry.contains(*part))),
+                [] => true,
+            };
+            !named
+        })
+        .collect()
+}
+
 #[test]
 fn every_import_runs_with_the_layering() {
-    let adapters = ["aws", "local", "engine", "classifier"];
-    let core = ["router", "worker", "scaler"];
-    let mut breaks = Vec::new();
-    for (file, imports) in arrows(&rooms()) {
-        for to in imports {
-            let (from, into) = (wing(&file), wing(&to));
-            let broken = match from {
-                "contract" => into != "contract",
-                // infra/error_chain.rs: an error and its causes on one line, a function of std's Error alone.
-                "ports" => !["contract", "ports"].contains(&into) && to != "infra/error_chain.rs",
-                f if core.contains(&f) => into == "aws" || into == "local",
-                f if adapters.contains(&f) => core.contains(&into),
-                _ => false,
-            };
-            if broken {
-                breaks.push(format!("{file} imports {to}"));
-            }
-        }
-    }
+    let breaks = layering_breaks(&arrows(&rooms()));
     assert!(breaks.is_empty(), "imports against the layering (docs/architecture.md):\n{}", breaks.join("\n"));
+}
+
+#[test]
+fn the_core_rooms_import_each_other_exactly_as_the_map_lists() {
+    let (found, listed) = (core_to_core(&arrows(&rooms())), documented_core_to_core(&architecture()));
+    assert!(!listed.is_empty(), "docs/architecture.md lists no import between the core's rooms: is it parsed right?");
+    assert_eq!(found, listed, "imports between the core's rooms (left) against docs/architecture.md's list (right)");
+}
+
+#[test]
+fn the_map_names_every_file_of_src() {
+    let unnamed = unnamed_files(&architecture(), rooms().into_keys());
+    assert!(unnamed.is_empty(), "docs/architecture.md's room block does not name {unnamed:?}");
 }
 
 /// The checks above see what they check: a circle and a layering break are found in a made-up house.
@@ -235,4 +333,52 @@ fn the_checks_find_a_circle_and_a_layering_break_when_there_is_one() {
     );
     assert!(arrows["contract/request.rs"].is_empty(), "strings name nothing");
     assert_eq!(circles(&arrows), [vec!["contract/tier.rs".to_owned(), "ports.rs".to_owned()]]);
+}
+
+/// The stricter checks see what they check, on the imports that once broke the map: core to core outside the list
+/// (router/state.rs → scaler::wake), adapter to adapter (aws/bedrock.rs → classifier, classifier/openai.rs →
+/// engine::client), a child that imports its parent back through the parent's `child::` path, and a file the map
+/// does not name.
+#[test]
+fn the_checks_find_core_and_adapter_imports_a_parent_child_loop_and_an_unnamed_file() {
+    let room = |file: &str, text: &str| {
+        let module = file.trim_end_matches(".rs").trim_end_matches("/mod").split('/').map(str::to_owned).collect();
+        (file.to_owned(), Room { module, text: text.to_owned() })
+    };
+    let house = BTreeMap::from([
+        room("router/state.rs", "use crate::scaler::wake::Wake;\nuse crate::callbacks::outbound::Policy;"),
+        room("scaler/wake.rs", "use crate::ports::Queue;"),
+        room("callbacks/outbound.rs", ""),
+        room("ports.rs", ""),
+        room("aws/bedrock.rs", "use crate::classifier::{Instruction, parse_answer};"),
+        room("classifier/mod.rs", "pub mod openai;"),
+        room("classifier/openai.rs", "use crate::engine::client::chat;\nuse std::time::Duration;"),
+        room("engine/client.rs", ""),
+        room("router/openai/mod.rs", "mod batches;\npub use batches::create;\npub struct OpenAiError;"),
+        room("router/openai/batches.rs", "use super::OpenAiError;\nuse std::batches::Other;"),
+    ]);
+    let arrows = arrows(&house);
+    assert_eq!(
+        layering_breaks(&arrows),
+        [
+            "aws/bedrock.rs imports classifier/mod.rs (adapters take contract, ports and infra only)",
+            "classifier/openai.rs imports engine/client.rs (adapters take contract, ports and infra only)",
+        ]
+    );
+    assert_eq!(
+        core_to_core(&arrows),
+        BTreeSet::from([("router".into(), "callbacks".into()), ("router".into(), "scaler".into())])
+    );
+    let map = "- `router` → `callbacks`: a callback URL is checked at POST.\n";
+    assert_eq!(documented_core_to_core(map), BTreeSet::from([("router".into(), "callbacks".into())]));
+    assert_eq!(
+        circles(&arrows),
+        [vec!["router/openai/batches.rs".to_owned(), "router/openai/mod.rs".to_owned()]],
+        "the parent's child:: path and the child's super:: make a loop; std::batches is not the child"
+    );
+    let map =
+        "## The rooms of `src/`\n\n```\nsrc/ ports.rs\n  router/  state, openai/ (batches)\n  scaler/ wake\n```\n";
+    let files = || house.keys().filter(|f| ["router/", "scaler/", "ports"].iter().any(|p| f.starts_with(p))).cloned();
+    assert!(unnamed_files(map, files()).is_empty(), "{:?}", unnamed_files(map, files()));
+    assert_eq!(unnamed_files(&map.replace(" wake", ""), files()), ["scaler/wake.rs"]);
 }

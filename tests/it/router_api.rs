@@ -7,13 +7,13 @@ use crate::support::router::{Fixture, call, fixture, get, post};
 use async_trait::async_trait;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
+use gpuinfer::callbacks::outbound::OutboundPolicy;
 use gpuinfer::contract::request_id::RequestId;
 use gpuinfer::contract::tier::{Lanes, PerTier, Priority, Tier};
 use gpuinfer::infra::metrics::Emf;
 use gpuinfer::ports::{Message, Queue, QueueCounts, QueueError, ResultStore};
 use gpuinfer::router::routing::RoutingConfig;
 use gpuinfer::router::state::AppState;
-use gpuinfer::worker::callbacks::outbound::OutboundPolicy;
 use serde_json::{Value, json};
 
 #[tokio::test]

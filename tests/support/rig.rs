@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use gpuinfer::callbacks::webhook::{WebhookConfig, Webhooks};
 use gpuinfer::contract::outcome::ResultDocument;
 use gpuinfer::contract::request_id::RequestId;
 use gpuinfer::contract::tier::{Lanes, Priority, Tier};
@@ -12,7 +13,6 @@ use gpuinfer::infra::metrics::Emf;
 use gpuinfer::local::LocalBackends;
 use gpuinfer::local::queue::LocalQueue;
 use gpuinfer::ports::{Queue, QueueCounts, ResultStore};
-use gpuinfer::worker::callbacks::webhook::{WebhookConfig, Webhooks};
 use gpuinfer::worker::{Stopped, Worker, WorkerConfig};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::http::{Request, StatusCode};
+use gpuinfer::callbacks::outbound::OutboundPolicy;
 use gpuinfer::contract::tier::{PerTier, Priority, Tier};
 use gpuinfer::infra::metrics::Emf;
 use gpuinfer::local::LocalBackends;
@@ -14,7 +15,6 @@ use gpuinfer::router::app;
 use gpuinfer::router::body_budget::BodyBudget;
 use gpuinfer::router::routing::RoutingConfig;
 use gpuinfer::router::state::AppState;
-use gpuinfer::worker::callbacks::outbound::OutboundPolicy;
 use http_body_util::BodyExt;
 use serde_json::Value;
 use tower::ServiceExt;

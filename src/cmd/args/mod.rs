@@ -3,6 +3,7 @@
 
 mod openai_webhook;
 mod scaling;
+mod tier_names;
 mod tier_setting;
 mod worker_pool;
 
@@ -253,7 +254,11 @@ impl RoutingSettings {
                 let client = aws_sdk_bedrockruntime::Client::new(wiring.sdk().await);
                 Some(Arc::new(BedrockClassifier::new(client, model_id.clone())))
             }
-            ClassifierChoice::OpenAi(engine) => Some(Arc::new(OpenAiClassifier::new(EngineClient::new(engine)?))),
+            ClassifierChoice::OpenAi(engine) => {
+                let client = EngineClient::new(engine)?;
+                let endpoint = client.base().to_owned();
+                Some(Arc::new(OpenAiClassifier::new(client, endpoint)))
+            }
         })
     }
 }

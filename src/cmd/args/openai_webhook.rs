@@ -6,9 +6,9 @@ use std::time::Duration;
 use anyhow::Context;
 use reqwest::Url;
 
-use crate::worker::callbacks::openai_events::{DEFAULT_RETRY_SECONDS, EventConfig};
-use crate::worker::callbacks::outbound::OutboundPolicy;
-use crate::worker::callbacks::webhook::WebhookSecret;
+use crate::callbacks::openai_events::{DEFAULT_RETRY_SECONDS, EventConfig};
+use crate::callbacks::outbound::OutboundPolicy;
+use crate::callbacks::webhook::WebhookSecret;
 
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct OpenAiWebhookArgs {

@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use anyhow::bail;
 
+use crate::callbacks::outbound::OutboundPolicy;
+use crate::callbacks::webhook::{self, WebhookConfig, WebhookSecret};
 use crate::contract::tier::Tier;
 use crate::engine::client::{DEFAULT_REQUEST_TIMEOUT_SECONDS, EngineConfig};
 use crate::ports::DEFAULT_MAX_RECEIVE_COUNT;
-use crate::worker::callbacks::outbound::OutboundPolicy;
-use crate::worker::callbacks::webhook::{self, WebhookConfig, WebhookSecret};
 use crate::worker::{
     DEFAULT_CANCEL_POLL_SECONDS, DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT_SECONDS,
     DEFAULT_ENGINE_LOSS_WINDOW_SECONDS, DEFAULT_RETRY_BASE_SECONDS, DEFAULT_TASK_ARN, DEFAULT_WAIT_TIME_SECONDS,

@@ -7,13 +7,13 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::callbacks::openai_events::OpenAiEvents;
+use crate::callbacks::webhook::Webhooks;
 use crate::contract::tier::{Lanes, Tier};
 use crate::engine::client::EngineConfig;
 use crate::infra::metrics::Emf;
 use crate::ports::{Queue, ResultStore};
 use crate::worker::WorkerConfig;
-use crate::worker::callbacks::openai_events::OpenAiEvents;
-use crate::worker::callbacks::webhook::Webhooks;
 use crate::worker::slots::Slots;
 
 /// A tier whose engines are started on demand.

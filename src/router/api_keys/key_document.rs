@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{ApiKeys, KeyEntry, digest};
+use super::keys::{ApiKeys, KeyEntry, digest};
 
 /// The fewest hex digits of a digest that name one key to revoke.
 pub const MIN_DIGEST_PREFIX: usize = 8;
@@ -50,14 +50,14 @@ impl KeyDocument {
 
     /// The document as the store keeps it.
     pub fn to_json(&self) -> String {
-        let keys = self.entries.iter().map(|e| StoredKey { project: e.project.clone(), sha256: e.digest_hex() });
+        let keys = self.entries.iter().map(|e| StoredKey { project: e.project().to_owned(), sha256: e.digest_hex() });
         let stored = Stored { keys: keys.collect() };
         serde_json::to_string_pretty(&stored).unwrap_or_default()
     }
 
     /// The keys a router accepts: every entry (none, for an empty document).
     pub fn keys(&self) -> ApiKeys {
-        ApiKeys { entries: self.entries.clone() }
+        ApiKeys::new(self.entries.clone())
     }
 
     pub fn entries(&self) -> &[KeyEntry] {
@@ -67,7 +67,7 @@ impl KeyDocument {
     /// Adds `key` for `project`; refused for a key already there, and for one the store has no room for.
     pub fn add(&mut self, project: &str, key: &str) -> Result<&KeyEntry, String> {
         let entry = KeyEntry::new(digest(key), project)?;
-        if self.entries.iter().any(|e| e.digest == entry.digest) {
+        if self.entries.iter().any(|e| e.digest_hex() == entry.digest_hex()) {
             return Err("this key is already in the store".into());
         }
         self.entries.push(entry);

@@ -8,8 +8,8 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-use super::ApiKeys;
 use super::key_document::KeyDocument;
+use super::keys::ApiKeys;
 use crate::ports::{KeyStore, KeyStoreError};
 
 /// How long the router keeps the keys it read unless configured: a revoked key stops working within this.

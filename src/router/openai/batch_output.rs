@@ -11,7 +11,8 @@ use tokio_util::io::ReaderStream;
 
 use super::batch_input::{self, Endpoint, LineLabel};
 use super::files::{self, FileObject};
-use super::unix_now;
+use super::objects::unix_now;
+use super::owner::write_owned;
 use crate::contract::batch_line::BatchLine;
 use crate::contract::error_body;
 use crate::contract::request_id::RequestId;
@@ -112,7 +113,7 @@ async fn store(
     let bytes = objects.put(&files::content_key(&id), Box::pin(chunks)).await?;
     let record =
         FileObject { owner: owner.map(str::to_owned), ..FileObject::new(id, bytes, filename.into(), "batch_output") };
-    super::owner::write_owned(objects, &files::record_key(&record.id), &record).await?;
+    write_owned(objects, &files::record_key(&record.id), &record).await?;
     Ok(Some(record))
 }
 

@@ -5,9 +5,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::OpenAiError;
 use super::batch_input::{Endpoint, LineError};
-use super::owner::{Owned, write_owned};
+use super::error::OpenAiError;
+use super::owner::{Owned, find_record, write_owned};
 use crate::ports::object_io::read_all;
 use crate::ports::{ObjectStore, StoreError};
 use crate::router::api_keys::Caller;
@@ -104,7 +104,7 @@ pub(super) fn enqueued_key(id: &str) -> String {
 
 /// The batch's record when `caller` may see it, or 404.
 pub(super) async fn find(objects: &dyn ObjectStore, caller: &Caller, id: &str) -> Result<Batch, OpenAiError> {
-    super::find_record(objects, caller, ("batch", "batch_"), record_key, id).await
+    find_record(objects, caller, ("batch", "batch_"), record_key, id).await
 }
 
 pub(super) async fn save(objects: &dyn ObjectStore, batch: &Batch) -> Result<(), OpenAiError> {

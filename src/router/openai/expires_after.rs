@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::OpenAiError;
+use super::error::OpenAiError;
 
 /// The one anchor OpenAI offers.
 const ANCHOR: &str = "created_at";

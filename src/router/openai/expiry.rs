@@ -6,13 +6,15 @@
 
 use serde::de::DeserializeOwned;
 
+use super::batch_record;
 use super::files::{self, FileObject};
+use super::response_record;
+use super::upload_parts;
 use super::uploads::{self, Upload};
-use super::{batch_record, response_record, upload_parts};
+use crate::callbacks::openai_events;
 use crate::contract::batch_line;
 use crate::ports::object_io::read_json;
 use crate::ports::{ObjectStore, StoreError};
-use crate::worker::callbacks::openai_events;
 
 /// How long what is under a prefix is kept at most.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,9 +15,12 @@ use futures_util::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::error::OpenAiError;
 use super::expires_after::{ExpiresAfter, FormFields};
-use super::owner::{Owned, write_owned};
-use super::{OpenAiError, ids, jsonl_check, objects, unix_now};
+use super::ids;
+use super::jsonl_check;
+use super::objects::{objects, unix_now};
+use super::owner::{Owned, find_record, write_owned};
 use crate::ports::object_io::read_json;
 use crate::ports::{ByteChunks, ObjectStore, StoreError};
 use crate::router::api_keys::Caller;
@@ -239,7 +242,7 @@ pub(crate) async fn list(
 
 /// The record of file `id` when `caller` may see it, or 404 (also once it expired).
 pub(super) async fn find(objects: &dyn ObjectStore, caller: &Caller, id: &str) -> Result<FileObject, OpenAiError> {
-    let file: FileObject = super::find_record(objects, caller, ("file", "file-"), record_key, id).await?;
+    let file: FileObject = find_record(objects, caller, ("file", "file-"), record_key, id).await?;
     if file.expired_by(unix_now()) {
         return Err(OpenAiError::not_found("file", id));
     }

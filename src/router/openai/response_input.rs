@@ -5,9 +5,10 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
+use super::error::OpenAiError;
+use super::objects::metadata;
 use super::response_record::{InputMessage, ResponseRecord};
 use super::settings::ModelTiers;
-use super::{OpenAiError, metadata};
 use crate::contract::openai_response::response_id;
 use crate::contract::request::{InferenceRequest, Intake, RequestError};
 

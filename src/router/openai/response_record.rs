@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::OpenAiError;
+use super::error::OpenAiError;
 use super::owner::{Owned, visible_to, write_owned};
 use crate::contract::openai_response::request_id;
 use crate::contract::request_id::RequestId;

@@ -12,10 +12,12 @@ use axum::extract::{Extension, Path, Query, State};
 use chrono::Utc;
 use serde_json::{Value, json};
 
+use super::error::OpenAiError;
+use super::objects::objects;
 use super::response_input::{self, Create};
 use super::response_object::response_object;
 use super::response_record::{InputMessage, ResponseRecord, find, remove, save};
-use super::{OpenAiError, objects};
+use crate::callbacks::openai_events::EventType;
 use crate::contract::outcome::Ending;
 use crate::contract::request_id::RequestId;
 use crate::ports::StoreError;
@@ -25,7 +27,6 @@ use crate::router::result_wait;
 use crate::router::results::{Canceled, cancel_request};
 use crate::router::routing;
 use crate::router::state::AppState;
-use crate::worker::callbacks::openai_events::EventType;
 
 /// POST /v1/responses: the response's request enqueued, and the response, the caller's project's (queued; or,
 /// without `background`, as it stands once done or once the wait is over).

@@ -7,6 +7,10 @@ use std::time::Duration;
 use crate::contract::tier::Tier;
 use crate::router::api_keys::KeySource;
 
+/// Lambda answers with at most 6 MB (its invocation payload limit), and a file goes back base64-encoded (4 bytes for
+/// every 3): downloads larger than 4 MiB (5.6 MB encoded) are redirected to S3.
+pub const LAMBDA_DOWNLOAD_LIMIT: u64 = 4 * 1024 * 1024;
+
 /// The longest a call waits for its result unless configured: under the 30 s API Gateway gives a request.
 pub(crate) const DEFAULT_RESULT_WAIT_SECONDS: u64 = 25;
 

@@ -18,7 +18,7 @@ pub const DEV_PERIOD: Duration = Duration::from_secs(1);
 /// One upkeep: the batches looked at and the events attempted. Failures are logged; the next upkeep tries again.
 pub async fn upkeep(state: &AppState) -> (usize, usize) {
     let Some(objects) = state.store.objects() else { return (0, 0) };
-    let batches = super::batches::refresh_running(state, objects).await.unwrap_or_else(|error| {
+    let batches = super::batch_lifecycle::refresh_running(state, objects).await.unwrap_or_else(|error| {
         tracing::warn!(?error, "bringing running batches up to date failed; trying again at the next upkeep");
         0
     });

@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures_util::{StreamExt, TryStreamExt, stream};
 
-use super::{OpenAiError, ids};
+use super::error::OpenAiError;
+use super::ids;
 use crate::ports::{ByteChunks, ObjectStore, StoreError};
 
 /// Where uploads, their records and their parts are kept.

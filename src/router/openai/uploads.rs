@@ -13,12 +13,14 @@ use futures_util::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::error::OpenAiError;
 use super::expires_after::ExpiresAfter;
 use super::files::{self, FileObject};
+use super::ids;
 use super::jsonl_check::MAX_FILE_BYTES;
-use super::owner::{Owned, write_owned};
+use super::objects::{objects, unix_now};
+use super::owner::{Owned, find_record, write_owned};
 use super::upload_parts::{self, Added, PREFIX};
-use super::{OpenAiError, ids, objects, unix_now};
 use crate::ports::{ByteChunks, ObjectStore, StoreError};
 use crate::router::api_keys::Caller;
 use crate::router::state::AppState;
@@ -66,7 +68,7 @@ fn record_key(id: &str) -> String {
 
 /// The upload `id` when `caller` may see it, `expired` once past its hour.
 async fn find(objects: &dyn ObjectStore, caller: &Caller, id: &str) -> Result<Upload, OpenAiError> {
-    let mut upload: Upload = super::find_record(objects, caller, ("upload", "upload_"), record_key, id).await?;
+    let mut upload: Upload = find_record(objects, caller, ("upload", "upload_"), record_key, id).await?;
     if upload.expired_by(unix_now()) {
         upload.status = "expired".into();
     }

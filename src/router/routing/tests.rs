@@ -6,9 +6,9 @@ use async_trait::async_trait;
 use serde_json::json;
 use tokio::time::Instant;
 
-use crate::classifier::parse_answer;
 use crate::contract::request::{InferenceRequest, Intake};
 use crate::contract::tier::Tier;
+use crate::ports::classifier::parse_answer;
 use crate::ports::{Classifier, ClassifyError};
 use crate::router::routing::{Heuristic, Reason, RoutingConfig, heuristic, route};
 

@@ -3,7 +3,7 @@
 //! by how far the metric is past the threshold; scale-out cooldowns count the previous step, scale-in
 //! cooldowns block; the desired count stays within [min, max], which scheduled actions may move.
 
-use super::Millis;
+use super::time::Millis;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Comparison {

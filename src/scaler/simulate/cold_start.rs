@@ -1,7 +1,7 @@
 //! A task's cold start, phase by phase: from the desired count rising to the task's worker receiving its first
 //! request. The lone-request view prints each phase; the event loop uses their sum.
 
-use super::{Millis, seconds};
+use super::time::{Millis, seconds};
 
 /// The phases, in order, as the lone-request view names them.
 pub const PHASES: [&str; 4] =

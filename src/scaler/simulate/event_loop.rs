@@ -9,7 +9,8 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use super::autoscaling::ScalableTarget;
 use super::policy::{Observation, Policy, PolicyKind};
-use super::{Millis, TierModel};
+use super::tier_model::TierModel;
+use super::time::Millis;
 use crate::ports::{QueueCounts, TaskCounts};
 
 /// The clock of a run.

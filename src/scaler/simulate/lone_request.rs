@@ -5,7 +5,8 @@ use super::cold_start::PHASES;
 use super::event_loop::{self, Timing};
 use super::policy::PolicyKind;
 use super::report::{latency, markdown};
-use super::{HOUR, Millis, TierModel};
+use super::tier_model::TierModel;
+use super::time::{HOUR, Millis};
 
 /// One request arriving at time 0 on a tier at zero, under one policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

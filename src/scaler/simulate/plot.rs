@@ -7,7 +7,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::event_loop::Sample;
-use super::hours;
+use super::time::hours;
 use crate::contract::tier::Tier;
 
 /// One tier's samples under each policy.

@@ -9,7 +9,8 @@
 //! Both use the tier's idle window (scale-in evaluation periods) and scale-in cooldown.
 
 use super::autoscaling::{Alarm, Comparison, ScalingRule, Step, StepPolicy};
-use super::{Millis, SECOND, TierModel};
+use super::tier_model::TierModel;
+use super::time::{Millis, SECOND};
 use crate::contract::tier::Tier;
 use crate::ports::{QueueCounts, TaskCounts};
 use crate::scaler::{Readings, decide};

@@ -3,7 +3,7 @@
 //! shorter tables of a trade (cost and p95 only).
 
 use super::event_loop::Run;
-use super::{HOUR, MINUTE, Millis, SECOND, hours};
+use super::time::{HOUR, MINUTE, Millis, SECOND, hours};
 
 /// The numbers of one column.
 #[derive(Debug, Clone, Copy, PartialEq)]

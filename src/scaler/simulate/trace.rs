@@ -3,7 +3,7 @@
 
 use std::f64::consts::TAU;
 
-use super::{HOUR, MINUTE, Millis, seconds};
+use super::time::{HOUR, MINUTE, Millis, seconds};
 use crate::contract::tier::{PerTier, Tier};
 
 /// A traffic generator; every rate is in requests per hour.

@@ -4,8 +4,9 @@
 use super::event_loop::{self, Timing};
 use super::policy::{Policy, PolicyKind};
 use super::report::{Column, Summary};
+use super::tier_model::TierModel;
+use super::time::{MINUTE, Millis};
 use super::warm_window::WarmWindow;
-use super::{MINUTE, Millis, TierModel};
 
 /// A column per idle window of `minutes`: the scale-in alarm's periods for that long.
 pub(crate) fn idle_windows(model: &TierModel, timing: &Timing, arrivals: &[Millis], minutes: &[u32]) -> Vec<Column> {

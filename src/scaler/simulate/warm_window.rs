@@ -5,7 +5,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use super::{HOUR, Millis};
+use super::time::{HOUR, Millis};
 
 const DAY: i64 = 24 * HOUR as i64;
 const WEEK: i64 = 7 * DAY;

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use async_trait::async_trait;
 
 use super::*;
-use crate::router::api_keys::{KeyDocument, digest};
+use crate::router::api_keys::keys::digest;
 
 /// A key store in memory that counts its reads; `None` for a store that cannot be read.
 #[derive(Default)]

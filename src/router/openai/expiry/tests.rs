@@ -84,8 +84,8 @@ fn every_key_the_api_writes_is_under_a_prefix_of_the_table() {
         response_record::record_key("resp_a"),
         batch_line::mark_key("batch_a", 0, batch_line::LineEnd::Succeeded),
         upload_parts::folder("upload_a"),
-        crate::worker::callbacks::openai_events::record_key("evt_a"),
-        crate::worker::callbacks::openai_events::pending_key("evt_a"),
+        crate::callbacks::openai_events::record_key("evt_a"),
+        crate::callbacks::openai_events::pending_key("evt_a"),
     ];
     for key in keys {
         assert!(PREFIXES.iter().any(|(prefix, _)| key.starts_with(prefix)), "{key} is under no prefix of PREFIXES");

@@ -5,7 +5,6 @@ use super::*;
 use crate::local::store::FileStore;
 use crate::ports::object_io::read_json;
 use crate::router::openai::files::{self, FileObject};
-use crate::router::openai::{OpenAiError, find_record, ids};
 
 fn file_of(owner: Option<&str>) -> FileObject {
     FileObject { owner: owner.map(str::to_owned), ..FileObject::new(ids::new("file-"), 3, "in.jsonl".into(), "batch") }

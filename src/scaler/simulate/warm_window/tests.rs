@@ -1,3 +1,5 @@
+//! Unit tests of `scaler/simulate/warm_window.rs`.
+
 use super::*;
 
 fn window(hours: &str, weekends: bool, utc_offset_hours: f64) -> WarmWindow {

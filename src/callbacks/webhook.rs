@@ -19,10 +19,10 @@ use reqwest::Url;
 use sha2::Sha256;
 use tokio_util::task::TaskTracker;
 
+use crate::callbacks::outbound::{OutboundPolicy, Refusal, refusal_in};
 use crate::contract::request_id::RequestId;
 use crate::contract::tier::Tier;
 use crate::infra::metrics::{self, Emf, Metric};
-use crate::worker::callbacks::outbound::{OutboundPolicy, Refusal, refusal_in};
 
 /// First wait between two attempts; it doubles up to [`MAX_BACKOFF`].
 pub(crate) const FIRST_BACKOFF: Duration = Duration::from_secs(1);

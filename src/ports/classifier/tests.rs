@@ -1,4 +1,4 @@
-//! Unit tests of `classifier/mod.rs`.
+//! Unit tests of `ports/classifier.rs`.
 
 use super::*;
 

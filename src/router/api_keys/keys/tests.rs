@@ -1,4 +1,4 @@
-//! Unit tests of `router/api_keys.rs`.
+//! Unit tests of `router/api_keys/keys.rs`.
 
 use super::*;
 

@@ -1,0 +1,316 @@
+//! A batch's lifecycle once POST /v1/batches checked its lines: its lines enqueued (again, when its creator stopped
+//! midway), the batch brought up to date from the marks workers leave per line, and once every line has ended its
+//! output and error files built and its final status saved. A client's poll or the upkeep brings it up to date, so
+//! no long-lived process is needed, on Lambda as on one machine. Cancel and expiry end the lines not yet run by
+//! storing their cancel documents, which the workers honour.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Duration, Utc};
+use futures_util::{StreamExt, TryStreamExt, stream};
+
+use super::batch_input::{self, LineError};
+use super::batch_output::{self, Finishing};
+use super::batch_record::{Batch, PREFIX, enqueued_key, find, line_key, save};
+use super::error::OpenAiError;
+use super::files;
+use crate::callbacks::openai_events::EventType;
+use crate::contract::batch_line::{self, BatchLine, LineEnd};
+use crate::contract::tier::{Priority, Tier};
+use crate::infra::metrics::{self, Metric};
+use crate::ports::object_io::{one_chunk, read_all};
+use crate::ports::{ObjectStore, PutOutcome, StoreError};
+use crate::router::api_keys::Caller;
+use crate::router::routing;
+use crate::router::state::AppState;
+
+/// Lines per enqueue step, and steps in flight at once.
+const LINES_PER_SEND: usize = 100;
+const SENDS_IN_FLIGHT: usize = 8;
+/// Store calls in flight at once when a batch's remaining lines are canceled.
+const CANCELS_IN_FLIGHT: usize = 32;
+/// How long after a batch started the enqueue of its lines must have ended: the longest a router runs (API Gateway
+/// waits 30 s). A batch still without the mark of its enqueue by then lost its creator midway, and the next poll
+/// enqueues its lines again (a line already queued or run is run once: its request id is its own).
+const ENQUEUE_GRACE: Duration = Duration::minutes(5);
+
+/// Starts a batch whose lines all passed their checks: marked running and saved in progress, then every line
+/// enqueued. An enqueue that fails fails the batch, and ends the lines it sent before.
+pub(super) async fn start(
+    state: &AppState,
+    objects: &dyn ObjectStore,
+    batch: &mut Batch,
+    key: &[u8],
+) -> Result<(), OpenAiError> {
+    batch.status = "in_progress".into();
+    batch.in_progress_at = Some(Utc::now().timestamp());
+    objects.put(&running_key(&batch.id), one_chunk(Vec::new())).await.map_err(|e| OpenAiError::store(&e))?;
+    save(objects, batch).await?;
+    if let Err(error) = enqueue(state, objects, batch, Some(key)).await {
+        tracing::error!(batch_id = %batch.id, ?error, "enqueueing the batch failed");
+        batch.failed(vec![LineError {
+            code: "queue_unavailable",
+            message: "the queue refused the batch's requests; create it again".into(),
+            param: None,
+            line: 0,
+        }]);
+        save_ended(state, objects, batch).await?;
+        // Lines sent before the failure would still run: each is ended as canceled (those already run keep theirs).
+        let ended = HashMap::new();
+        if let Err(e) = end_remaining(state, objects, batch, &ended, "the batch failed to enqueue").await {
+            tracing::error!(batch_id = %batch.id, error = %e, "could not end the lines of a batch that failed to enqueue");
+        }
+        return Err(error);
+    }
+    objects.put_if_absent(&enqueued_key(&batch.id), b"").await.map_err(|e| OpenAiError::store(&e))?;
+    Ok(())
+}
+
+/// The batch's input file, its size and content; a 400 once it was deleted.
+pub(super) async fn input(
+    objects: &dyn ObjectStore,
+    batch: &Batch,
+) -> Result<(u64, crate::ports::ByteChunks<'static>), OpenAiError> {
+    let input = objects.get(&files::content_key(&batch.input_file_id)).await.map_err(|e| OpenAiError::store(&e))?;
+    input.ok_or_else(|| OpenAiError::invalid_param("input_file_id", "input_file_id: the file was deleted"))
+}
+
+/// Sends every line to its tier's queue, `LINES_PER_SEND` at a time with `SENDS_IN_FLIGHT` sends at once. Each line
+/// is made into its request again as it is read: the checking pass kept only the count, so a large file is never
+/// held in memory.
+async fn enqueue(
+    state: &AppState,
+    objects: &dyn ObjectStore,
+    batch: &Batch,
+    key: Option<&[u8]>,
+) -> Result<(), OpenAiError> {
+    let (_, chunks) = input(objects, batch).await?;
+    let sends = batch_input::lines(chunks).enumerate().chunks(LINES_PER_SEND).map(|lines| async move {
+        let mut by_tier: HashMap<Tier, Vec<String>> = HashMap::new();
+        for (index, line) in lines {
+            let line = line.map_err(|e| OpenAiError::store(&StoreError::caused("reading the input file", e)))?;
+            let batch_line = BatchLine { id: batch.id.clone(), line: u32::try_from(index).unwrap_or(u32::MAX) };
+            let checked =
+                batch_input::check(&line, batch.endpoint(), &state.openai.models, (batch_line, key), batch.expires())
+                    .map_err(|e| OpenAiError::invalid(e.message))?;
+            // Thresholds only: a classifier call per line would make a large batch wait on the classifier.
+            let (tier, _) = routing::route(&checked.request, &state.routing, None).await;
+            by_tier.entry(tier).or_default().push(checked.request.to_queue_body());
+        }
+        for (tier, bodies) in by_tier {
+            let queue = state.queues.get(tier).get(Priority::Batch);
+            let sent = queue.send_many(&bodies).await;
+            if let Some(error) = sent.into_iter().find_map(Result::err) {
+                tracing::error!(batch_id = %batch.id, %tier, %error, "enqueue failed");
+                return Err(OpenAiError::queue());
+            }
+            state
+                .metrics
+                .emit(&[("Tier", tier.as_str())], &[Metric::count(metrics::ROUTED_REQUESTS, bodies.len() as u64)]);
+            state.enqueued(tier).await;
+        }
+        Ok(())
+    });
+    sends.buffer_unordered(SENDS_IN_FLIGHT).try_collect().await
+}
+
+/// The ended lines of a batch and how each ended, from their marks.
+async fn ended_lines(objects: &dyn ObjectStore, batch_id: &str) -> Result<HashMap<u32, LineEnd>, StoreError> {
+    let marks = objects.list(&batch_line::marks_prefix(batch_id)).await?;
+    Ok(marks.iter().filter_map(|key| batch_line::read_mark(key)).collect())
+}
+
+/// Brings a running batch up to date: its counts; once every line has ended (or the rest were ended by cancel or
+/// expiry) its files, and its final status. What decides the end is kept in the record (`cancelling_at`, and
+/// `expired_at` once lines were still unended at expiry), so a later or concurrent poll decides the same.
+pub(super) async fn refresh(
+    state: &AppState,
+    objects: &dyn ObjectStore,
+    mut batch: Batch,
+) -> Result<Batch, OpenAiError> {
+    if !batch.is_running() {
+        return Ok(batch);
+    }
+    let store_error = |e: StoreError| OpenAiError::store(&e);
+    note_cancel(objects, &mut batch).await?;
+    resume_enqueue(state, objects, &batch).await?;
+    let mut ended = ended_lines(objects, &batch.id).await.map_err(store_error)?;
+    let count = |ended: &HashMap<u32, LineEnd>, end| ended.values().filter(|e| **e == end).count() as u64;
+    let all_ended = ended.len() as u64 >= batch.request_counts.total;
+    if !all_ended && Utc::now() >= batch.expires() && batch.cancelling_at.is_none() {
+        batch.expired_at = Some(Utc::now().timestamp());
+    }
+    if !all_ended && batch.expired_at.is_none() && batch.cancelling_at.is_none() {
+        batch.request_counts.completed = count(&ended, LineEnd::Succeeded);
+        batch.request_counts.failed = count(&ended, LineEnd::Failed);
+        return Ok(batch);
+    }
+    let expired = batch.expired_at.is_some();
+    if !all_ended {
+        let reason = if expired { "the batch's completion window ended" } else { "the batch was canceled" };
+        end_remaining(state, objects, &batch, &ended, reason).await.map_err(store_error)?;
+        ended = ended_lines(objects, &batch.id).await.map_err(store_error)?;
+    }
+    batch.request_counts.completed = count(&ended, LineEnd::Succeeded);
+    batch.request_counts.failed =
+        count(&ended, LineEnd::Failed) + if expired { count(&ended, LineEnd::Canceled) } else { 0 };
+    if batch.status != "finalizing" {
+        // Seen by other polls meanwhile (which build the same files if they come): every line has ended.
+        (batch.status, batch.finalizing_at) = ("finalizing".into(), Some(Utc::now().timestamp()));
+        save(objects, &batch).await?;
+    }
+    let key = line_key(objects, &batch.id).await.map_err(store_error)?;
+    let finishing = Finishing {
+        batch_id: &batch.id,
+        line_key: key.as_deref(),
+        input_file_id: &batch.input_file_id,
+        endpoint: batch.endpoint(),
+        expired,
+        owner: batch.owner.as_deref(),
+    };
+    let Some(files) = batch_output::assemble(objects, state.store.as_ref(), finishing).await.map_err(store_error)?
+    else {
+        let gone = "the batch's input file was deleted before its output was built; create the batch again";
+        batch.failed(vec![LineError { code: "input_file_deleted", message: gone.into(), param: None, line: 0 }]);
+        save_ended(state, objects, &batch).await?;
+        return Ok(batch);
+    };
+    batch.output_file_id = files.output.map(|f| f.id);
+    batch.error_file_id = files.errors.map(|f| f.id);
+    // A cancel that came while the files were built: its lines were ended and left out, as a cancel's are.
+    note_cancel(objects, &mut batch).await?;
+    let now = Some(Utc::now().timestamp());
+    match (batch.cancelling_at, expired) {
+        (Some(_), _) => (batch.status, batch.cancelled_at) = ("cancelled".into(), now),
+        (None, true) => batch.status = "expired".into(),
+        (None, false) => (batch.status, batch.completed_at) = ("completed".into(), now),
+    }
+    save_ended(state, objects, &batch).await?;
+    tracing::info!(batch_id = %batch.id, status = %batch.status, completed = batch.request_counts.completed, failed = batch.request_counts.failed, "batch finished");
+    Ok(batch)
+}
+
+/// Saves a batch that reached its end: its event recorded first (when the deployment sends events: a save that
+/// fails leaves the batch running, and the next refresh records the same event again, which stands once), then its
+/// running mark removed.
+pub(super) async fn save_ended(state: &AppState, objects: &dyn ObjectStore, batch: &Batch) -> Result<(), OpenAiError> {
+    if let (Some(events), Some(kind)) = (&state.events, EventType::of_batch(&batch.status))
+        && !events.emit(&state.store, kind, &batch.id).await
+    {
+        return Err(OpenAiError::store(&StoreError::unavailable("the batch's event could not be recorded")));
+    }
+    save(objects, batch).await?;
+    objects.delete(&running_key(&batch.id)).await.map_err(|e| OpenAiError::store(&e))
+}
+
+/// Where running batches are marked, so that the upkeep finds the batches to bring up to date without reading every
+/// batch ever made.
+fn running_prefix() -> String {
+    format!("{PREFIX}running/")
+}
+
+fn running_key(id: &str) -> String {
+    format!("{}{id}", running_prefix())
+}
+
+/// Brings every running batch up to date (see `refresh`): those whose lines have all ended are finished, and their
+/// event recorded, with no client polling. The number of batches looked at.
+pub(crate) async fn refresh_running(state: &AppState, objects: &dyn ObjectStore) -> Result<usize, OpenAiError> {
+    let prefix = running_prefix();
+    let running = objects.list(&prefix).await.map_err(|e| OpenAiError::store(&e))?;
+    for key in &running {
+        let Some(id) = key.strip_prefix(&prefix) else { continue };
+        // The upkeep works for every project.
+        match find(objects, &Caller::default(), id).await {
+            Ok(batch) if !batch.is_running() => objects.delete(key).await.map_err(|e| OpenAiError::store(&e))?,
+            Ok(batch) => drop(refresh(state, objects, batch).await?),
+            // A mark whose batch is gone (expired with the results) is left for the same lifecycle.
+            Err(error) if error.is_not_found() => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(running.len())
+}
+
+/// The mark a cancel leaves before it saves the batch: a poll that read the record before the cancel still ends the
+/// batch canceled.
+fn cancel_key(id: &str) -> String {
+    format!("{PREFIX}{id}.cancel")
+}
+
+/// Starts canceling a running batch: its cancel mark, then the record saved canceling (the next refresh ends its
+/// lines not yet run).
+pub(super) async fn cancel(objects: &dyn ObjectStore, batch: &mut Batch) -> Result<(), OpenAiError> {
+    let now = Utc::now().timestamp();
+    let marked = objects.put_if_absent(&cancel_key(&batch.id), now.to_string().as_bytes()).await;
+    marked.map_err(|e| OpenAiError::store(&e))?;
+    (batch.status, batch.cancelling_at) = ("cancelling".into(), Some(now));
+    save(objects, batch).await?;
+    tracing::info!(batch_id = %batch.id, "batch canceling");
+    Ok(())
+}
+
+/// Takes in a cancel that `batch`'s copy of the record does not show yet.
+async fn note_cancel(objects: &dyn ObjectStore, batch: &mut Batch) -> Result<(), OpenAiError> {
+    if batch.cancelling_at.is_some() {
+        return Ok(());
+    }
+    let mark = read_all(objects, &cancel_key(&batch.id)).await.map_err(|e| OpenAiError::store(&e))?;
+    if let Some(mark) = mark {
+        batch.cancelling_at = Some(String::from_utf8_lossy(&mark).parse().unwrap_or_else(|_| Utc::now().timestamp()));
+        if batch.status == "in_progress" {
+            batch.status = "cancelling".into();
+        }
+    }
+    Ok(())
+}
+
+/// Enqueues the lines of a batch whose creator stopped before its enqueue ended (see `ENQUEUE_GRACE`).
+async fn resume_enqueue(state: &AppState, objects: &dyn ObjectStore, batch: &Batch) -> Result<(), OpenAiError> {
+    let started = batch.in_progress_at.and_then(|at| DateTime::from_timestamp(at, 0)).unwrap_or_else(Utc::now);
+    if batch.status != "in_progress" || Utc::now() - started < ENQUEUE_GRACE {
+        return Ok(());
+    }
+    let key = enqueued_key(&batch.id);
+    if objects.get(&key).await.map_err(|e| OpenAiError::store(&e))?.is_some() {
+        return Ok(());
+    }
+    tracing::warn!(batch_id = %batch.id, "the batch's enqueue never ended (its router stopped midway): enqueueing its lines again");
+    let line_key = line_key(objects, &batch.id).await.map_err(|e| OpenAiError::store(&e))?;
+    enqueue(state, objects, batch, line_key.as_deref()).await?;
+    objects.put_if_absent(&key, b"").await.map_err(|e| OpenAiError::store(&e))?;
+    Ok(())
+}
+
+/// Ends the lines without a mark: a cancel document for each (a worker that finds it drops the line; one that
+/// stored its result first wins), and the mark of whichever document stands.
+async fn end_remaining(
+    state: &AppState,
+    objects: &dyn ObjectStore,
+    batch: &Batch,
+    ended: &HashMap<u32, LineEnd>,
+    reason: &str,
+) -> Result<(), StoreError> {
+    let total = u32::try_from(batch.request_counts.total).unwrap_or(u32::MAX);
+    let remaining = (0..total).filter(|line| !ended.contains_key(line));
+    let key = line_key(objects, &batch.id).await?;
+    let key = key.as_deref();
+    stream::iter(remaining)
+        .map(|line| async move {
+            let line = BatchLine { id: batch.id.clone(), line };
+            let id = line.request_id(key);
+            let cancel =
+                serde_json::to_vec(&crate::contract::outcome::canceled_because(id, reason)).unwrap_or_default();
+            let stored = match state.store.put_if_absent(id, &cancel).await? {
+                PutOutcome::Created => cancel,
+                PutOutcome::AlreadyExists => state.store.get(id).await?.unwrap_or(cancel),
+            };
+            objects.put_if_absent(&line.end_mark(&stored), b"").await.map(drop)
+        })
+        // In line order: the lines a worker would take next are ended first.
+        .buffered(CANCELS_IN_FLIGHT)
+        .try_collect::<()>()
+        .await?;
+    crate::router::results::mark_cancels(state).await;
+    Ok(())
+}

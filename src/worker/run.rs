@@ -1,0 +1,104 @@
+//! The worker's run, from the engine's first answer to the drain: the jobs it starts (the engine watch, the limit
+//! loop, the saturation report, the cancel watch) around the receive loop.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::callbacks::webhook::DRAIN_GRACE;
+use crate::ports::{Engine, Queue, ResultStore};
+use crate::worker::assembly::{Stopped, Worker};
+use crate::worker::engine_watch::wait_until_healthy;
+use crate::worker::receive_loop::ReceiveLoop;
+use crate::worker::saturation_report;
+
+impl<Q, S, E> Worker<Q, S, E>
+where
+    Q: Queue + ?Sized + 'static,
+    S: ResultStore + ?Sized + 'static,
+    E: Engine + ?Sized + 'static,
+{
+    /// Runs until `shutdown` (then stops receiving and finishes the requests in flight, handing back what is
+    /// unfinished after the drain timeout) or until the engine is lost (then stops receiving and releases every
+    /// message it holds).
+    pub async fn run(mut self, shutdown: CancellationToken) -> Stopped {
+        let config = &self.config;
+        let tier = config.tier;
+        let answered = tokio::select! {
+            answered = wait_until_healthy(self.engine.as_ref(), tier, config.health_interval, &shutdown) => answered,
+            () = self.engine_watch.gone() => {
+                tracing::error!(%tier, "engine process exited before the worker started");
+                return Stopped::EngineLost { released: 0 };
+            }
+        };
+        if !answered {
+            return Stopped::Drained;
+        }
+        self.endings.cold_start.engine_healthy();
+        if config.adaptive {
+            self.limit.first_limit(self.engine.as_ref()).await;
+        }
+        let ceiling = config.concurrency;
+        tracing::info!(%tier, in_flight_limit = self.limit.slots().limit(), ceiling, "worker polling");
+        self.draining = shutdown.clone();
+        // Read before anything is received: a cancel after this is a change of the mark.
+        let mark = self.store.cancel_mark().await.unwrap_or_else(|error| {
+            tracing::warn!(%tier, %error, "cannot read the cancel mark; the next poll reads it again");
+            None
+        });
+        let worker = Arc::new(self);
+        // Receiving stops when this is cancelled: by shutdown (its parent), or by the engine watch on engine loss.
+        let receiving = shutdown.child_token();
+        let (answering_tx, answering) = watch::channel(true);
+        // Jobs the drain still needs (the engine watch, the cancel watch), and jobs it does not.
+        let watches = [
+            spawn_with(&worker, {
+                let receiving = receiving.clone();
+                move |w| async move { w.engine_watch.watch(w.engine.as_ref(), &w.config, answering_tx, receiving).await }
+            }),
+            spawn_with(&worker, move |w| async move {
+                w.cancels.run(w.store.as_ref(), w.config.cancel_poll, mark).await;
+            }),
+        ];
+        let filling = [
+            worker
+                .config
+                .adaptive
+                .then(|| spawn_with(&worker, |w| async move { w.limit.adapt(w.engine.as_ref()).await })),
+            Some(tokio::spawn(saturation_report::run(
+                Arc::clone(worker.limit.slots()),
+                worker.config.service.clone(),
+                worker.endings.metrics.clone(),
+            ))),
+        ];
+        let mut receive_loop = ReceiveLoop::new(&worker, receiving, answering);
+        receive_loop.run().await;
+        filling.into_iter().flatten().for_each(|job| job.abort());
+        let released = receive_loop.drain().await;
+        watches.into_iter().for_each(|job| job.abort());
+        if let Some(webhooks) = &worker.endings.webhooks {
+            webhooks.finish(DRAIN_GRACE).await;
+        }
+        if let Some(events) = &worker.endings.events {
+            events.finish(DRAIN_GRACE).await;
+        }
+        if worker.engine_watch.is_lost() {
+            tracing::error!(%tier, released, "worker stopped: engine lost; its messages are back in the queue");
+            Stopped::EngineLost { released }
+        } else {
+            tracing::info!(%tier, "worker stopped");
+            Stopped::Drained
+        }
+    }
+}
+
+/// Spawns one of the worker's jobs on a handle of its own to the worker.
+fn spawn_with<W, F, Fut>(worker: &Arc<W>, job: F) -> tokio::task::JoinHandle<()>
+where
+    W: Send + Sync + 'static + ?Sized,
+    F: FnOnce(Arc<W>) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    tokio::spawn(job(Arc::clone(worker)))
+}
