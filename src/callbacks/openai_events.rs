@@ -279,7 +279,7 @@ async fn clear_if_orphaned(objects: &dyn ObjectStore, key: &str, now: i64) -> Re
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
-    //! Unit tests of `worker/callbacks/openai_events.rs`: the outbox against a folder store and a local receiver.
+    //! Unit tests of `callbacks/openai_events.rs`: the outbox against a folder store and a local receiver.
 
     use std::sync::Mutex;
 

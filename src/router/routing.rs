@@ -115,4 +115,115 @@ pub async fn route(
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
-mod tests;
+mod tests {
+    //! Routing: every branch of the heuristics at the AWS sample's threshold edges, and the classifier's fallbacks.
+
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+    use serde_json::json;
+    use tokio::time::Instant;
+
+    use crate::contract::request::{InferenceRequest, Intake};
+    use crate::contract::tier::Tier;
+    use crate::ports::classifier::parse_answer;
+    use crate::ports::{Classifier, ClassifyError};
+    use crate::router::routing::{Heuristic, Reason, RoutingConfig, heuristic, route};
+
+    fn request(chars: usize, max_tokens: u32, route: Option<&str>) -> InferenceRequest {
+        let mut body = json!({"prompt": "x".repeat(chars), "maxTokens": max_tokens});
+        if let Some(route) = route {
+            body["route"] = json!(route);
+        }
+        InferenceRequest::parse(body.to_string().as_bytes(), Intake::Api(chrono::Utc::now())).unwrap()
+    }
+
+    #[test]
+    fn heuristics_follow_the_sample_table_at_every_edge() {
+        let config = RoutingConfig::default();
+        let cases = [
+            (request(5000, 2048, Some("small")), Heuristic::Decided(Tier::Small, Reason::Override)),
+            (request(10, 10, Some("large")), Heuristic::Decided(Tier::Large, Reason::Override)),
+            (request(2001, 10, None), Heuristic::Decided(Tier::Large, Reason::PromptLength)),
+            (request(2000, 10, None), Heuristic::Ambiguous),
+            (request(10, 1025, None), Heuristic::Decided(Tier::Large, Reason::MaxTokens)),
+            (request(10, 1024, None), Heuristic::Decided(Tier::Small, Reason::Short)),
+            (request(501, 1024, None), Heuristic::Ambiguous),
+            (request(500, 1024, None), Heuristic::Decided(Tier::Small, Reason::Short)),
+            (request(1, 1, None), Heuristic::Decided(Tier::Small, Reason::Short)),
+        ];
+        for (request, expected) in cases {
+            let got = heuristic(&request, &config);
+            assert_eq!(got, expected, "chars {} maxTokens {}", request.input.char_count(), request.max_tokens);
+        }
+    }
+
+    #[test]
+    fn thresholds_are_configurable() {
+        let config = RoutingConfig {
+            prompt_length_threshold: 100,
+            max_tokens_threshold: 64,
+            ambiguous_min_chars: 50,
+            ..Default::default()
+        };
+        assert_eq!(heuristic(&request(101, 1, None), &config), Heuristic::Decided(Tier::Large, Reason::PromptLength));
+        assert_eq!(heuristic(&request(10, 65, None), &config), Heuristic::Decided(Tier::Large, Reason::MaxTokens));
+        assert_eq!(heuristic(&request(51, 1, None), &config), Heuristic::Ambiguous);
+    }
+
+    #[test]
+    fn chat_length_counts_every_message() {
+        let body = json!({"messages": [{"role": "user", "content": "y".repeat(1500)}, {"role": "user", "content": "z".repeat(600)}]});
+        let request = InferenceRequest::parse(body.to_string().as_bytes(), Intake::Api(chrono::Utc::now())).unwrap();
+        assert_eq!(
+            heuristic(&request, &RoutingConfig::default()),
+            Heuristic::Decided(Tier::Large, Reason::PromptLength)
+        );
+    }
+
+    struct Fixed(Result<Tier, &'static str>, Duration);
+
+    #[async_trait]
+    impl Classifier for Fixed {
+        async fn classify(&self, _text: &str) -> Result<Tier, ClassifyError> {
+            tokio::time::sleep(self.1).await;
+            self.0.map_err(|e| ClassifyError(e.into()))
+        }
+    }
+
+    /// In paused time: the 30 s classifier and the 200 s budget cost no real time, and the clock is exact.
+    #[tokio::test(start_paused = true)]
+    async fn ambiguous_requests_ask_the_classifier_and_fall_back_to_small() {
+        let config = RoutingConfig { classifier_timeout: Duration::from_millis(200), ..Default::default() };
+        let ambiguous = request(800, 100, None);
+        let large = Fixed(Ok(Tier::Large), Duration::ZERO);
+        assert_eq!(route(&ambiguous, &config, Some(&large)).await, (Tier::Large, Reason::Classifier));
+        let failing = Fixed(Err("boom"), Duration::ZERO);
+        assert_eq!(route(&ambiguous, &config, Some(&failing)).await, (Tier::Small, Reason::ClassifierFallback));
+        assert_eq!(route(&ambiguous, &config, None).await, (Tier::Small, Reason::ClassifierFallback));
+
+        let slow = Fixed(Ok(Tier::Large), Duration::from_secs(30));
+        let started = Instant::now();
+        assert_eq!(route(&ambiguous, &config, Some(&slow)).await, (Tier::Small, Reason::ClassifierFallback));
+        assert_eq!(started.elapsed(), Duration::from_millis(200), "the timeout bounds the wait, exactly");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn decided_requests_never_reach_the_classifier() {
+        let config = RoutingConfig::default();
+        let never = Fixed(Err("must not be called"), Duration::from_secs(30));
+        let started = Instant::now();
+        assert_eq!(route(&request(10, 10, None), &config, Some(&never)).await, (Tier::Small, Reason::Short));
+        assert_eq!(started.elapsed(), Duration::ZERO, "no time spent: the classifier was not asked");
+    }
+
+    #[test]
+    fn classifier_answers_are_read_leniently_and_garbage_is_refused() {
+        assert_eq!(parse_answer("large"), Some(Tier::Large));
+        assert_eq!(parse_answer(" Small."), Some(Tier::Small));
+        assert_eq!(parse_answer("LARGE\n"), Some(Tier::Large));
+        assert_eq!(parse_answer("medium"), None);
+        assert_eq!(parse_answer(""), None);
+        assert_eq!(parse_answer("I think large"), None);
+    }
+}

@@ -1,5 +1,5 @@
 //! The scaler's tick over the ports (embedded queue, fake fleet) and the Lambda handler driven by an EventBridge
-//! scheduled-event fixture (the decision itself is unit-tested beside it, in src/scaler/tests.rs).
+//! scheduled-event fixture (the decision itself is unit-tested beside it, in src/scaler/mod.rs).
 
 use std::sync::Arc;
 
