@@ -1,4 +1,4 @@
-//! The fault suite behind the README's "Reliability" section: crashes, engine faults, store outages,
+//! The fault suite behind docs/reliability.md: crashes, engine faults, store outages,
 //! drain and restarts of the real binaries. Each test prints one figure line (see `support::report_figure`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

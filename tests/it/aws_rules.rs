@@ -465,15 +465,15 @@ fn the_router_may_abort_a_multipart_upload_and_the_bucket_drops_parts_left_behin
 /// Lambda API Reference, Invoke: "For synchronous invocations, the maximum payload size is 6 MB", and a binary body
 /// crosses API Gateway base64-encoded (4 bytes for every 3). A file download over the limit is redirected to S3
 /// (tests/it/lambda_router.rs checks the redirect); one under it must fit the response once encoded, with room for
-/// the headers. The same arithmetic gives the part size README.md tells Uploads API users (4 MiB).
+/// the headers. The same arithmetic gives the part size docs/api.md tells Uploads API users (4 MiB).
 #[test]
 fn a_file_the_router_serves_through_lambda_fits_lambdas_6_mb_response_once_base64_encoded() {
     const LAMBDA_PAYLOAD_BYTES: u64 = 6_000_000;
     let encoded = gpuinfer::router::openai::LAMBDA_DOWNLOAD_LIMIT.div_ceil(3) * 4;
     assert!(encoded + 64 * 1024 < LAMBDA_PAYLOAD_BYTES, "{encoded} bytes encoded");
     assert!(
-        read("README.md").contains("part_size=4 * 1024 * 1024"),
-        "README gives Uploads API users a part size that fits"
+        read("docs/api.md").contains("part_size=4 * 1024 * 1024"),
+        "docs/api.md gives Uploads API users a part size that fits"
     );
 }
 

@@ -441,3 +441,10 @@ and `ApiAuth=NONE`, `--parameters ParameterKey=ModelPath,ParameterValue=s3://non
         "{checked:?}"
     );
 }
+
+/// The README is the front door: at most 10 KB, the rest of the documentation one page per reader behind it.
+#[test]
+fn the_readme_stays_a_front_door_of_at_most_10_kb() {
+    let bytes = read("README.md").len();
+    assert!(bytes <= 10 * 1024, "README.md is {bytes} bytes: move what one reader needs to its page in docs/");
+}

@@ -6,7 +6,7 @@
 //! cross-references, least privilege and private subnets. Last, what its tests/test_integration.py expects of a
 //! deployed stack, asserted statically against template.yaml: resource types, the round trip, the dead-letter queue,
 //! burst scale-out and scale-in. Each ported test names the sample test it ports; where gpuinfer deliberately
-//! differs (README, "Coming from the AWS sample"), the test asserts gpuinfer's rule and says so. The SQS and S3
+//! differs (docs/from-the-aws-sample.md), the test asserts gpuinfer's rule and says so. The SQS and S3
 //! tests need the moto server (GPUINFER_TEST_MOTO_URL) and fail without it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -169,7 +169,7 @@ fn negative_or_boolean_numbers_and_bodies_that_are_not_objects_are_refused_namin
 /// tests/test_router_lambda.py::TestRouterLambdaHandler::test_cloudwatch_failure_does_not_break_routing posts
 /// requestId "abc" and expects 202; test_sqs_worker_validation.py::test_valid_top_p_boundary_low accepts topP 0.0; the
 /// sample ignores unknown fields. Its router checks nothing and its worker dead-letters what it cannot run. gpuinfer
-/// differs on purpose (README, "Coming from the AWS sample": validation at the router too, topP above 0, unknown
+/// differs on purpose (docs/from-the-aws-sample.md: validation at the router too, topP above 0, unknown
 /// fields refused): a 400 at once, naming the field, and nothing queued.
 #[tokio::test]
 async fn the_router_refuses_at_once_what_the_samples_router_queued_for_its_worker_to_reject() {
@@ -286,7 +286,7 @@ async fn emptied(url: &str) {
 /// is not a UUID v4, maxTokens, temperature or topP out of range, invalid JSON, JSON that is not an object) moves to
 /// the dead-letter queue as sent, with ErrorReason naming the field and OriginalQueue its queue's URL, leaves its
 /// queue, and never reaches the engine. topP 0 and an unknown field go there too in gpuinfer only, on purpose (README,
-/// "Coming from the AWS sample": engines refuse topP 0; unknown fields are refused).
+/// docs/from-the-aws-sample.md: engines refuse topP 0; unknown fields are refused).
 #[tokio::test]
 #[ignore = "needs moto: scripts/test.sh"]
 async fn every_kind_of_malformed_message_is_dead_lettered_with_its_reason_and_origin_and_never_run() {
