@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 mod support;
 use support::{
-    GPU_LIKE, Row, TOKENS, best_direct, details, drive_engine, free_port, gpuinfer, machine, memory, report, run_label,
+    GPU_LIKE, Row, TOKENS, best_direct, details, drive_engine, free_port, gpuinfer, memory, report, run_label,
     simulator, table, write_intro, write_rows,
 };
 
@@ -191,8 +191,8 @@ async fn main() {
             met: Some(ratio >= 0.95),
             capped_by: None,
             details: format!(
-                "`/v1/completions`, {TOKENS} tokens; upload to completed in {:.1} s. Direct at concurrency {best}, \
-                 before and after: {direct_before:.0} / {direct_after:.0}.",
+                "{TOKENS} tokens; upload → completed {:.1} s. Direct, concurrency {best}, before / after: \
+                 {direct_before:.0} / {direct_after:.0}.",
                 run.seconds
             ),
         },
@@ -208,11 +208,8 @@ async fn main() {
             target: "none",
             met: None,
             capped_by: None,
-            details: format!(
-                "The last line's end → the poll that sees `completed` (polling every {} ms). Reference: the finishing \
-                 call, which builds the files.",
-                POLL.as_millis()
-            ),
+            // The method (the poll's interval, the reference) is the section's.
+            details: String::new(),
         },
     );
     eprintln!("B3: a {} MiB file up and down", LARGE_FILE_BYTES / (1024 * 1024));
@@ -229,15 +226,17 @@ async fn main() {
             target: "≤ 2×",
             met: Some(peak <= 2.0 * idle),
             capped_by: None,
-            details: format!("`gpuinfer dev` resident memory: {up:.1} MiB up, {down:.1} MiB down. Ratio: peak ÷ idle."),
+            details: format!("Up {up:.1} MiB, down {down:.1} MiB."),
         },
     );
     let run = run_label();
     println!("{}\n{}", table(&rows), details(&rows, &run));
     let intro = format!(
-        "B1–B3: one run of `benches/batch_api.rs`, release build, on {}. The batch is uploaded, created and polled \
-         over HTTP as OpenAI's client does; `gpuinfer dev` runs with default settings.",
-        machine()
+        "B1–B3: one run of [`benches/batch_api.rs`](benches/batch_api.rs), release build. The batch of \
+         `/v1/completions` lines is uploaded, created and polled (every {} ms) over HTTP as OpenAI's client does. B2: the last line's end → the poll that \
+         sees `completed`, against that finishing call, which builds the files; B3: `gpuinfer dev`'s resident \
+         memory, peak ÷ idle.",
+        POLL.as_millis()
     );
     if let Some(path) = write {
         write_rows(&path, &rows, OWNED, &run);

@@ -26,14 +26,13 @@ mod support;
 const PROFILE_HEADING: &str = "## Where the worker's time goes (P3)";
 /// The ids of this benchmark's rows: a run of every row drops a row of these ids that it did not write.
 const OWNED: &[&str] = &["P1", "P2", "P3", "P4", "P6", "F1"];
-/// What BENCHMARKS.md says first, above the machine and the table.
-const OPENING: &str = "gpuinfer's measured figures, each against a reference (mostly the engine driven directly) \
-                       measured in the same run.\nFor whoever sizes, deploys or changes gpuinfer: each row's setup and \
-                       run are under [Details](#details), caveats after.";
+/// What BENCHMARKS.md says first, above the table: whom it is for.
+const OPENING: &str = "gpuinfer's measured figures, each against a reference from the same run, for whoever sizes, \
+                       deploys or changes gpuinfer; per row [Details](#details), caveats in [Notes](#notes).";
 use support::{
     GPU_LIKE, Memory, Process, Row, TOKENS, best_direct, container_build, details, drive_engine, free_port, gpuinfer,
-    gpuinfer_logged, loads_during, machine, mean_of, memory, report, run_label, simulator, table, with_header,
-    with_rows, with_section,
+    gpuinfer_logged, loads_during, machine, mean_of, memory, report, run_label, runs_of, simulator, table, with_header,
+    with_rows, with_section, wrapped,
 };
 
 /// The rows `GPUINFER_BENCH_ROWS` can name, in the order a run measures them: `sim-N` the pipeline through
@@ -707,10 +706,10 @@ impl Side {
     fn engine_note(&self, slots: usize) -> String {
         let working: Vec<EngineLoad> =
             self.loads.iter().copied().filter(|load| load.running + load.waiting > 0).collect();
-        let busy = format!("{:.2} of {slots} slots busy", mean_of(&working, |load| load.running));
+        let busy = format!("{:.2}/{slots} busy", mean_of(&working, |load| load.running));
         let Some(cpu) = self.engine_cpu else { return busy };
         let cores = std::thread::available_parallelism().unwrap();
-        format!("{busy}, the engine on {:.2} of {cores} cores", cpu.as_secs_f64() / self.wall.as_secs_f64())
+        format!("{busy}, {:.2}/{cores} cores", cpu.as_secs_f64() / self.wall.as_secs_f64())
     }
 }
 
@@ -738,16 +737,6 @@ where
 
 fn mean(values: &[f64]) -> f64 {
     values.iter().sum::<f64>() / values.len() as f64
-}
-
-/// "a, b, c" with one decimal.
-fn listed(values: &[f64]) -> String {
-    values.iter().map(|v| format!("{v:.1}")).collect::<Vec<_>>().join(", ")
-}
-
-/// A side's runs, as its details say them: "one run", or "mean of a, b, c".
-fn runs_of(values: &[f64]) -> String {
-    if values.len() == 1 { "one run".into() } else { format!("mean of {}", listed(values)) }
 }
 
 /// The engine warmed up (caches, memory pages, a first-request cost: not measured), then driven directly at a few
@@ -792,8 +781,7 @@ async fn pipeline_rows(
             met: Some(pipeline / direct >= 0.95),
             capped_by: None,
             details: format!(
-                "{requests} × {TOKENS} tokens. Ours (`gpuinfer dev`): {}; {on_pipeline}. Direct at concurrency \
-                 {best}: {}; {on_direct}.",
+                "{requests} requests. Ours: {}{on_pipeline}. Direct, concurrency {best}: {}{on_direct}.",
                 runs_of(&pipelines),
                 runs_of(&directs)
             ),
@@ -816,10 +804,8 @@ async fn pipeline_rows(
             target: p2_target.0,
             met: Some(ours / sample >= p2_target.1),
             capped_by: None,
-            details:
-                "Ours: `gpuinfer worker`. Reference: a sample-style sequential worker (concurrency 1, one message \
-                      per receive)."
-                    .into(),
+            // The method (ours `gpuinfer worker`, the reference a sequential worker) is the page's, once.
+            details: String::new(),
         },
     );
 }
@@ -853,8 +839,8 @@ async fn sqs_worker_row(
     let s3_moto_cpu: Option<f64> = runs.iter().map(|run| run.s3_moto_cpu_s).sum();
     // What moto took: each process's CPU time where SQS and S3 are two.
     let (moto, moto_took) = match s3_moto_cpu {
-        Some(s3) => ("two processes", format!("the SQS moto took {sqs_moto_cpu:.1} CPU-s, the S3 moto {s3:.1}")),
-        None => ("one process", format!("moto took {sqs_moto_cpu:.1} CPU-s")),
+        Some(s3) => ("two motos", format!("SQS moto {sqs_moto_cpu:.1}, S3 moto {s3:.1}")),
+        None => ("one moto", format!("moto {sqs_moto_cpu:.1}")),
     };
     let worker_cpu: f64 = runs.iter().map(|run| run.worker_cpu_s).sum();
     let sqs_seconds: f64 = runs.iter().map(|run| run.seconds).sum();
@@ -872,9 +858,8 @@ async fn sqs_worker_row(
             // moto, a Python emulator, shares this machine's cores with the engine: what the row can show ends there.
             capped_by: Some("moto-bound"),
             details: format!(
-                "{requests} × {TOKENS} tokens; moto on idle CPU only, SQS and S3 in {moto}. Ours (`gpuinfer worker`, \
-                 container build): {}; {}; ReceiveMessage {moto_ms:.0} ms (median); in the runs' {sqs_seconds:.0} s \
-                 {moto_took} and the worker {worker_cpu:.1}. Direct at concurrency {best}: {}; {}.",
+                "{requests} requests, {moto}. Ours: {}{}; ReceiveMessage {moto_ms:.0} ms median; CPU-s in \
+                 {sqs_seconds:.0} s: {moto_took}, worker {worker_cpu:.1}. Direct, concurrency {best}: {}{}.",
                 runs_of(&rates),
                 pipeline_side.engine_note(slots),
                 runs_of(&directs),
@@ -947,8 +932,8 @@ async fn main() {
                 met: Some(worker_peak <= 20.0),
                 capped_by: None,
                 details: format!(
-                    "Container build on SQS + S3 (moto), over P1's llama.cpp runs there. The build of every \
-                     subcommand: {full_build_peak:.1} MiB (one more run)."
+                    "Container build, over P1's SQS + S3 llama.cpp runs. Full build: {full_build_peak:.1} MiB (one \
+                     more run)."
                 ),
             },
         );
@@ -969,9 +954,9 @@ async fn main() {
                 met: Some(ceiling.loaded.peak <= 20.0),
                 capped_by: None,
                 details: format!(
-                    "The build of every subcommand. Worker idle {:.1} MiB, under P3's load {:.1} ({:.1} private, \
-                     {:.1} binary and library pages). Router idle / peak: {router_idle:.1} / {router_load:.1} MiB.",
-                    ceiling.idle.rss, ceiling.loaded.peak, ceiling.loaded.anon, ceiling.loaded.file
+                    "Full build. Worker idle {:.1} MiB; under P3's load {:.1} private, {:.1} binary and library \
+                     pages. Router idle / peak: {router_idle:.1} / {router_load:.1} MiB.",
+                    ceiling.idle.rss, ceiling.loaded.anon, ceiling.loaded.file
                 ),
             },
         );
@@ -992,11 +977,18 @@ async fn main() {
     let owned: &[&str] = if selection.all() { OWNED } else { &[] };
     let mut document = with_rows(&earlier, &rows, owned, &run);
     if selection.all() {
-        let opening = format!(
-            "# Benchmarks\n\n{OPENING}\nMachine: {}. The last run of every row of `benches/pipeline.rs` took {:.0} s.",
+        // This bench's method, after the opening (`aws s3 cp` as scripts/bench.sh pins it).
+        let method = format!(
+            "[`benches/pipeline.rs`](benches/pipeline.rs) (P1–P6, F1) drives `gpuinfer dev`, or the container \
+             build's `gpuinfer worker` on SQS + S3, with requests of {TOKENS} tokens, against: the engine driven \
+             directly at its best concurrency (P1); a sample-style worker, concurrency 1, one message per receive \
+             (P2); a [Python 3.11 + boto3 router](scripts/bench/baseline_router.py) (P4). F1: `gpuinfer fetch-model` \
+             against `aws s3 cp --recursive` (awscli 1.46.3). Machine (every bench): {}. The last full run of \
+             `benches/pipeline.rs` took {:.0} s.",
             machine(),
             started.elapsed().as_secs_f64()
         );
+        let opening = format!("# Benchmarks\n\n{}{}", wrapped(OPENING, ""), wrapped(&method, ""));
         document = with_header(&document, &opening);
         let profile = format!("{PROFILE_HEADING}\n\n{}", profile.unwrap_or_default());
         document = with_section(&document, PROFILE_HEADING, &profile);
@@ -1056,7 +1048,7 @@ async fn p4_rows(rows: &mut Vec<Row>, moto: &str) -> Option<(f64, f64)> {
             target: "ours ≤ 20 ms",
             met: Some(ms(ours_start) <= 20.0),
             capped_by: None,
-            details: "Median of 5, moto SQS. Reference: the Python 3.11 + boto3 baseline router.".into(),
+            details: "Median of 5, moto SQS.".into(),
         },
     );
     report(
@@ -1071,7 +1063,7 @@ async fn p4_rows(rows: &mut Vec<Row>, moto: &str) -> Option<(f64, f64)> {
             met: None,
             capped_by: None,
             details: format!(
-                "400 requests at concurrency 8, moto SQS; p50 {:.1} ms, baseline {:.1} ms. Ratio: p99, baseline ÷ ours.",
+                "400 requests at concurrency 8, moto SQS; p50 {:.1} ms (baseline {:.1}). Ratio: baseline ÷ ours.",
                 ms(ours_p50),
                 ms(py_p50)
             ),
@@ -1095,7 +1087,7 @@ async fn f1_row(rows: &mut Vec<Row>, moto: &str) {
             target: "> 1",
             met: Some(ours_mib_s > cli_mib_s),
             capped_by: None,
-            details: "Mixed file sizes, local moto S3: `gpuinfer fetch-model` vs `aws s3 cp --recursive`.".into(),
+            details: "Mixed file sizes, moto S3.".into(),
         },
     );
 }

@@ -22,15 +22,15 @@ use gpuinfer::scaler::{DEFAULT_BACKLOG_PER_TASK, DEFAULT_UTILIZATION_TARGET, Sca
 use serde_json::json;
 
 mod support;
-use support::{Process, Row, details, free_port, machine, report, run_label, table, write_intro, write_rows};
+use support::{Process, Row, details, free_port, report, run_label, table, write_intro, write_rows};
 
 /// The trace: the shape of `gpuinfer simulate`'s default bursty traffic (bursts of ~10 min after silences of
 /// ~110 min) with its time divided by 60, at 1.2 requests/s during bursts, for 240 s (seeded: the same every run;
 /// this seed gives 3 bursts).
 const TRAFFIC: Traffic = Traffic::Bursty { rate: 4320.0, burst_minutes: 10.0 / 60.0, gap_minutes: 110.0 / 60.0 };
 /// The trace, as the report describes it.
-const TRACE: &str = "bursts of ~10 s at 1.2 requests/s after silences of ~110 s (the shape of `gpuinfer simulate`'s \
-                     default bursty trace, its time divided by 60)";
+const TRACE: &str = "bursts of ~10 s at 1.2 requests/s after silences of ~110 s (its default bursty shape, time \
+                     ÷ 60)";
 const TRACE_SECONDS: u64 = 240;
 const TRACE_SEED: u64 = 20;
 /// The on-demand fleet's settings: a scaler tick a second, an idle TTL of 10 s, at most two engines.
@@ -294,11 +294,7 @@ async fn rows_for(engine: &EngineUnderTest, arrivals: &[Millis], rows: &mut Vec<
             target: "none",
             met: None,
             capped_by: None,
-            details: format!(
-                "Ours: on demand over {:.0} s (simulate predicted {sim_seconds:.0}). Reference: one engine always on \
-                 over the same {window:.0} s.",
-                on_demand.wall_seconds
-            ),
+            details: format!("On demand over {:.0} s; simulate predicted {sim_seconds:.0}.", on_demand.wall_seconds),
         },
     );
     let p = |replay: &Replay| (percentile(&replay.to_result, 50), percentile(&replay.to_result, 95));
@@ -315,7 +311,7 @@ async fn rows_for(engine: &EngineUnderTest, arrivals: &[Millis], rows: &mut Vec<
             met: None,
             capped_by: None,
             details: format!(
-                "p50 {od50:.2} s on demand, {ao50:.2} s always on; simulate predicted {:.2} / {:.2} s (p50 / p95).",
+                "p50 {od50:.2} s on demand, {ao50:.2} s always on; simulate predicted p50 {:.2} s, p95 {:.2} s.",
                 sim_p50 as f64 / 1000.0,
                 sim_p95 as f64 / 1000.0
             ),
@@ -334,10 +330,8 @@ async fn rows_for(engine: &EngineUnderTest, arrivals: &[Millis], rows: &mut Vec<
             target: "overhead ≤ 1 s",
             met: Some(overhead <= 1.0),
             capped_by: None,
-            details: format!(
-                "First request on a cold tier → its result, {overhead:.2} s of it gpuinfer's (the ratio column). \
-                 Reference: the engine's own start + one warm request, direct."
-            ),
+            // The ratio column is gpuinfer's part of it; the method is the section's.
+            details: String::new(),
         },
     );
 }
@@ -363,13 +357,12 @@ async fn main() {
     let run = run_label();
     println!("{}\n{}", table(&rows), details(&rows, &run));
     let intro = format!(
-        "Z1–Z3: one run of `benches/zero_idle.rs` on {}, {:.0} s. Trace: {TRACE} for {TRACE_SECONDS} s (`gpuinfer \
-         simulate`'s generator, seed {TRACE_SEED}): {} requests in {bursts} bursts (silences longer than the idle TTL). \
-         It is replayed for real through `gpuinfer dev`, once with one engine always on and once with engines on \
-         demand (scaler tick 1 s, idle TTL {IDLE_TTL_SECONDS} s, at most {MAX_ENGINES} engines). \"simulate \
-         predicted\" is `gpuinfer simulate`'s model of our policy on the same arrivals, given the engine's measured \
-         start time and warm request time. Engines: {}.",
-        machine(),
+        "Z1–Z3: one run of [`benches/zero_idle.rs`](benches/zero_idle.rs), {:.0} s. Trace ({TRACE_SECONDS} s, \
+         `gpuinfer simulate`'s generator, seed {TRACE_SEED}): {TRACE}; {} requests in {bursts} bursts (gaps over \
+         the idle TTL). It is replayed through `gpuinfer dev` with one engine always on, then on demand (scaler \
+         tick 1 s, idle TTL {IDLE_TTL_SECONDS} s, at most {MAX_ENGINES} engines). Engines: {}; \"simulate predicted\": its \
+         model of our policy, given the measured engine times. Z3: a cold tier's first request → its result, \
+         against the engine's own start + one warm request, direct; the ratio column is gpuinfer's part.",
         started.elapsed().as_secs_f64(),
         arrivals.len(),
         setups.join(", ")

@@ -35,9 +35,10 @@ pub struct Row {
     /// None where the issue sets no target and the row is there to be read.
     pub met: Option<bool>,
     /// What caps the row on this machine where it misses its target, said beside the "no": the worker's rows on
-    /// SQS + S3 run against moto, an emulator on the engine's own cores ("Where a target is not met").
+    /// SQS + S3 run against moto, an emulator on the engine's own cores (the page's "Notes").
     pub capped_by: Option<&'static str>,
-    /// The rest: the setup, each side's runs and the engine's load; sentences, the last one ending with a full stop.
+    /// What the table does not show, tersely: each side's runs where it had several, the engine's load, figures
+    /// beside the two compared; ending with a full stop, or empty. The method belongs to the bench's section.
     pub details: String,
 }
 
@@ -71,13 +72,14 @@ pub fn report(rows: &mut Vec<Row>, row: Row) {
 }
 
 /// The table's header and the line under it.
-const TABLE_HEAD: &str = "| | what | ours | reference | ratio | target | met |\n|---|---|---|---|---:|---|---|\n";
+const TABLE_HEAD: &str = "| | what | ours | reference | ratio | target |\n|---|---|---|---|---:|---|\n";
 /// The heading of the rows' details, the section after the table.
 const DETAILS_HEADING: &str = "## Details";
 /// What the details section says before its list, written when a run makes the section.
-const DETAILS_INTRO: &str = "Per row: the setup, each side's runs and the engine's load, and the run (date, commit). \
-                             gpuinfer runs with default settings; llama.cpp runs gemma-3-270m. Where a side lists runs, \
-                             the reference's ran before, between and after ours.";
+const DETAILS_INTRO: &str = "Per row, what the table lacks. runs: each run where a side had several (the reference's \
+                             before, between and after ours); busy: mean slots running (the engine's `/metrics`, \
+                             every 50 ms); cores: the engine's CPU-s per s; `+`: uncommitted changes. Default \
+                             settings; llama.cpp runs gemma-3-270m.";
 /// The width the details' items are wrapped to.
 const WIDTH: usize = 120;
 
@@ -95,27 +97,42 @@ pub fn details(rows: &[Row], run: &str) -> String {
     rows.iter().map(|row| item(row, run)).collect()
 }
 
-/// A row's line of the table, its line break included.
+/// A row's line of the table, its line break included: a target missed says so after it (`≥ 3.4, **no**`), with
+/// what caps the row where known.
 fn line(r: &Row) -> String {
-    let met = match (r.met, r.capped_by) {
-        (Some(true), _) => "yes".to_owned(),
-        (Some(false), None) => "**no**".to_owned(),
-        (Some(false), Some(cap)) => format!("**no** ({cap})"),
-        (None, _) => "—".to_owned(),
+    let missed = match (r.met, r.capped_by) {
+        (Some(false), None) => ", **no**".to_owned(),
+        (Some(false), Some(cap)) => format!(", **no** ({cap})"),
+        _ => String::new(),
     };
-    format!("| {} | {} | {} | {} | {:.2} | {} | {met} |\n", r.id, r.what, r.ours, r.reference, r.ratio, r.target)
+    format!("| {} | {} | {} | {} | {:.2} | {}{missed} |\n", r.id, r.what, r.ours, r.reference, r.ratio, r.target)
 }
 
-/// A row's item under "## Details": `- **id** what: details Run: run.`, wrapped (`wrapped`), the lines after the
-/// first indented by two spaces.
+/// A row's item under "## Details": `- **id** what: details Run run.` (`- **id** what: run run.` with no
+/// details), wrapped (`wrapped`), the lines after the first indented by two spaces.
 fn item(r: &Row, run: &str) -> String {
-    wrapped(&format!("- **{}** {}: {} Run: {run}.", r.id, r.what, r.details.trim_end()), "  ")
+    let details = r.details.trim();
+    let text = if details.is_empty() {
+        format!("- **{}** {}: run {run}.", r.id, r.what)
+    } else {
+        format!("- **{}** {}: {details} Run {run}.", r.id, r.what)
+    };
+    wrapped(&text, "  ")
+}
+
+/// A side's runs, as the details say them: nothing for one run (the table has it), else "runs a, b, c; ".
+pub fn runs_of(values: &[f64]) -> String {
+    if values.len() < 2 {
+        return String::new();
+    }
+    let listed: Vec<String> = values.iter().map(|v| format!("{v:.1}")).collect();
+    format!("runs {}; ", listed.join(", "))
 }
 
 /// `text` in lines of at most `WIDTH` characters (a longer word stands on its own line), those after the first
 /// starting with `indent`; the last line break included. A line never starts with a word that would start a markdown
 /// block there (`opens_block`): the line before it runs longer instead.
-fn wrapped(text: &str, indent: &str) -> String {
+pub fn wrapped(text: &str, indent: &str) -> String {
     let (mut out, mut line) = (String::new(), String::new());
     for word in text.split_whitespace() {
         let full = line.chars().count() + 1 + word.chars().count() > WIDTH;
@@ -265,8 +282,8 @@ pub fn write_rows(path: &Path, rows: &[Row], owned: &[&str], run: &str) {
     eprintln!("wrote {} rows into the table of {}", rows.len(), path.display());
 }
 
-/// The run that measures rows now, for their details: today's date and the commit checked out, with "+ uncommitted
-/// changes" where the working tree's tracked files differ from it.
+/// The run that measures rows now, for their details: today's date and the commit checked out, with "+" after it
+/// where the working tree's tracked files differ from it (uncommitted changes).
 pub fn run_label() -> String {
     let git = |args: &[&str]| {
         Command::new("git")
@@ -279,7 +296,7 @@ pub fn run_label() -> String {
     };
     let commit = git(&["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "commit unknown".into());
     let changed = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|status| !status.is_empty());
-    let changed = if changed { " + uncommitted changes" } else { "" };
+    let changed = if changed { "+" } else { "" };
     format!("{}, {commit}{changed}", chrono::Local::now().format("%Y-%m-%d"))
 }
 

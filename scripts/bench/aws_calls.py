@@ -16,6 +16,18 @@ Requests arrive at --rate per second, for real: the workers' empty receives betw
 happen. The scalers tick every second during the run; their calls per tick are charged at one tick per minute
 against --rate × 60 requests per minute (the assumption the table states).
 
+What each count is, per request:
+  API Gateway: the client's requests to the router (POST /infer; GET /results/{id} while `submit --wait` polls, 0.5 s
+    first, growing by half up to 5 s). Lambda router invocations: one each, priced with the router's time measured
+    here (at the counter in front of it) and the templates' memory (ours 256 MB, the sample's 128 MB).
+  The other services: the stack's router, worker and client calls ÷ requests, plus its scaler's calls per tick ÷
+    requests per minute. Ours: one scaler for both tiers and three lanes, one worker for the small tier's three
+    lanes; the sample: one function per tier, its worker on one queue.
+  S3 GetObject: the sample's client polling (it has no result API); ours, the router's reads behind GET /results/{id}.
+  CloudWatch Logs: bytes the router, worker and scaler wrote (stdout: our EMF lines; stderr: logs, default level),
+    priced as ingestion.
+Prices: PRICES, each with the page it was read on in PRICE_SOURCES.
+
 Needs moto (started here on --moto-port when nothing answers there) and the Python of scripts/aws-emulator.sh's
 venv (boto3, requests) to run the sample's code; run it with that Python (scripts/bench.sh does).
 """
@@ -71,36 +83,36 @@ PRICES = {
     "logs_gb": 0.50,  # CloudWatch Logs ingestion, standard class
 }
 PRICE_SOURCES = """\
-Prices: us-east-1 list prices without free tiers, read on 2026-12-02 on the page named.
-- SQS standard: $0.40 per million requests, each 64 KB chunk of a payload one request —
+Prices: us-east-1 list prices, no free tiers, read on 2026-12-02:
+- SQS standard: $0.40 per million requests, a request per 64 KB chunk of a payload —
   https://cloudburn.io/blog/amazon-sqs-pricing ("as of March 2026").
 - S3 Standard: PUT, COPY, POST, LIST $0.005 per 1,000 requests; GET, HEAD and others $0.0004 per 1,000; DELETE free —
   https://c3x.dev/blog/s3-request-fees-explained.
 - CloudWatch: GetMetricData $0.01 per 1,000 metrics requested —
   https://support.site24x7.com/portal/en/kb/articles/aws-cloudwatch-metrics-cost-calculation. Other API requests
-  (PutMetricData, GetMetricStatistics) $0.01 per 1,000, custom metrics $0.30 per metric-month, Logs ingestion $0.50
+  (PutMetricData, GetMetricStatistics) $0.01 per 1,000; custom metrics $0.30 per metric-month; Logs ingestion $0.50
   per GB — https://github.com/api-evangelist/cloudwatch (plans/cloudwatch-plans-pricing.yml, modified 2026-05-05,
   from https://aws.amazon.com/cloudwatch/pricing/).
 - Lambda: $0.20 per million requests, $0.0000166667 per GB-second (x86_64) —
-  https://docs.aws.amazon.com/whitepapers/latest/how-aws-pricing-works/lambda.html ($0.20 per million,
-  $0.00001667 per GB-s) and https://cloudchipr.com/blog/aws-lambda-pricing (x86 $0.0000166667).
+  https://docs.aws.amazon.com/whitepapers/latest/how-aws-pricing-works/lambda.html ($0.00001667 per GB-s) and
+  https://cloudchipr.com/blog/aws-lambda-pricing (x86 $0.0000166667).
 - API Gateway HTTP API: $1.00 per million requests (first 300 million a month), metered in 512 KB increments —
   https://docs.aws.amazon.com/whitepapers/latest/best-practices-api-gateway-private-apis-integration/cost-optimization.html.
-- ECS API calls (DescribeServices, UpdateService): counted, not priced; no per-call price was found."""
+- ECS calls (DescribeServices, UpdateService): counted, not priced (no per-call price found)."""
 
-COUNTS = """\
-What each count is, per request:
-- API Gateway: the client's requests to the router (POST /infer; GET /results/{id} while `submit --wait` polls, 0.5 s
-  first, growing by half up to 5 s). Lambda router invocations: one each, priced with the router's time measured here
-  (at the counter in front of it) and the templates' memory (ours 256 MB, the sample's 128 MB).
-- The other services: the stack's router, worker and client calls ÷ requests, plus its scaler's calls per tick ÷
-  requests per minute. Ours: one scaler for both tiers and three lanes, one worker for the small tier's three lanes;
-  the sample: one function per tier, its worker on one queue.
-- S3 GetObject: the sample's client polling (it has no result API); ours, the router's reads behind GET /results/{id}.
-- CloudWatch Logs: bytes the router, worker and scaler wrote (stdout: our EMF lines; stderr: logs, default level),
-  priced as ingestion.
-- Not counted: the sample router's INFO lines (Lambda's log handler writes them; here they go nowhere), Lambda's
-  START/END/REPORT lines, custom metrics' monthly price, data transfer, NAT or VPC endpoints, X-Ray, the engine hosts."""
+# What the section says of its counts and prices, each one paragraph; the rest of the method is this file's docstring.
+COUNTS = (
+    "Per request: each stack's router, worker and client calls ÷ requests, plus its scaler's calls per tick ÷ "
+    "requests per minute ([how](scripts/bench/aws_calls.py)). Lambda: the router's time measured here × the templates' "
+    "memory (ours 256 MB, the sample's 128 MB). Not counted: the sample router's INFO lines (Lambda's log handler "
+    "writes them; here they go nowhere), Lambda's START/END/REPORT lines, custom metrics' monthly price, data "
+    "transfer, NAT or VPC endpoints, X-Ray, the engine hosts."
+)
+PRICES_NOTE = (
+    "Price rows: USD per million requests, at us-east-1 list prices without free tiers, read on 2026-12-02 (each "
+    "price and its page: `PRICES`, `PRICE_SOURCES` in [`aws_calls.py`](scripts/bench/aws_calls.py)). ECS calls are "
+    "counted, not priced (no per-call price found)."
+)
 
 S3_TIER1 = {"PutObject", "CopyObject", "PostObject", "ListObjects", "ListObjectsV2", "ListBuckets", "CreateBucket",
             "CreateMultipartUpload", "UploadPart", "UploadPartCopy", "CompleteMultipartUpload"}
@@ -523,36 +535,46 @@ def summarize(args, calls, load_seconds, our_ticks, sample_ticks_ms, before, aft
     body += "| CloudWatch Logs | bytes written (stdout + stderr) | " + " | ".join(f"{log_bytes[s]:.0f}" for s in SCENARIOS) + " |\n"
     body += "| Lambda | ms per router invocation (measured here) | " + " | ".join(f"{router_ms[s]:.1f}" for s in SCENARIOS) + " |\n"
     for category in prices["sample"]:
-        body += f"| **price** | {category}, USD per million requests | " + " | ".join(f"{prices[s][category]:.2f}" for s in SCENARIOS) + " |\n"
-    body += "| **price** | **total, USD per million requests** | " + " | ".join(f"**{sum(prices[s].values()):.2f}**" for s in SCENARIOS) + " |\n"
+        body += f"| **price** | {category} | " + " | ".join(f"{prices[s][category]:.2f}" for s in SCENARIOS) + " |\n"
+    body += "| **price** | **total** | " + " | ".join(f"**{sum(prices[s].values()):.2f}**" for s in SCENARIOS) + " |\n"
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
                              text=True).stdout.strip()
     if changed:
-        commit += " + uncommitted changes"
+        commit += "+"
     median = lambda values: sorted(values)[len(values) // 2] if values else float("nan")  # noqa: E731
     first = (
-        f"One run of `scripts/bench/aws_calls.py --requests {n} --rate {args.rate:g}`. Run: "
-        f"{datetime.date.today().isoformat()}, {commit}; {args.build}, {args.moto_version}. Each stack served {n} "
-        f"seed-format requests ({TOKENS} tokens; engine simulator, 8 slots), {args.rate:g} a second for "
-        f"{load_seconds:.0f} s. Every AWS call went through scripts/bench/aws_call_counter.py; {len(failed)} were "
-        f"answered 5xx. `submit --wait` returned after {median(waits):.2f} s (median); the sample's client found its "
-        f"result in S3 after {median(sample_waits):.2f} s; {hooks} callbacks arrived. The scalers ticked every second "
-        f"(ours {our_ticks:.0f} ticks of {scaler_ms['ours']:.0f} ms; the sample's two functions "
-        f"{len(sample_ticks_ms) / 2:.0f} of {scaler_ms['sample']:.0f} ms). Their calls are charged at one tick a "
-        f"minute against {per_minute:.0f} requests a minute."
+        f"One run of [`scripts/bench/aws_calls.py`](scripts/bench/aws_calls.py) `--requests {n} --rate "
+        f"{args.rate:g}`, {datetime.date.today().isoformat()}, {commit}; {args.build}, {args.moto_version}. Each "
+        f"stack served {n} seed-format requests of {TOKENS} tokens, {args.rate:g} a second for {load_seconds:.0f} s, "
+        f"on the engine simulator (8 slots). "
+        f"scripts/bench/aws_call_counter.py counted every AWS call; {len(failed)} were answered 5xx. Median wait: "
+        f"`submit --wait` {median(waits):.2f} s, the sample's client polling S3 {median(sample_waits):.2f} s; {hooks} "
+        f"callbacks arrived. The scalers ticked every second (ours {our_ticks:.0f} ticks of "
+        f"{scaler_ms['ours']:.0f} ms; the sample's two functions {len(sample_ticks_ms) / 2:.0f} of "
+        f"{scaler_ms['sample']:.0f} ms), charged as one tick a minute against {per_minute:.0f} requests a minute."
     )
-    section = f"""{HEADING}
+    return section_text(first, head + body)
 
-{textwrap.fill(first, 120, break_on_hyphens=False)}
 
-{COUNTS}
+def section_text(first, table):
+    """The section's generated part: its heading, the run's paragraph (`first`), what the counts and prices are, and
+    the table."""
+    return f"""{HEADING}
 
-{PRICE_SOURCES}
+{paragraph(first)}
 
-{head}{body}"""
-    return section
+{paragraph(COUNTS)}
+
+{paragraph(PRICES_NOTE)}
+
+{table}"""
+
+
+def paragraph(text):
+    """`text` in lines of at most 120 characters."""
+    return textwrap.fill(text, 120, break_on_hyphens=False, break_long_words=False)
 
 
 def with_section(document, section):

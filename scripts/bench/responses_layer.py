@@ -50,9 +50,9 @@ ROW_ID = "O1"
 WHAT = "OpenAI layer vs /infer, simulator, 8 slots"
 # The list of the rows' details, after the table (as benches/support writes it).
 DETAILS_HEADING = "## Details"
-DETAILS_INTRO = ("Per row: the setup, each side's runs and the engine's load, and the run (date, commit). gpuinfer runs "
-                 "with default settings; llama.cpp runs gemma-3-270m. Where a side lists runs, the reference's ran "
-                 "before, between and after ours.")
+DETAILS_INTRO = ("Per row, what the table lacks. runs: each run where a side had several (the reference's before, "
+                 "between and after ours); busy: mean slots running (the engine's `/metrics`, every 50 ms); cores: "
+                 "the engine's CPU-s per s; `+`: uncommitted changes. Default settings; llama.cpp runs gemma-3-270m.")
 SLOTS = 8
 # The engine simulator as benches/support (GPU_LIKE) starts it for the other simulator rows.
 GPU_LIKE = ["--completion-tokens", "100000", "--token-ms", "10", "--batch-slowdown", "0.3"]
@@ -226,8 +226,9 @@ def per_request(runs, cpu):
 
 
 def runs_of(values):
-    """A side's runs, as its details say them: "one run", or "mean of a, b, c"."""
-    return "one run" if len(values) == 1 else f"mean of {figures(values)}"
+    """A side's runs, as the details say them (benches/support's `runs_of`): nothing for one run (the table has it),
+    else "runs a, b, c; "."""
+    return "" if len(values) < 2 else f"runs {figures(values)}; "
 
 
 def side_note(runs):
@@ -235,21 +236,21 @@ def side_note(runs):
     p50 = statistics.median(latency for run in runs for latency in run.latencies)
     requests = sum(run.requests for run in runs)
     http_calls, engine_calls = sum(run.http_calls for run in runs), sum(run.engine_calls for run in runs)
-    return (f"{runs_of([run.tok_s for run in runs])}; {mean([run.req_s for run in runs]):.2f} requests/s, time to "
-            f"result p50 {p50:.2f} s, {mean([run.busy for run in runs]):.2f} of {SLOTS} slots busy, {engine_calls} "
-            f"engine calls for {requests} requests; per request {http_calls / requests:.1f} HTTP calls, client CPU "
-            f"{per_request(runs, 'client_cpu'):.2f} ms, `gpuinfer dev` CPU {per_request(runs, 'dev_cpu'):.2f} ms")
+    return (f"{runs_of([run.tok_s for run in runs])}{mean([run.req_s for run in runs]):.2f} requests/s, p50 "
+            f"{p50:.2f} s, {mean([run.busy for run in runs]):.2f}/{SLOTS} busy, {engine_calls} engine calls for "
+            f"{requests} requests; per request {http_calls / requests:.1f} HTTP calls, CPU: client "
+            f"{per_request(runs, 'client_cpu'):.2f} ms, dev {per_request(runs, 'dev_cpu'):.2f} ms")
 
 
 def run_label():
-    """The run that measures the row, for its details: today's date and the commit checked out, with "+ uncommitted
-    changes" where the working tree's tracked files differ from it."""
+    """The run that measures the row, for its details: today's date and the commit checked out, with "+" after it
+    where the working tree's tracked files differ from it (uncommitted changes)."""
     def git(*args):
         done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
         return done.stdout.strip() if done.returncode == 0 else None
     commit = git("rev-parse", "--short", "HEAD") or "commit unknown"
     if git("status", "--porcelain", "--untracked-files=no"):
-        commit += " + uncommitted changes"
+        commit += "+"
     return f"{datetime.date.today().isoformat()}, {commit}"
 
 
@@ -257,15 +258,14 @@ def row(args, infer_runs, openai_runs, run):
     """The row's line of the table and its item under "## Details" (as benches/support writes them), and its ratio."""
     ours_tok_s, reference_tok_s = mean([r.tok_s for r in openai_runs]), mean([r.tok_s for r in infer_runs])
     ratio = ours_tok_s / reference_tok_s
-    line = f"| {ROW_ID} | {WHAT} | {ours_tok_s:.1f} tok/s | {reference_tok_s:.1f} tok/s | {ratio:.2f} | none | — |"
+    line = f"| {ROW_ID} | {WHAT} | {ours_tok_s:.1f} tok/s | {reference_tok_s:.1f} tok/s | {ratio:.2f} | none |"
     details = (
-        f"The official `openai` client (openai=={openai.__version__}), background responses, vs POST /infer + GET "
-        f"/results polling; same `gpuinfer dev` and requests ({args.requests} × {args.tokens} tokens, "
-        f"{args.concurrency} client threads, polling every {1000 * args.poll:.0f} ms). Both sides run from Python on "
-        f"the `openai` package's HTTP client (httpx2). Ours (`responses.create(background=True)` + "
-        f"`responses.retrieve`): {side_note(openai_runs)}. Reference (POST /infer (202) + GET "
-        f"/results/{{requestId}}): {side_note(infer_runs)}. Ratio: tok/s.")
-    return line, item(f"**{ROW_ID}** {WHAT}: {details} Run: {run}."), ratio
+        f"openai=={openai.__version__} background responses (`responses.create(background=True)` + "
+        f"`responses.retrieve`) against POST /infer + GET "
+        f"/results/{{requestId}}, both on httpx2 from Python, one `gpuinfer dev`; {args.requests} × {args.tokens} "
+        f"tokens, {args.concurrency} threads, polls {1000 * args.poll:.0f} ms apart. Ours: {side_note(openai_runs)}. "
+        f"Reference: {side_note(infer_runs)}.")
+    return line, item(f"**{ROW_ID}** {WHAT}: {details} Run {run}."), ratio
 
 
 def item(text):
