@@ -8,7 +8,7 @@ use aws_sdk_s3::error::SdkError;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_smithy_runtime_api::http::Response as HttpResponse;
 
-use super::endpoint_overridden;
+use super::sdk::endpoint_overridden;
 use crate::contract::request_id::RequestId;
 use crate::ports::{PutOutcome, ResultStore, StoreError};
 

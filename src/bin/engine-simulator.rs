@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
-use gpuinfer::engine::simulator::{Behavior, EngineSimulator};
+use gpuinfer::engine::simulator::{Behavior, EngineSimulator, Faults};
 
 /// OpenAI-compatible engine simulator: /health, /v1/models, /v1/completions, /v1/chat/completions, /simulator/stats.
 #[derive(Debug, Parser)]
@@ -25,21 +25,8 @@ struct Args {
     /// Requests served at once; more wait for a slot, as in an engine's scheduler.
     #[arg(long, env = "ENGINE_SIMULATOR_SLOTS", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
     slots: u32,
-    /// Share of requests answered with --fail-status (0.0–1.0).
-    #[arg(long, env = "ENGINE_SIMULATOR_FAIL_RATE", default_value_t = 0.0)]
-    fail_rate: f64,
-    /// HTTP status of a failed request.
-    #[arg(long, env = "ENGINE_SIMULATOR_FAIL_STATUS", default_value_t = 503)]
-    fail_status: u16,
-    /// Share of requests left unanswered for --hang-ms (0.0–1.0), so the client's timeout decides.
-    #[arg(long, env = "ENGINE_SIMULATOR_HANG_RATE", default_value_t = 0.0)]
-    hang_rate: f64,
-    /// How long a hanging request stays unanswered, in milliseconds.
-    #[arg(long, env = "ENGINE_SIMULATOR_HANG_MS", default_value_t = 60_000)]
-    hang_ms: u64,
-    /// Share of requests answered with a 200 whose body is not JSON (0.0–1.0).
-    #[arg(long, env = "ENGINE_SIMULATOR_GARBAGE_RATE", default_value_t = 0.0)]
-    garbage_rate: f64,
+    #[command(flatten)]
+    faults: FaultArgs,
     /// Completion tokens reported per request (at most its max_tokens).
     #[arg(long, env = "ENGINE_SIMULATOR_COMPLETION_TOKENS", default_value_t = 8)]
     completion_tokens: u64,
@@ -57,17 +44,39 @@ struct Args {
     start_delay_ms: u64,
 }
 
+/// How often requests fail, hang or come back garbled.
+#[derive(Debug, clap::Args)]
+struct FaultArgs {
+    /// Share of requests answered with --fail-status (0.0–1.0).
+    #[arg(long, env = "ENGINE_SIMULATOR_FAIL_RATE", default_value_t = 0.0)]
+    fail_rate: f64,
+    /// HTTP status of a failed request.
+    #[arg(long, env = "ENGINE_SIMULATOR_FAIL_STATUS", default_value_t = 503)]
+    fail_status: u16,
+    /// Share of requests left unanswered for --hang-ms (0.0–1.0), so the client's timeout decides.
+    #[arg(long, env = "ENGINE_SIMULATOR_HANG_RATE", default_value_t = 0.0)]
+    hang_rate: f64,
+    /// How long a hanging request stays unanswered, in milliseconds.
+    #[arg(long, env = "ENGINE_SIMULATOR_HANG_MS", default_value_t = 60_000)]
+    hang_ms: u64,
+    /// Share of requests answered with a 200 whose body is not JSON (0.0–1.0).
+    #[arg(long, env = "ENGINE_SIMULATOR_GARBAGE_RATE", default_value_t = 0.0)]
+    garbage_rate: f64,
+}
+
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
     let args = Args::parse();
     let behavior = Behavior {
         latency: Duration::from_millis(args.latency_ms),
         slots: args.slots as usize,
-        fail_rate: args.fail_rate,
-        fail_status: args.fail_status,
-        hang_rate: args.hang_rate,
-        hang: Duration::from_millis(args.hang_ms),
-        garbage_rate: args.garbage_rate,
+        faults: Faults {
+            fail_rate: args.faults.fail_rate,
+            fail_status: args.faults.fail_status,
+            hang_rate: args.faults.hang_rate,
+            hang: Duration::from_millis(args.faults.hang_ms),
+            garbage_rate: args.faults.garbage_rate,
+        },
         completion_tokens: args.completion_tokens,
         healthy: true,
         token_time: Duration::from_secs_f64(args.token_ms.max(0.0) / 1000.0),

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use crate::contract::request::{ChatMessage, InferenceRequest, Input};
+use crate::contract::request::{ChatMessage, InferenceRequest, Input, Sampling};
 use crate::contract::request_id::RequestId;
 use crate::contract::tier::{Priority, Tier};
 use crate::ports::classifier::{FailureReports, INSTRUCTION, parse_answer};
@@ -32,9 +32,7 @@ impl Classifier for OpenAiClassifier {
                 ChatMessage { role: "system".into(), content: INSTRUCTION.into() },
                 ChatMessage { role: "user".into(), content: text.into() },
             ]),
-            max_tokens: 3,
-            temperature: 0.0,
-            top_p: 1.0,
+            sampling: Sampling { max_tokens: 3, temperature: 0.0, top_p: 1.0 },
             route: None,
             priority: Priority::Normal,
             deadline: None,

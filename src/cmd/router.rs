@@ -21,17 +21,17 @@ use crate::cmd::args::{
     TierQueueArgs,
 };
 use crate::cmd::backends::{Destination, QueueSource, Wiring};
-use crate::cmd::running_on_lambda;
 use crate::contract::tier::{Lanes, PerTier, Tier};
 use crate::http::server::{self, HttpLimits};
 use crate::infra::metrics::Emf;
+use crate::infra::runtime::running_on_lambda;
 use crate::ports::{DEFAULT_MAX_RECEIVE_COUNT, KeyStore};
 use crate::router::api_keys::{DEFAULT_CACHE_SECONDS, KeySource, StoredKeys};
 use crate::router::app;
 use crate::router::body_budget::BodyBudget;
 use crate::router::openai::settings::Settings;
 use crate::router::openai::upkeep;
-use crate::router::state::AppState;
+use crate::router::state::{AppState, CallbackAcceptance};
 use crate::scaler::wake::{AWS_RECHECK, WakeOnArrival};
 
 #[derive(Debug, clap::Args)]
@@ -50,19 +50,28 @@ pub struct Args {
     #[command(flatten)]
     pub(crate) callbacks: CallbackPolicyArgs,
     #[command(flatten)]
+    pub(crate) events: EventArgs,
+    #[command(flatten)]
+    pub(crate) keys: ApiKeysArgs,
+    #[command(flatten)]
+    pub(crate) wake: WakeArgs,
+}
+
+/// Where the OpenAI-shaped events go and what signs them.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct EventArgs {
+    #[command(flatten)]
     pub(crate) openai_webhook: OpenAiWebhookArgs,
     /// The Secrets Manager secret (ARN or name) that holds --openai-webhook-secret, read as the router starts when
     /// OPENAI_WEBHOOK_URL is set and the secret itself is not given (the stack's OpenAiWebhookSecret: a function's
     /// environment does not hold the key).
     #[arg(long, env = "OPENAI_WEBHOOK_SECRET_ID")]
     pub(crate) openai_webhook_secret_id: Option<String>,
-    /// When work is enqueued for a tier whose ECS service has no task asked for, set its desired count to 1 at once
-    /// (DescribeServices, then UpdateService), instead of waiting for the scaler's next tick and an alarm's period.
-    /// SQS only: the services are --cluster-name and --service-name.
-    #[arg(long, env = "WAKE_ON_ARRIVAL")]
-    pub(crate) wake_on_arrival: bool,
-    #[command(flatten)]
-    pub(crate) services: ServiceArgs,
+}
+
+/// The stored API keys of the /v1 routes.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ApiKeysArgs {
     /// The Secrets Manager secret (ARN or name) whose key document holds the API keys of the /v1 routes (the
     /// stack's ApiKeysSecret; `gpuinfer api-key add` makes them). Set, every /v1 request must carry one of them
     /// (`Authorization: Bearer <key>`, as OpenAI's clients send theirs), checked before anything else of it is
@@ -75,24 +84,40 @@ pub struct Args {
     pub(crate) api_keys_cache_seconds: u64,
 }
 
+/// Waking a tier at zero as work arrives for it.
+#[derive(Debug, clap::Args)]
+pub(crate) struct WakeArgs {
+    /// When work is enqueued for a tier whose ECS service has no task asked for, set its desired count to 1 at once
+    /// (DescribeServices, then UpdateService), instead of waiting for the scaler's next tick and an alarm's period.
+    /// SQS only: the services are --cluster-name and --service-name.
+    #[arg(long, env = "WAKE_ON_ARRIVAL")]
+    pub(crate) wake_on_arrival: bool,
+    #[command(flatten)]
+    pub(crate) services: ServiceArgs,
+}
+
 /// The key store the /v1 routes' API keys are read from (API_KEYS_SECRET_ID), and how long its keys are kept.
 struct KeyStoreChoice {
     secret_id: String,
     fresh_for: Duration,
 }
 
-pub struct Config {
+/// Where the API listens, its connections' limits and the memory its bodies may hold.
+struct Serving {
     listen: SocketAddr,
-    http: HttpLimits,
+    limits: HttpLimits,
     bodies: BodyBudget,
+}
+
+pub struct Config {
+    http: Serving,
     queues: PerTier<Lanes<QueueSource>>,
     destination: Destination,
     routing: RoutingSettings,
     callbacks: OutboundPolicy,
-    openai_webhook: OpenAiWebhookArgs,
-    openai_webhook_secret_id: Option<String>,
+    events: EventArgs,
     wiring: Wiring,
-    openai: crate::router::openai::settings::Settings,
+    openai: Settings,
     key_store: Option<KeyStoreChoice>,
     /// Each tier's ECS service, when the router wakes them on arrival.
     wake: Option<PerTier<crate::ports::Service>>,
@@ -101,17 +126,42 @@ pub struct Config {
 impl Args {
     pub fn into_config(self) -> anyhow::Result<Config> {
         let queues = self.queues.sources(&Tier::ALL)?;
-        if self.wake_on_arrival && queues.small.normal.is_embedded() {
+        let wake = self.wake.services(queues.small.normal.is_embedded())?;
+        Ok(Config {
+            wake,
+            key_store: self.keys.choice(!self.http.api_key.is_empty())?,
+            http: Serving { listen: self.http.listen, limits: self.http.limits(), bodies: self.http.body_budget() },
+            openai: self.http.openai(&self.routing)?,
+            queues,
+            destination: Destination::parse(self.output_destination.as_deref(), &self.data.data_dir)?,
+            routing: self.routing.settings(None)?,
+            callbacks: self.callbacks.policy(),
+            events: self.events,
+            wiring: Wiring::new(self.data.data_dir),
+        })
+    }
+}
+
+impl WakeArgs {
+    /// Each tier's ECS service when the router wakes them; refused on the embedded queues.
+    fn services(&self, embedded: bool) -> anyhow::Result<Option<PerTier<crate::ports::Service>>> {
+        if self.wake_on_arrival && embedded {
             anyhow::bail!(
                 "WAKE_ON_ARRIVAL sets ECS services' desired counts: it needs the tiers on SQS (their queue URLs), not \
                  the embedded queues (gpuinfer dev wakes its engines on its own)"
             );
         }
-        let wake = self
+        Ok(self
             .wake_on_arrival
-            .then(|| PerTier { small: self.services.service(Tier::Small), large: self.services.service(Tier::Large) });
-        let key_store = match self.api_keys_secret_id.as_deref().map(str::trim).filter(|id| !id.is_empty()) {
-            Some(_) if !self.http.api_key.is_empty() => anyhow::bail!(
+            .then(|| PerTier { small: self.services.service(Tier::Small), large: self.services.service(Tier::Large) }))
+    }
+}
+
+impl ApiKeysArgs {
+    /// The key store to read the keys from, when API_KEYS_SECRET_ID names one; refused beside --api-key.
+    fn choice(&self, api_key_given: bool) -> anyhow::Result<Option<KeyStoreChoice>> {
+        Ok(match self.api_keys_secret_id.as_deref().map(str::trim).filter(|id| !id.is_empty()) {
+            Some(_) if api_key_given => anyhow::bail!(
                 "API_KEYS_SECRET_ID and --api-key (GPUINFER_API_KEY) are both set: take the keys from the secret or \
                  from the command line, not both"
             ),
@@ -120,21 +170,6 @@ impl Args {
                 fresh_for: Duration::from_secs(self.api_keys_cache_seconds),
             }),
             None => None,
-        };
-        Ok(Config {
-            wake,
-            key_store,
-            listen: self.http.listen,
-            http: self.http.limits(),
-            bodies: self.http.body_budget(),
-            openai: self.http.openai(&self.routing)?,
-            queues,
-            destination: Destination::parse(self.output_destination.as_deref(), &self.data.data_dir)?,
-            routing: self.routing.settings(None)?,
-            callbacks: self.callbacks.policy(),
-            openai_webhook: self.openai_webhook,
-            openai_webhook_secret_id: self.openai_webhook_secret_id,
-            wiring: Wiring::new(self.data.data_dir),
         })
     }
 }
@@ -149,10 +184,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         store: wiring.store(&config.destination).await?,
         routing: config.routing.config.clone(),
         classifier: config.routing.classifier(wiring).await?,
-        callbacks: config.callbacks,
-        callbacks_sent: true,
+        callbacks: CallbackAcceptance::sent_under(config.callbacks),
         metrics: Emf::stdout(),
-        bodies: config.bodies.clone(),
+        bodies: config.http.bodies.clone(),
         openai: openai_settings(&config, wiring).await,
         wake: match &config.wake {
             Some(services) => {
@@ -172,7 +206,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         .map_err(|e| anyhow::anyhow!("Lambda runtime failed: {e}"));
     }
     let upkeep = tokio::spawn(upkeep::run_periodically(Arc::clone(&state), upkeep::SERVER_PERIOD, shutdown.clone()));
-    let served = serve(config.listen, state, config.http, shutdown).await;
+    let served = serve(config.http.listen, state, config.http.limits, shutdown).await;
     let _ = upkeep.await;
     served
 }
@@ -228,8 +262,8 @@ fn uri_safe(text: &str) -> String {
 /// What sends the OpenAI-shaped events, when OPENAI_WEBHOOK_URL is set: signed with OPENAI_WEBHOOK_SECRET, else with
 /// the secret OPENAI_WEBHOOK_SECRET_ID names.
 async fn openai_events(config: &Config, wiring: &Wiring) -> anyhow::Result<Option<OpenAiEvents>> {
-    let mut webhook = config.openai_webhook.clone();
-    if let Some(id) = config.openai_webhook_secret_id.as_deref().filter(|_| webhook.wants_secret()) {
+    let mut webhook = config.events.openai_webhook.clone();
+    if let Some(id) = config.events.openai_webhook_secret_id.as_deref().filter(|_| webhook.wants_secret()) {
         let client = aws_sdk_secretsmanager::Client::new(wiring.sdk().await);
         let stored = SecretKeyStore::new(client, id.to_owned()).read().await?;
         let secret = stored.parse().map_err(|e| anyhow::anyhow!("OPENAI_WEBHOOK_SECRET_ID {id}: {e}"))?;

@@ -20,6 +20,15 @@ pub struct Args {
     /// Send the JSON request in this file (`-`: stdin) instead of a prompt; the flags below override its fields.
     #[arg(long, env = "GPUINFER_JSON_REQUEST", conflicts_with = "prompt")]
     pub(crate) json_request: Option<PathBuf>,
+    #[command(flatten)]
+    pub fields: FieldArgs,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// The request's fields, each overriding the JSON request's.
+#[derive(Debug, clap::Args)]
+pub struct FieldArgs {
     /// requestId (UUID v4) [default: the router generates one].
     #[arg(long, env = "GPUINFER_REQUEST_ID")]
     pub request_id: Option<crate::contract::request_id::RequestId>,
@@ -48,8 +57,24 @@ pub struct Args {
     /// URL the result document is POSTed to, signed (https; http only where the operator allows it).
     #[arg(long, env = "GPUINFER_CALLBACK_URL")]
     pub(crate) callback_url: Option<String>,
-    #[command(flatten)]
-    pub client: ClientArgs,
+}
+
+impl FieldArgs {
+    /// The fields given, by their JSON names.
+    fn given(self) -> impl Iterator<Item = (String, Value)> {
+        let fields = [
+            ("requestId", self.request_id.map(|id| json!(id))),
+            ("maxTokens", self.max_tokens.map(|n| json!(n))),
+            ("temperature", self.temperature.map(|t| json!(t))),
+            ("topP", self.top_p.map(|p| json!(p))),
+            ("route", self.route.map(|tier| json!(tier))),
+            ("priority", self.priority.map(|priority| json!(priority))),
+            ("deadlineSeconds", self.deadline_seconds.map(|s| json!(s))),
+            ("deadline", self.deadline.map(|d| json!(d))),
+            ("callbackUrl", self.callback_url.map(|url| json!(url))),
+        ];
+        fields.into_iter().filter_map(|(name, value)| Some((name.to_owned(), value?)))
+    }
 }
 
 pub struct Config {
@@ -72,18 +97,7 @@ impl Args {
                 Map::from_iter([("prompt".to_owned(), json!(prompt.trim_end_matches('\n')))])
             }
         };
-        let fields = [
-            ("requestId", self.request_id.map(|id| json!(id))),
-            ("maxTokens", self.max_tokens.map(|n| json!(n))),
-            ("temperature", self.temperature.map(|t| json!(t))),
-            ("topP", self.top_p.map(|p| json!(p))),
-            ("route", self.route.map(|tier| json!(tier))),
-            ("priority", self.priority.map(|priority| json!(priority))),
-            ("deadlineSeconds", self.deadline_seconds.map(|s| json!(s))),
-            ("deadline", self.deadline.map(|d| json!(d))),
-            ("callbackUrl", self.callback_url.map(|url| json!(url))),
-        ];
-        request.extend(fields.into_iter().filter_map(|(name, value)| Some((name.to_owned(), value?))));
+        request.extend(self.fields.given());
         Ok(Config { request: Value::Object(request), client: self.client })
     }
 }

@@ -24,12 +24,42 @@ pub struct Args {
     /// Which tier this worker serves.
     #[arg(long, env = "TIER", value_enum, default_value = "small")]
     pub tier: Tier,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    #[command(flatten)]
+    pub(crate) queues: QueueArgs,
+    /// Where results go: s3://bucket/prefix/, an SQS queue URL, or a folder [default: --data-dir].
+    #[arg(long, env = "OUTPUT_DESTINATION")]
+    pub(crate) output_destination: Option<String>,
+    #[command(flatten)]
+    pub(crate) data: DataDirArgs,
+    #[command(flatten)]
+    pub(crate) start: ContainerStartArgs,
+    #[command(flatten)]
+    pub(crate) tuning: TuningArgs,
+    #[command(flatten)]
+    pub(crate) webhooks: WebhookArgs,
+    #[command(flatten)]
+    pub(crate) openai_webhook: OpenAiWebhookArgs,
+    /// Where the worker's saturation is published (`EngineSaturation`, read by the scaler).
+    #[command(flatten)]
+    pub service: ServiceArgs,
+}
+
+/// The engine the worker talks to.
+#[derive(Debug, clap::Args)]
+pub struct EngineArgs {
     /// Base URL of the OpenAI-compatible engine (/v1/completions, /v1/chat/completions, /health).
     #[arg(long, env = "ENGINE_URL", default_value = DEFAULT_ENGINE_URL)]
     pub(crate) engine_url: String,
     /// Model name sent to the engine [default: the first one it lists under /v1/models].
     #[arg(long, env = "MODEL_NAME")]
     pub model: Option<String>,
+}
+
+/// The queues the worker consumes: SQS, or the embedded ones.
+#[derive(Debug, clap::Args)]
+pub struct QueueArgs {
     /// SQS queue to consume (or --embedded-queues for the tier's embedded queue in --data-dir).
     #[arg(long, env = "REQUEST_QUEUE_URL")]
     pub(crate) request_queue_url: Option<String>,
@@ -46,11 +76,11 @@ pub struct Args {
     pub(crate) dlq_url: Option<String>,
     #[command(flatten)]
     pub(crate) embedded: EmbeddedQueueArgs,
-    /// Where results go: s3://bucket/prefix/, an SQS queue URL, or a folder [default: --data-dir].
-    #[arg(long, env = "OUTPUT_DESTINATION")]
-    pub(crate) output_destination: Option<String>,
-    #[command(flatten)]
-    pub(crate) data: DataDirArgs,
+}
+
+/// When the container's cold start began, as ECS and entrypoint.sh tell it.
+#[derive(Debug, clap::Args)]
+pub struct ContainerStartArgs {
     /// ECS task metadata endpoint (set by ECS), read for the task ARN and when the task's image was pulled.
     #[arg(long, env = "ECS_CONTAINER_METADATA_URI_V4", hide = true)]
     pub(crate) metadata_uri: Option<String>,
@@ -60,15 +90,6 @@ pub struct Args {
     /// When fetch-model had the weights on disk, in Unix seconds (set by entrypoint.sh after it).
     #[arg(long, env = "GPUINFER_WEIGHTS_READY_AT", hide = true, value_parser = unix_seconds)]
     pub(crate) weights_ready_at: Option<SystemTime>,
-    #[command(flatten)]
-    pub(crate) tuning: TuningArgs,
-    #[command(flatten)]
-    pub(crate) webhooks: WebhookArgs,
-    #[command(flatten)]
-    pub(crate) openai_webhook: OpenAiWebhookArgs,
-    /// Where the worker's saturation is published (`EngineSaturation`, read by the scaler).
-    #[command(flatten)]
-    pub service: ServiceArgs,
 }
 
 pub struct Config {
@@ -78,14 +99,29 @@ pub struct Config {
     worker: WorkerConfig,
     webhooks: WebhookConfig,
     events: Option<EventConfig>,
-    metadata_uri: Option<String>,
-    started_at: Option<SystemTime>,
-    weights_ready_at: Option<SystemTime>,
+    start: ContainerStartArgs,
     wiring: Wiring,
 }
 
 impl Args {
     pub fn into_config(self) -> anyhow::Result<Config> {
+        let sources = self.queues.sources()?;
+        Ok(Config {
+            sources,
+            destination: Destination::parse(self.output_destination.as_deref(), &self.data.data_dir)?,
+            engine: self.tuning.engine_config(&self.engine.engine_url, self.engine.model),
+            worker: self.tuning.worker_config(self.tier, &self.service)?,
+            webhooks: self.webhooks.config(),
+            events: self.openai_webhook.config(self.webhooks.policy.policy())?,
+            start: self.start,
+            wiring: Wiring::new(self.data.data_dir),
+        })
+    }
+}
+
+impl QueueArgs {
+    /// The lanes' sources, each checked: a dead-letter queue beside SQS, the embedded queues only when asked.
+    fn sources(self) -> anyhow::Result<Lanes<QueueSource>> {
         let sources = QueueSource::lanes(
             Lanes { high: self.high_queue_url, normal: self.request_queue_url, batch: self.batch_queue_url },
             self.dlq_url,
@@ -93,27 +129,17 @@ impl Args {
         )?;
         self.embedded.check(sources.normal.is_embedded(), "REQUEST_QUEUE_URL")?;
         require_dead_letter(&sources)?;
-        Ok(Config {
-            sources,
-            destination: Destination::parse(self.output_destination.as_deref(), &self.data.data_dir)?,
-            engine: self.tuning.engine_config(&self.engine_url, self.model),
-            worker: self.tuning.worker_config(self.tier, &self.service)?,
-            webhooks: self.webhooks.config(),
-            events: self.openai_webhook.config(self.webhooks.policy.policy())?,
-            metadata_uri: self.metadata_uri,
-            started_at: self.started_at,
-            weights_ready_at: self.weights_ready_at,
-            wiring: Wiring::new(self.data.data_dir),
-        })
+        Ok(sources)
     }
 }
 
 pub async fn run(mut config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let task = ecs_metadata::task(config.metadata_uri.as_deref(), &config.worker.task_arn).await;
+    let task = ecs_metadata::task(config.start.metadata_uri.as_deref(), &config.worker.task_arn).await;
     config.worker.task_arn = task.arn;
-    let start = Start::of_container(task.image_pull, config.started_at, config.weights_ready_at);
+    let start = Start::of_container(task.image_pull, config.start.started_at, config.start.weights_ready_at);
     let w = &config.worker;
-    let lanes = config.wiring.lanes(&config.sources, w.tier, w.visibility_timeout, w.max_receive_count).await?;
+    let lanes =
+        config.wiring.lanes(&config.sources, w.tier, w.lease.visibility_timeout, w.lease.max_receive_count).await?;
     let store = config.wiring.store(&config.destination).await?;
     let metrics = Emf::stdout();
     let webhooks = Webhooks::new(config.webhooks.clone(), metrics.clone())?;
@@ -134,7 +160,7 @@ pub(crate) fn engine_lost(config: &WorkerConfig, engine_url: &str, released: usi
         "{} tier: the engine at {engine_url} failed its health probe for {} s; released {released} unfinished \
          message(s) back to the queue and stopped",
         config.tier,
-        config.engine_loss_window.as_secs()
+        config.health.loss_window.as_secs()
     )
 }
 

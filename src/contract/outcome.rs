@@ -62,25 +62,22 @@ impl Status {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ResultDocument {
-    pub request_id: RequestId,
+    #[serde(flatten)]
+    pub processing: Processing,
     pub status: Status,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Generation>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorDetail>,
-    pub processing_time_ms: u64,
-    pub task_arn: String,
     pub(crate) timestamp: String,
-    pub tier: Tier,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    pub queue_wait_ms: u64,
-    pub attempts: u32,
 }
 
 /// Facts about the processing of one message, shared by success and error documents.
-#[derive(Debug, Clone)]
-pub(crate) struct Processing {
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Processing {
     pub request_id: RequestId,
     pub tier: Tier,
     pub task_arn: String,
@@ -105,19 +102,7 @@ impl ResultDocument {
         error: Option<ErrorDetail>,
         model: Option<String>,
     ) -> Self {
-        ResultDocument {
-            request_id: p.request_id,
-            status,
-            result,
-            error,
-            processing_time_ms: p.processing_time_ms,
-            task_arn: p.task_arn,
-            timestamp: now(),
-            tier: p.tier,
-            model,
-            queue_wait_ms: p.queue_wait_ms,
-            attempts: p.attempts,
-        }
+        ResultDocument { processing: p, status, result, error, timestamp: now(), model }
     }
 
     pub(crate) fn to_json(&self) -> Vec<u8> {

@@ -54,9 +54,8 @@ pub struct InferenceRequest {
     pub request_id: RequestId,
     #[serde(flatten)]
     pub input: Input,
-    pub max_tokens: u32,
-    pub temperature: f64,
-    pub top_p: f64,
+    #[serde(flatten)]
+    pub sampling: Sampling,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub route: Option<Tier>,
     #[serde(skip_serializing_if = "Priority::is_normal")]
@@ -74,6 +73,15 @@ pub struct InferenceRequest {
     /// (`response.completed`, …); set by the Responses API only, read from the queue only.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub response: bool,
+}
+
+/// How the model samples its answer, and its length.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sampling {
+    pub max_tokens: u32,
+    pub temperature: f64,
+    pub top_p: f64,
 }
 
 /// What the model is asked: a plain completion prompt or an OpenAI-style chat.
@@ -226,9 +234,7 @@ impl InferenceRequest {
         Ok(InferenceRequest {
             request_id,
             input,
-            max_tokens,
-            temperature,
-            top_p,
+            sampling: Sampling { max_tokens, temperature, top_p },
             route,
             priority,
             deadline,

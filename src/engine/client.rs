@@ -118,9 +118,9 @@ impl Engine for EngineClient {
         };
         let mut body = json!({
             "model": model,
-            "max_tokens": request.max_tokens,
-            "temperature": request.temperature,
-            "top_p": request.top_p,
+            "max_tokens": request.sampling.max_tokens,
+            "temperature": request.sampling.temperature,
+            "top_p": request.sampling.top_p,
         });
         if let (Value::Object(body), Value::Object(input)) = (&mut body, input) {
             body.extend(input);

@@ -32,15 +32,7 @@ pub struct Behavior {
     pub latency: Duration,
     /// Requests served at once; more wait for a slot, as in an engine's scheduler.
     pub slots: usize,
-    /// Share of requests answered with `fail_status` (0.0–1.0).
-    pub fail_rate: f64,
-    pub fail_status: u16,
-    /// Share of requests that hang (see `Reply::Hang`).
-    pub hang_rate: f64,
-    /// How long a hanging request stays unanswered.
-    pub hang: Duration,
-    /// Share of requests answered with a 200 that is not JSON.
-    pub garbage_rate: f64,
+    pub faults: Faults,
     pub completion_tokens: u64,
     /// What /health answers at start (see `set_healthy`).
     pub healthy: bool,
@@ -53,6 +45,42 @@ pub struct Behavior {
     /// As the local llama.cpp engine does: a request whose client hung up still runs to its end in its slot, and
     /// /metrics names the gauges as llama.cpp does. Otherwise, as vLLM does, it is dropped at once.
     pub keeps_abandoned: bool,
+}
+
+/// The share of requests that fail, hang or come back garbled, drawn at random.
+#[derive(Debug, Clone)]
+pub struct Faults {
+    /// Share of requests answered with `fail_status` (0.0–1.0).
+    pub fail_rate: f64,
+    pub fail_status: u16,
+    /// Share of requests that hang (see `Reply::Hang`).
+    pub hang_rate: f64,
+    /// How long a hanging request stays unanswered.
+    pub hang: Duration,
+    /// Share of requests answered with a 200 that is not JSON.
+    pub garbage_rate: f64,
+}
+
+impl Faults {
+    /// Failure, hang, garbage or success, drawn by the rates.
+    fn draw(&self) -> Reply {
+        let draw = fastrand::f64();
+        if draw < self.fail_rate {
+            Reply::Status(self.fail_status)
+        } else if draw < self.fail_rate + self.hang_rate {
+            Reply::Hang
+        } else if draw < self.fail_rate + self.hang_rate + self.garbage_rate {
+            Reply::Garbage
+        } else {
+            Reply::Ok
+        }
+    }
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Faults { fail_rate: 0.0, fail_status: 503, hang_rate: 0.0, hang: Duration::from_secs(60), garbage_rate: 0.0 }
+    }
 }
 
 impl Behavior {
@@ -69,11 +97,7 @@ impl Default for Behavior {
         Behavior {
             latency: Duration::from_millis(5),
             slots: 64,
-            fail_rate: 0.0,
-            fail_status: 503,
-            hang_rate: 0.0,
-            hang: Duration::from_secs(60),
-            garbage_rate: 0.0,
+            faults: Faults::default(),
             completion_tokens: 8,
             healthy: true,
             token_time: Duration::ZERO,
@@ -84,22 +108,28 @@ impl Default for Behavior {
     }
 }
 
+/// What the simulator answered, counted since it started.
+#[derive(Debug, Default)]
+struct Counts {
+    calls: AtomicU64,
+    /// Requests whose client went away before the answer (the HTTP request was dropped).
+    aborted: AtomicU64,
+    /// Answers that were not a generation: error statuses, hangs, bodies that are not JSON.
+    failed: AtomicU64,
+    hung: AtomicU64,
+    garbled: AtomicU64,
+}
+
 #[derive(Debug)]
 struct SimulatorState {
     behavior: Mutex<Behavior>,
     script: Mutex<VecDeque<Reply>>,
     slots: Semaphore,
     healthy: AtomicBool,
-    calls: AtomicU64,
-    /// Requests whose client went away before the answer (the HTTP request was dropped).
-    aborted: AtomicU64,
     in_flight: AtomicUsize,
     waiting: AtomicUsize,
     max_in_flight: AtomicUsize,
-    /// Answers that were not a generation: error statuses, hangs, bodies that are not JSON.
-    failed: AtomicU64,
-    hung: AtomicU64,
-    garbled: AtomicU64,
+    counts: Counts,
     prompts: Mutex<Vec<String>>,
 }
 
@@ -132,14 +162,10 @@ impl EngineSimulator {
             healthy: AtomicBool::new(behavior.healthy),
             behavior: Mutex::new(behavior),
             script: Mutex::new(VecDeque::new()),
-            calls: AtomicU64::new(0),
-            aborted: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
-            failed: AtomicU64::new(0),
-            hung: AtomicU64::new(0),
-            garbled: AtomicU64::new(0),
+            counts: Counts::default(),
             prompts: Mutex::new(Vec::new()),
         });
         let app = Router::new()
@@ -171,11 +197,11 @@ impl EngineSimulator {
     }
 
     pub fn calls(&self) -> u64 {
-        self.state.calls.load(Ordering::SeqCst)
+        self.state.counts.calls.load(Ordering::SeqCst)
     }
 
     pub fn aborted(&self) -> u64 {
-        self.state.aborted.load(Ordering::SeqCst)
+        self.state.counts.aborted.load(Ordering::SeqCst)
     }
 
     pub fn max_in_flight(&self) -> usize {
@@ -203,20 +229,20 @@ async fn metrics(State(state): State<Arc<SimulatorState>>) -> String {
     if lock(&state.behavior).keeps_abandoned {
         return format!("llamacpp:requests_processing {running}\nllamacpp:requests_deferred {waiting}\n");
     }
-    let total = state.calls.load(Ordering::SeqCst);
+    let total = state.counts.calls.load(Ordering::SeqCst);
     format!("engine_requests_running {running}\nengine_requests_waiting {waiting}\nengine_requests_total {total}\n")
 }
 
 /// What the simulator has seen, for tests that run it as a separate process.
 async fn stats(State(state): State<Arc<SimulatorState>>) -> Json<Value> {
     Json(json!({
-        "calls": state.calls.load(Ordering::SeqCst),
-        "aborted": state.aborted.load(Ordering::SeqCst),
+        "calls": state.counts.calls.load(Ordering::SeqCst),
+        "aborted": state.counts.aborted.load(Ordering::SeqCst),
         "inFlight": state.in_flight.load(Ordering::SeqCst),
         "maxInFlight": state.max_in_flight.load(Ordering::SeqCst),
-        "failed": state.failed.load(Ordering::SeqCst),
-        "hung": state.hung.load(Ordering::SeqCst),
-        "garbled": state.garbled.load(Ordering::SeqCst),
+        "failed": state.counts.failed.load(Ordering::SeqCst),
+        "hung": state.counts.hung.load(Ordering::SeqCst),
+        "garbled": state.counts.garbled.load(Ordering::SeqCst),
     }))
 }
 
@@ -250,14 +276,14 @@ struct AbortWatch<'a> {
 impl Drop for AbortWatch<'_> {
     fn drop(&mut self) {
         if !self.answered {
-            self.state.aborted.fetch_add(1, Ordering::SeqCst);
+            self.state.counts.aborted.fetch_add(1, Ordering::SeqCst);
             self.state.in_flight.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }
 
 async fn complete(State(state): State<Arc<SimulatorState>>, Json(body): Json<Value>) -> Response {
-    state.calls.fetch_add(1, Ordering::SeqCst);
+    state.counts.calls.fetch_add(1, Ordering::SeqCst);
     let prompt = body["prompt"]
         .as_str()
         .map(str::to_owned)
@@ -268,10 +294,10 @@ async fn complete(State(state): State<Arc<SimulatorState>>, Json(body): Json<Val
     lock(&state.prompts).push(prompt.clone());
     let behavior = lock(&state.behavior).clone();
     let scripted = lock(&state.script).pop_front();
-    let reply = scripted.unwrap_or_else(|| random_reply(&behavior));
+    let reply = scripted.unwrap_or_else(|| behavior.faults.draw());
     if let Reply::Hang = reply {
-        state.hung.fetch_add(1, Ordering::SeqCst);
-        tokio::time::sleep(behavior.hang).await;
+        state.counts.hung.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(behavior.faults.hang).await;
         return StatusCode::GATEWAY_TIMEOUT.into_response();
     }
     if behavior.keeps_abandoned {
@@ -300,13 +326,13 @@ async fn generate(state: &SimulatorState, behavior: &Behavior, reply: Reply, bod
     state.in_flight.fetch_sub(1, Ordering::SeqCst);
     match reply {
         Reply::Status(code) => {
-            state.failed.fetch_add(1, Ordering::SeqCst);
+            state.counts.failed.fetch_add(1, Ordering::SeqCst);
             let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             (status, Json(json!({ "error": { "message": format!("simulated failure {code}"), "code": code } })))
                 .into_response()
         }
         Reply::Garbage => {
-            state.garbled.fetch_add(1, Ordering::SeqCst);
+            state.counts.garbled.fetch_add(1, Ordering::SeqCst);
             (StatusCode::OK, "{not json").into_response()
         }
         Reply::Hang => unreachable!("answered above"),
@@ -328,20 +354,6 @@ async fn generate(state: &SimulatorState, behavior: &Behavior, reply: Reply, bod
             }))
             .into_response()
         }
-    }
-}
-
-/// Failure, hang, garbage or success, drawn by the behaviour's rates.
-fn random_reply(behavior: &Behavior) -> Reply {
-    let draw = fastrand::f64();
-    if draw < behavior.fail_rate {
-        Reply::Status(behavior.fail_status)
-    } else if draw < behavior.fail_rate + behavior.hang_rate {
-        Reply::Hang
-    } else if draw < behavior.fail_rate + behavior.hang_rate + behavior.garbage_rate {
-        Reply::Garbage
-    } else {
-        Reply::Ok
     }
 }
 

@@ -1,11 +1,23 @@
-//! What every classifier shares: the instruction a model is asked with, how its one-word answer reads, and the
+//! The classifier port, and what every classifier shares: the instruction a model is asked with, how its one-word answer reads, and the
 //! ERROR report of its failures (the first, then at most one per interval).
 
 use std::fmt::Display;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
+
 use crate::contract::tier::Tier;
+
+#[derive(Debug, thiserror::Error)]
+#[error("classifier failed: {0}")]
+pub struct ClassifyError(pub String);
+
+/// Decides the tier of a request in the ambiguous zone.
+#[async_trait]
+pub trait Classifier: Send + Sync {
+    async fn classify(&self, text: &str) -> Result<Tier, ClassifyError>;
+}
 
 pub(crate) const INSTRUCTION: &str = "You route requests between a small fast language model and a large capable one. \
 Reply with exactly one word: \"small\" if the small model can answer the request well (simple questions, \

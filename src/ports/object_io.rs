@@ -5,7 +5,8 @@ use futures_util::{StreamExt, stream};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::{ByteChunks, ObjectStore, StoreError};
+use super::port_error::StoreError;
+use super::stores::{ByteChunks, ObjectStore};
 
 /// `bytes` as a one-chunk stream.
 pub fn one_chunk(bytes: Vec<u8>) -> ByteChunks<'static> {

@@ -40,13 +40,13 @@ pub(super) struct Admitted {
 
 /// The operator's rules a valid request must also meet: an accepted callback URL, a queue body within limits.
 pub(super) fn admit(state: &AppState, request: InferenceRequest) -> Result<Admitted, RequestError> {
-    if request.callback_url.is_some() && !state.callbacks_sent {
+    if request.callback_url.is_some() && !state.callbacks.sent {
         let problem = "no callback can be sent: no webhook secret is configured to sign it (gpuinfer dev \
                        --webhook-secret, or WEBHOOK_SECRET); configure one, or leave callbackUrl out and poll";
         return Err(RequestError::Invalid { field: "callbackUrl".into(), problem: problem.into() });
     }
     if let Some(url) = &request.callback_url {
-        let refused = reqwest::Url::parse(url).ok().and_then(|url| state.callbacks.check_url(&url).err());
+        let refused = reqwest::Url::parse(url).ok().and_then(|url| state.callbacks.policy.check_url(&url).err());
         if let Some(refusal) = refused {
             return Err(RequestError::Invalid { field: "callbackUrl".into(), problem: refusal.to_string() });
         }
@@ -60,7 +60,7 @@ pub(super) fn admit(state: &AppState, request: InferenceRequest) -> Result<Admit
 
 /// Logs and counts a request its queue took, and wakes its tier if it has no task.
 pub(super) async fn accepted(state: &AppState, request: &InferenceRequest, tier: Tier, reason: Reason) {
-    tracing::info!(request_id = %request.request_id, %tier, priority = %request.priority, reason = reason.as_str(), chars = request.input.char_count(), max_tokens = request.max_tokens, deadline = ?request.deadline, "request accepted");
+    tracing::info!(request_id = %request.request_id, %tier, priority = %request.priority, reason = reason.as_str(), chars = request.input.char_count(), max_tokens = request.sampling.max_tokens, deadline = ?request.deadline, "request accepted");
     let mut counted = vec![Metric::count(metrics::ROUTED_REQUESTS, 1)];
     if reason == Reason::ClassifierFallback {
         counted.push(Metric::count(metrics::CLASSIFIER_FALLBACKS, 1));

@@ -77,7 +77,7 @@ pub(crate) fn heuristic(request: &InferenceRequest, config: &RoutingConfig) -> H
     if chars > config.prompt_length_threshold {
         return Heuristic::Decided(Tier::Large, Reason::PromptLength);
     }
-    if request.max_tokens > config.max_tokens_threshold {
+    if request.sampling.max_tokens > config.max_tokens_threshold {
         return Heuristic::Decided(Tier::Large, Reason::MaxTokens);
     }
     if chars > config.ambiguous_min_chars {
@@ -154,7 +154,7 @@ mod tests {
         ];
         for (request, expected) in cases {
             let got = heuristic(&request, &config);
-            assert_eq!(got, expected, "chars {} maxTokens {}", request.input.char_count(), request.max_tokens);
+            assert_eq!(got, expected, "chars {} maxTokens {}", request.input.char_count(), request.sampling.max_tokens);
         }
     }
 

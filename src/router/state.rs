@@ -19,13 +19,7 @@ pub struct AppState {
     pub store: Arc<dyn ResultStore>,
     pub routing: RoutingConfig,
     pub classifier: Option<Arc<dyn Classifier>>,
-    /// What callback URLs are accepted (checked again, with DNS, when the callback is sent).
-    pub callbacks: OutboundPolicy,
-    /// Whether the workers behind this API can sign and send callbacks. False where the process that sends them
-    /// is known to hold no signing key (`gpuinfer dev` without a webhook secret): a callbackUrl is then refused at
-    /// POST rather than accepted and never sent. The standalone router cannot know (its workers hold the key, as
-    /// the stack's WebhookSecret gives every task one), so it takes them as able.
-    pub callbacks_sent: bool,
+    pub callbacks: CallbackAcceptance,
     pub metrics: Emf,
     /// The memory request bodies being read may hold at once, across every request.
     pub bodies: BodyBudget,
@@ -36,6 +30,25 @@ pub struct AppState {
     pub wake: Option<Arc<dyn ArrivalWake>>,
     /// Records and sends the OpenAI-shaped events of responses and batches that end; None where no endpoint is set.
     pub events: Option<OpenAiEvents>,
+}
+
+/// Which callback URLs a request may name.
+#[derive(Debug, Clone, Copy)]
+pub struct CallbackAcceptance {
+    /// What callback URLs are accepted (checked again, with DNS, when the callback is sent).
+    pub policy: OutboundPolicy,
+    /// Whether the workers behind this API can sign and send callbacks. False where the process that sends them
+    /// is known to hold no signing key (`gpuinfer dev` without a webhook secret): a callbackUrl is then refused at
+    /// POST rather than accepted and never sent. The standalone router cannot know (its workers hold the key, as
+    /// the stack's WebhookSecret gives every task one), so it takes them as able.
+    pub sent: bool,
+}
+
+impl CallbackAcceptance {
+    /// Callbacks to the URLs `policy` accepts, sent by the workers.
+    pub fn sent_under(policy: OutboundPolicy) -> Self {
+        CallbackAcceptance { policy, sent: true }
+    }
 }
 
 impl AppState {

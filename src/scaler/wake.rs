@@ -150,8 +150,9 @@ mod tests {
 
     use super::{Wake, WakeOnArrival, wakes};
     use crate::contract::tier::{PerTier, Tier};
+    use crate::ports::START_FAILURES_TO_STOP;
     use crate::ports::{FirstTask, FleetError, QueueCounts, Service, ServiceTasks, TaskCounts};
-    use crate::scaler::{Readings, START_FAILURES_TO_STOP, ScalingPolicy, decide};
+    use crate::scaler::decision::{Readings, ScalingPolicy, decide};
 
     /// A service as ECS keeps it: DescribeServices reads its counts (each read counted, slowed by `read_delay`),
     /// UpdateService to 1 sets its desired count (counted).

@@ -35,16 +35,8 @@ pub struct WorkerConfig {
     pub adaptive: bool,
     /// Long-poll wait of one receive.
     pub wait_time: Duration,
-    /// Visibility the heartbeat keeps renewing while a request runs (renewed every third of it).
-    pub visibility_timeout: Duration,
-    /// The queue's maxReceiveCount: the attempt with this receive count is the last.
-    pub max_receive_count: u32,
-    /// Back-off after a transient failure: base × 2^(attempt−1), at most the visibility timeout.
-    pub retry_base: Duration,
-    /// How often to probe the engine's health: before starting, and all along while running.
-    pub health_interval: Duration,
-    /// How long the engine may fail its health probes before the worker gives up on it (GPU lost).
-    pub engine_loss_window: Duration,
+    pub lease: LeaseSettings,
+    pub health: HealthSettings,
     /// How often a running request looks for a document stored meanwhile (a cancel): then its engine call is
     /// dropped, which aborts the generation in vLLM (the local llama.cpp engine finishes it anyway).
     pub cancel_poll: Duration,
@@ -56,6 +48,26 @@ pub struct WorkerConfig {
     pub service: Service,
 }
 
+/// A received message's life on the queue: how long it stays hidden, its attempts, the back-off between them.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseSettings {
+    /// Visibility the heartbeat keeps renewing while a request runs (renewed every third of it).
+    pub visibility_timeout: Duration,
+    /// The queue's maxReceiveCount: the attempt with this receive count is the last.
+    pub max_receive_count: u32,
+    /// Back-off after a transient failure: base × 2^(attempt−1), at most the visibility timeout.
+    pub retry_base: Duration,
+}
+
+/// How the engine's health is watched.
+#[derive(Debug, Clone, Copy)]
+pub struct HealthSettings {
+    /// How often to probe the engine's health: before starting, and all along while running.
+    pub interval: Duration,
+    /// How long the engine may fail its health probes before the worker gives up on it (GPU lost).
+    pub loss_window: Duration,
+}
+
 impl WorkerConfig {
     pub fn new(tier: Tier) -> Self {
         WorkerConfig {
@@ -63,15 +75,23 @@ impl WorkerConfig {
             concurrency: DEFAULT_CONCURRENCY as usize,
             adaptive: true,
             wait_time: Duration::from_secs(DEFAULT_WAIT_TIME_SECONDS),
-            visibility_timeout: tier.default_visibility_timeout(),
-            max_receive_count: DEFAULT_MAX_RECEIVE_COUNT,
-            retry_base: Duration::from_secs_f64(DEFAULT_RETRY_BASE_SECONDS),
-            health_interval: HEALTH_INTERVAL,
-            engine_loss_window: Duration::from_secs(DEFAULT_ENGINE_LOSS_WINDOW_SECONDS),
+            lease: LeaseSettings::of_tier(tier),
+            health: HealthSettings::default(),
             cancel_poll: Duration::from_secs_f64(DEFAULT_CANCEL_POLL_SECONDS),
             drain_timeout: Duration::from_secs(DEFAULT_DRAIN_TIMEOUT_SECONDS),
             task_arn: DEFAULT_TASK_ARN.into(),
             service: Service::of_tier(DEFAULT_CLUSTER_NAME, DEFAULT_SERVICE_NAME, tier),
+        }
+    }
+}
+
+impl LeaseSettings {
+    /// The defaults: the tier's visibility timeout, the queue's receive count, the back-off base.
+    pub fn of_tier(tier: Tier) -> Self {
+        LeaseSettings {
+            visibility_timeout: tier.default_visibility_timeout(),
+            max_receive_count: DEFAULT_MAX_RECEIVE_COUNT,
+            retry_base: Duration::from_secs_f64(DEFAULT_RETRY_BASE_SECONDS),
         }
     }
 
@@ -79,5 +99,14 @@ impl WorkerConfig {
     pub fn retry_delay(&self, receive_count: u32) -> Duration {
         let exponent = receive_count.saturating_sub(1).min(16);
         self.retry_base.saturating_mul(1 << exponent).min(self.visibility_timeout)
+    }
+}
+
+impl Default for HealthSettings {
+    fn default() -> Self {
+        HealthSettings {
+            interval: HEALTH_INTERVAL,
+            loss_window: Duration::from_secs(DEFAULT_ENGINE_LOSS_WINDOW_SECONDS),
+        }
     }
 }

@@ -67,12 +67,12 @@ impl EngineWatch {
         answering: watch::Sender<bool>,
         receiving: CancellationToken,
     ) {
-        let (tier, window) = (config.tier, config.engine_loss_window);
+        let (tier, window) = (config.tier, config.health.loss_window);
         let mut failing_since: Option<Instant> = None;
         let mut generations_seen = 0;
         loop {
             tokio::select! {
-                () = tokio::time::sleep(config.health_interval) => {}
+                () = tokio::time::sleep(config.health.interval) => {}
                 () = self.gone.cancelled() => {
                     tracing::error!(%tier, "engine process exited: releasing every unfinished message");
                     answering.send_replace(false);

@@ -60,7 +60,7 @@ where
     /// receive (and no attempt toward the dead-letter queue) per retry.
     async fn store_result(&self, id: RequestId, body: &[u8]) -> Result<PutOutcome, StoreError> {
         let tier = self.worker.config.tier;
-        let give_up = Instant::now() + self.worker.config.visibility_timeout;
+        let give_up = Instant::now() + self.worker.config.lease.visibility_timeout;
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -68,7 +68,7 @@ where
                 Ok(outcome) => return Ok(outcome),
                 Err(error) => error,
             };
-            let delay = self.worker.config.retry_delay(attempt);
+            let delay = self.worker.config.lease.retry_delay(attempt);
             if Instant::now() + delay > give_up || self.worker.draining.is_cancelled() {
                 return Err(error);
             }
@@ -128,22 +128,22 @@ where
 
     fn record(&self, document: &ResultDocument) {
         let usage = document.result.as_ref().map(|r| r.usage).unwrap_or_default();
-        let succeeded = document.error.is_none();
+        let (succeeded, processing) = (document.error.is_none(), &document.processing);
         tracing::info!(
-            request_id = %document.request_id,
-            tier = %document.tier,
+            request_id = %processing.request_id,
+            tier = %processing.tier,
             status = if succeeded { "success" } else { "error" },
-            processing_ms = document.processing_time_ms,
-            queue_wait_ms = document.queue_wait_ms,
+            processing_ms = processing.processing_time_ms,
+            queue_wait_ms = processing.queue_wait_ms,
             completion_tokens = usage.completion_tokens,
-            attempts = document.attempts,
+            attempts = processing.attempts,
             "request finished"
         );
         self.worker.endings.metrics.emit(
-            &[("Tier", document.tier.as_str())],
+            &[("Tier", processing.tier.as_str())],
             &[
-                Metric::millis(metrics::INFERENCE_LATENCY, document.processing_time_ms),
-                Metric::millis(metrics::QUEUE_WAIT, document.queue_wait_ms),
+                Metric::millis(metrics::INFERENCE_LATENCY, processing.processing_time_ms),
+                Metric::millis(metrics::QUEUE_WAIT, processing.queue_wait_ms),
                 Metric::count(metrics::PROMPT_TOKENS, usage.prompt_tokens),
                 Metric::count(metrics::COMPLETION_TOKENS, usage.completion_tokens),
                 Metric::count(if succeeded { metrics::REQUESTS_SUCCEEDED } else { metrics::REQUESTS_FAILED }, 1),

@@ -23,9 +23,9 @@ pub(crate) mod shared_lane;
 pub mod slots;
 
 pub use assembly::{Stopped, Worker};
-pub use config::WorkerConfig;
 pub(crate) use config::{
     DEFAULT_CANCEL_POLL_SECONDS, DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT_SECONDS,
     DEFAULT_ENGINE_LOSS_WINDOW_SECONDS, DEFAULT_RETRY_BASE_SECONDS, DEFAULT_TASK_ARN, DEFAULT_WAIT_TIME_SECONDS,
     HEALTH_INTERVAL,
 };
+pub use config::{HealthSettings, LeaseSettings, WorkerConfig};

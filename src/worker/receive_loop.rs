@@ -161,7 +161,7 @@ where
     fn hold(&self, lease: Lease) -> HeldMessage<Q> {
         let config = &self.worker.config;
         let queue = Arc::clone(self.worker.lanes.get(lease.lane));
-        HeldMessage::new(lease, queue, config.visibility_timeout, config.tier)
+        HeldMessage::new(lease, queue, config.lease.visibility_timeout, config.tier)
     }
 
     /// Messages to hold beyond the free slots, ready for the next slots that free: where a receive is a network

@@ -211,7 +211,7 @@ where
             Err(EngineError::Permanent(detail)) => {
                 ResultDocument::failure(processing, ErrorCode::EngineRejected, detail)
             }
-            Err(error) if message.receive_count >= worker.config.max_receive_count => ResultDocument::failure(
+            Err(error) if message.receive_count >= worker.config.lease.max_receive_count => ResultDocument::failure(
                 processing,
                 ErrorCode::AttemptsExhausted,
                 format!("gave up after {} attempts; last error: {error}", message.receive_count),
@@ -239,7 +239,7 @@ where
                 match engine.generate(request).await {
                     Err(error) if !matches!(error, EngineError::Permanent(_)) && !engine.healthy().await => {
                         tracing::warn!(request_id = %request.request_id, tier = %config.tier, %error, "engine not answering: holding the request until it answers again or is declared lost");
-                        wait_until_healthy(engine, config.tier, config.health_interval, hand_back).await;
+                        wait_until_healthy(engine, config.tier, config.health.interval, hand_back).await;
                     }
                     outcome => return outcome,
                 }
@@ -268,7 +268,7 @@ where
     /// Gives the message back after its attempt's retry delay: a transient failure.
     pub(super) async fn retry_later(&self, error: &str) -> Disposition {
         let attempt = self.held.lease().message.receive_count;
-        let delay = self.worker.config.retry_delay(attempt);
+        let delay = self.worker.config.lease.retry_delay(attempt);
         tracing::warn!(tier = %self.worker.config.tier, attempt, retry_in_s = delay.as_secs_f64(), %error, "transient failure; the message will be retried");
         self.held.give_back(delay).await;
         Disposition::RetryLater

@@ -26,7 +26,7 @@ where
         let config = &self.config;
         let tier = config.tier;
         let answered = tokio::select! {
-            answered = wait_until_healthy(self.engine.as_ref(), tier, config.health_interval, &shutdown) => answered,
+            answered = wait_until_healthy(self.engine.as_ref(), tier, config.health.interval, &shutdown) => answered,
             () = self.engine_watch.gone() => {
                 tracing::error!(%tier, "engine process exited before the worker started");
                 return Stopped::EngineLost { released: 0 };

@@ -11,7 +11,7 @@ use gpuinfer::engine::client::{EngineClient, EngineConfig};
 use gpuinfer::infra::metrics::Emf;
 use gpuinfer::local::LocalBackends;
 use gpuinfer::ports::{Queue, QueueCounts};
-use gpuinfer::worker::{Stopped, Worker, WorkerConfig};
+use gpuinfer::worker::{HealthSettings, LeaseSettings, Stopped, Worker, WorkerConfig};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -46,16 +46,19 @@ async fn r3_a_result_store_refusing_for_a_window_delays_requests_on_the_embedded
     let config = WorkerConfig {
         concurrency: 8,
         wait_time: Duration::from_millis(500),
-        visibility_timeout: Duration::from_secs(3),
-        retry_base: Duration::from_millis(200),
-        health_interval: Duration::from_millis(200),
+        lease: LeaseSettings {
+            visibility_timeout: Duration::from_secs(3),
+            retry_base: Duration::from_millis(200),
+            ..LeaseSettings::of_tier(Tier::Small)
+        },
+        health: HealthSettings { interval: Duration::from_millis(200), ..HealthSettings::default() },
         ..WorkerConfig::new(Tier::Small)
     };
     let queue = backends.lane_queue(
         Tier::Small,
         gpuinfer::contract::tier::Priority::Normal,
-        config.visibility_timeout,
-        config.max_receive_count,
+        config.lease.visibility_timeout,
+        config.lease.max_receive_count,
     );
     for i in 0..REQUESTS {
         queue.send(&request_body(&format!("store fault test {i}")).1).await.unwrap();
@@ -68,7 +71,7 @@ async fn r3_a_result_store_refusing_for_a_window_delays_requests_on_the_embedded
     })
     .unwrap();
     let store = Arc::new(FaultyStore::new(backends.store.clone()));
-    let lanes = backends.tier_lanes(Tier::Small, config.visibility_timeout, config.max_receive_count);
+    let lanes = backends.tier_lanes(Tier::Small, config.lease.visibility_timeout, config.lease.max_receive_count);
     let worker = Worker::new(lanes, Arc::clone(&store), Arc::new(client), config, Emf::discard());
     let shutdown = CancellationToken::new();
     let worker = tokio::spawn(worker.run(shutdown.clone()));

@@ -11,10 +11,10 @@ use gpuinfer::aws::cloudwatch::SaturationOrGpu;
 use gpuinfer::aws::s3::{S3Location, S3Store};
 use gpuinfer::aws::sqs::SqsQueue;
 use gpuinfer::contract::tier::{Lanes, Tier};
-use gpuinfer::engine::simulator::{Behavior, EngineSimulator};
+use gpuinfer::engine::simulator::{Behavior, EngineSimulator, Faults};
 use gpuinfer::infra::metrics::Emf;
 use gpuinfer::ports::{GpuUtilization, PutOutcome, Queue, QueueCounts, QueueError, ResultStore, Service};
-use gpuinfer::worker::WorkerConfig;
+use gpuinfer::worker::{HealthSettings, LeaseSettings, WorkerConfig};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -349,9 +349,12 @@ fn worker_config() -> WorkerConfig {
     WorkerConfig {
         concurrency: 4,
         wait_time: Duration::from_secs(1),
-        visibility_timeout: Duration::from_secs(30),
-        retry_base: Duration::ZERO,
-        health_interval: Duration::from_millis(50),
+        lease: LeaseSettings {
+            visibility_timeout: Duration::from_secs(30),
+            retry_base: Duration::ZERO,
+            ..LeaseSettings::of_tier(Tier::Small)
+        },
+        health: HealthSettings { interval: Duration::from_millis(50), ..HealthSettings::default() },
         ..WorkerConfig::new(Tier::Small)
     }
 }
@@ -385,7 +388,11 @@ async fn malformed_messages_are_dead_lettered_and_failing_requests_end_in_error_
     let bucket = moto::bucket(&name).await;
     let store: Arc<dyn ResultStore> =
         Arc::new(S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}/results/")).unwrap()));
-    let engine = EngineSimulator::start(Behavior { fail_rate: 1.0, fail_status: 500, ..Behavior::default() }).await;
+    let engine = EngineSimulator::start(Behavior {
+        faults: Faults { fail_rate: 1.0, fail_status: 500, ..Faults::default() },
+        ..Behavior::default()
+    })
+    .await;
     let shutdown = CancellationToken::new();
     let worker = in_process_worker(&lanes, &dlq, Arc::clone(&store), &engine, worker_config(), &shutdown).await;
 

@@ -93,7 +93,7 @@ async fn a_sigkilled_engine_gets_every_held_message_released_at_once_and_a_healt
             async move { store.get(id).await.unwrap().map(|bytes| serde_json::from_slice(&bytes).unwrap()) }
         })
         .await;
-        assert_eq!((doc.status, doc.attempts), (Status::Success, 2), "{id}: the second receive succeeded");
+        assert_eq!((doc.status, doc.processing.attempts), (Status::Success, 2), "{id}: the second receive succeeded");
     }
     assert_eq!(std::fs::read_dir(dir.path().join("results")).unwrap().count(), REQUESTS, "one result each");
     assert_eq!(healthy.calls().await, REQUESTS as u64, "each generated once by the healthy engine");

@@ -19,9 +19,9 @@ fn check(body: &[u8]) {
 
 fn check_accepted(request: &InferenceRequest) {
     assert_eq!(request.request_id.uuid().get_version_num(), 4);
-    assert!((1..=MAX_TOKENS_LIMIT).contains(&request.max_tokens));
-    assert!((0.0..=2.0).contains(&request.temperature));
-    assert!(request.top_p > 0.0 && request.top_p <= 1.0);
+    assert!((1..=MAX_TOKENS_LIMIT).contains(&request.sampling.max_tokens));
+    assert!((0.0..=2.0).contains(&request.sampling.temperature));
+    assert!(request.sampling.top_p > 0.0 && request.sampling.top_p <= 1.0);
     match &request.input {
         Input::Prompt(prompt) => assert!(!prompt.trim().is_empty()),
         Input::Messages(messages) => assert!(!messages.is_empty()),

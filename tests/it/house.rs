@@ -2,7 +2,8 @@
 //! `child::` paths count, so a child that imports its parent back is a circle), every import runs with the layering
 //! (`contract` imports nothing of the crate but itself; `ports` only `contract` and itself; the core never imports
 //! `aws` or `local`; the adapters take `contract`, `ports` and `infra` only), the imports between the core's rooms are
-//! exactly the list docs/architecture.md gives, and the map names every file of `src/`.
+//! exactly the list docs/architecture.md gives, no file imports the face of a folder it sits in, and the map names
+//! every file of `src/`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -293,6 +294,26 @@ fn unnamed_files(map: &str, files: impl Iterator<Item = String>) -> Vec<String> 
         .collect()
 }
 
+/// Imports of a file into the face of a folder it sits in (`cmd/router.rs` → `cmd/mod.rs`): a parent file declares
+/// and re-exports its children, and what they share lives in a child of its own.
+fn parent_imports(rooms: &BTreeMap<String, Room>, arrows: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let imports = arrows.iter().flat_map(|(file, to)| to.iter().map(move |to| (file, to)));
+    imports
+        .filter(|(file, to)| {
+            let (inner, outer) = (&rooms[*file].module, &rooms[*to].module);
+            outer.len() < inner.len() && inner.starts_with(outer)
+        })
+        .map(|(file, to)| format!("{file} imports its parent {to}"))
+        .collect()
+}
+
+#[test]
+fn no_child_imports_its_parent() {
+    let rooms = rooms();
+    let found = parent_imports(&rooms, &arrows(&rooms));
+    assert!(found.is_empty(), "a parent file is a face (docs/architecture.md):\n{}", found.join("\n"));
+}
+
 #[test]
 fn every_import_runs_with_the_layering() {
     let breaks = layering_breaks(&arrows(&rooms()));
@@ -381,4 +402,30 @@ fn the_checks_find_core_and_adapter_imports_a_parent_child_loop_and_an_unnamed_f
     let files = || house.keys().filter(|f| ["router/", "scaler/", "ports"].iter().any(|p| f.starts_with(p))).cloned();
     assert!(unnamed_files(map, files()).is_empty(), "{:?}", unnamed_files(map, files()));
     assert_eq!(unnamed_files(&map.replace(" wake", ""), files()), ["scaler/wake.rs"]);
+}
+
+/// The parent check sees what it checks, on the imports that once reached into a parent file: `cmd`'s
+/// `running_on_lambda` (cmd/mod.rs) from cmd/router.rs and cmd/args/mod.rs, `aws`'s `endpoint_overridden` from
+/// aws/s3.rs; a sibling's item reached through the parent's path is no parent import.
+#[test]
+fn the_parent_check_finds_a_child_that_imports_its_parent() {
+    let room = |file: &str, text: &str| {
+        let module = file.trim_end_matches(".rs").trim_end_matches("/mod").split('/').map(str::to_owned).collect();
+        (file.to_owned(), Room { module, text: text.to_owned() })
+    };
+    let house = BTreeMap::from([
+        room("cmd/mod.rs", "pub mod args;\npub mod router;\npub(crate) fn running_on_lambda() -> bool { true }"),
+        room("cmd/router.rs", "use crate::cmd::running_on_lambda;\nuse crate::cmd::args::Flags;"),
+        room("cmd/args/mod.rs", "fn f() -> bool { crate::cmd::running_on_lambda() }"),
+        room("aws/mod.rs", "pub mod s3;\npub(crate) fn endpoint_overridden() -> bool { false }"),
+        room("aws/s3.rs", "use super::endpoint_overridden;"),
+    ]);
+    assert_eq!(
+        parent_imports(&house, &arrows(&house)),
+        [
+            "aws/s3.rs imports its parent aws/mod.rs",
+            "cmd/args/mod.rs imports its parent cmd/mod.rs",
+            "cmd/router.rs imports its parent cmd/mod.rs",
+        ]
+    );
 }

@@ -7,7 +7,7 @@ use gpuinfer::contract::request_id::RequestId;
 use gpuinfer::contract::tier::Tier;
 use gpuinfer::local::store::FileStore;
 use gpuinfer::ports::{PutOutcome, ResultStore};
-use gpuinfer::worker::WorkerConfig;
+use gpuinfer::worker::LeaseSettings;
 
 #[tokio::test]
 async fn the_first_writer_wins_and_readers_never_see_a_partial_document() {
@@ -42,12 +42,12 @@ async fn the_first_writer_wins_and_readers_never_see_a_partial_document() {
 
 #[test]
 fn retry_delays_double_and_stop_at_the_visibility_timeout() {
-    let config = WorkerConfig {
+    let lease = LeaseSettings {
         retry_base: Duration::from_secs(2),
         visibility_timeout: Duration::from_secs(20),
-        ..WorkerConfig::new(Tier::Small)
+        ..LeaseSettings::of_tier(Tier::Small)
     };
-    let delays: Vec<u64> = (1..=6).map(|attempt| config.retry_delay(attempt).as_secs()).collect();
+    let delays: Vec<u64> = (1..=6).map(|attempt| lease.retry_delay(attempt).as_secs()).collect();
     assert_eq!(delays, [2, 4, 8, 16, 20, 20]);
 }
 

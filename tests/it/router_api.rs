@@ -13,7 +13,7 @@ use gpuinfer::contract::tier::{Lanes, PerTier, Priority, Tier};
 use gpuinfer::infra::metrics::Emf;
 use gpuinfer::ports::{Message, Queue, QueueCounts, QueueError, ResultStore};
 use gpuinfer::router::routing::RoutingConfig;
-use gpuinfer::router::state::AppState;
+use gpuinfer::router::state::{AppState, CallbackAcceptance};
 use serde_json::{Value, json};
 
 #[tokio::test]
@@ -108,7 +108,6 @@ fn clone_state(f: &Fixture) -> AppState {
         routing: f.state.routing.clone(),
         classifier: f.state.classifier.clone(),
         callbacks: f.state.callbacks,
-        callbacks_sent: f.state.callbacks_sent,
         metrics: Emf::discard(),
         bodies: f.state.bodies.clone(),
         openai: f.state.openai.clone(),
@@ -165,8 +164,7 @@ fn refusing(f: &Fixture) -> Arc<AppState> {
         store: f.state.store.clone(),
         routing: RoutingConfig::default(),
         classifier: None,
-        callbacks: OutboundPolicy::default(),
-        callbacks_sent: true,
+        callbacks: CallbackAcceptance::sent_under(OutboundPolicy::default()),
         metrics: Emf::discard(),
     })
 }
@@ -272,7 +270,8 @@ async fn callback_urls_follow_the_operators_policy() {
     assert_eq!(status, StatusCode::ACCEPTED);
     assert_eq!(queued(&f, Tier::Small, Priority::Normal).await[0]["callbackUrl"], hook);
     // Behind workers that cannot sign callbacks, even an allowed URL is refused rather than never called.
-    let unsigned = Arc::new(AppState { callbacks_sent: false, ..clone_state(&f) });
+    let unsigned =
+        Arc::new(AppState { callbacks: CallbackAcceptance { sent: false, ..f.state.callbacks }, ..clone_state(&f) });
     let (status, body) = call(&unsigned, post(json!({"prompt": "hi", "callbackUrl": hook}).to_string())).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert!(body["error"].as_str().unwrap().starts_with("callbackUrl: no callback can be sent"), "{body}");

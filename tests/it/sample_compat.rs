@@ -33,7 +33,7 @@ use gpuinfer::local::queue::LocalQueue;
 use gpuinfer::ports::{Classifier, ClassifyError, Message, Queue, QueueCounts, QueueError, ResultStore, TaskCounts};
 use gpuinfer::router::routing::{Reason, RoutingConfig, route};
 use gpuinfer::scaler::{Readings, ScalingPolicy, decide};
-use gpuinfer::worker::{Stopped, WorkerConfig};
+use gpuinfer::worker::{HealthSettings, LeaseSettings, Stopped, WorkerConfig};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -261,9 +261,12 @@ async fn sqs_worker(
     let config = WorkerConfig {
         concurrency: 4,
         wait_time: Duration::from_secs(1),
-        visibility_timeout: Duration::from_secs(30),
-        retry_base: Duration::ZERO,
-        health_interval: Duration::from_millis(50),
+        lease: LeaseSettings {
+            visibility_timeout: Duration::from_secs(30),
+            retry_base: Duration::ZERO,
+            ..LeaseSettings::of_tier(Tier::Small)
+        },
+        health: HealthSettings { interval: Duration::from_millis(50), ..HealthSettings::default() },
         ..WorkerConfig::new(Tier::Small)
     };
     let worker = gpuinfer::cmd::worker::build(lanes, store, &engine, config, Emf::discard()).unwrap();

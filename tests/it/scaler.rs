@@ -1,5 +1,5 @@
 //! The scaler's tick over the ports (embedded queue, fake fleet) and the Lambda handler driven by an EventBridge
-//! scheduled-event fixture (the decision itself is unit-tested beside it, in src/scaler/mod.rs).
+//! scheduled-event fixture (the decision itself is unit-tested beside it, in src/scaler/decision.rs).
 
 use std::sync::Arc;
 

@@ -7,9 +7,9 @@ use crate::support::request_body;
 use crate::support::rig::{Rig, config, rig};
 use gpuinfer::contract::outcome::{ErrorCode, Status};
 use gpuinfer::contract::tier::{Priority, Tier};
-use gpuinfer::engine::simulator::{Behavior, Reply};
+use gpuinfer::engine::simulator::{Behavior, Faults, Reply};
 use gpuinfer::ports::{Queue, QueueCounts, ResultStore};
-use gpuinfer::worker::{Stopped, WorkerConfig};
+use gpuinfer::worker::{HealthSettings, LeaseSettings, Stopped, WorkerConfig};
 use serde_json::json;
 
 #[tokio::test]
@@ -22,7 +22,10 @@ async fn a_request_becomes_a_success_document_and_its_message_is_deleted() {
     assert_eq!(result.text, "echo: What is Amazon ECS?");
     assert_eq!((result.usage.prompt_tokens, result.usage.completion_tokens, result.usage.total_tokens), (4, 8, 12));
     assert_eq!(result.finish_reason, "stop", "8 tokens, under the request's 256");
-    assert_eq!((doc.tier, doc.attempts, doc.task_arn.as_str()), (Tier::Small, 1, "local"));
+    assert_eq!(
+        (doc.processing.tier, doc.processing.attempts, doc.processing.task_arn.as_str()),
+        (Tier::Small, 1, "local")
+    );
     assert_eq!(doc.model.as_deref(), Some("simulator-model"), "model discovered from /v1/models");
     rig.drained().await;
     assert_eq!(rig.engine.calls(), 1);
@@ -61,7 +64,7 @@ async fn a_transient_failure_is_retried_after_a_back_off_then_succeeds() {
     rig.engine.script([Reply::Status(503), Reply::Garbage]);
     let id = rig.send("flaky").await;
     let doc = rig.result(id).await;
-    assert_eq!((doc.status, doc.attempts), (Status::Success, 3));
+    assert_eq!((doc.status, doc.processing.attempts), (Status::Success, 3));
     assert_eq!(rig.engine.calls(), 3);
     rig.drained().await;
     rig.stop().await;
@@ -84,12 +87,16 @@ async fn an_engine_rejection_ends_as_an_error_document_at_once() {
 
 #[tokio::test]
 async fn the_last_allowed_attempt_writes_attempts_exhausted_instead_of_dead_lettering() {
-    let rig = rig(Behavior { fail_rate: 1.0, fail_status: 500, ..Behavior::default() }, config()).await;
+    let rig = rig(
+        Behavior { faults: Faults { fail_rate: 1.0, fail_status: 500, ..Faults::default() }, ..Behavior::default() },
+        config(),
+    )
+    .await;
     let id = rig.send("always failing").await;
     let doc = rig.result(id).await;
     assert_eq!(doc.status, Status::Error);
     assert_eq!(doc.error.as_ref().unwrap().code, ErrorCode::AttemptsExhausted);
-    assert_eq!(doc.attempts, 3);
+    assert_eq!(doc.processing.attempts, 3);
     assert_eq!(rig.engine.calls(), 3);
     rig.drained().await;
     assert!(rig.backends.dead_letter_queue().peek_all().unwrap().is_empty());
@@ -133,7 +140,8 @@ async fn a_request_gives_its_slot_back_as_the_engine_answers_and_a_slow_store_pa
 #[tokio::test]
 async fn the_heartbeat_keeps_a_slow_request_invisible() {
     let behavior = Behavior { latency: Duration::from_millis(2500), ..Behavior::default() };
-    let rig = rig(behavior, WorkerConfig { visibility_timeout: Duration::from_millis(900), ..config() }).await;
+    let lease = LeaseSettings { visibility_timeout: Duration::from_millis(900), ..config().lease };
+    let rig = rig(behavior, WorkerConfig { lease, ..config() }).await;
     let id = rig.send("slow").await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(rig.queue.counts().await.unwrap(), QueueCounts { visible: 0, in_flight: 1, delayed: 0 });
@@ -173,7 +181,7 @@ async fn a_drain_that_times_out_hands_the_unfinished_messages_back_at_once() {
     let behavior = Behavior { latency: Duration::from_secs(30), ..Behavior::default() };
     let config = WorkerConfig {
         concurrency: 2,
-        visibility_timeout: Duration::from_secs(300),
+        lease: LeaseSettings { visibility_timeout: Duration::from_secs(300), ..config().lease },
         drain_timeout: Duration::from_millis(500),
         ..config()
     };
@@ -204,7 +212,7 @@ async fn the_worker_waits_for_a_healthy_engine_before_receiving() {
 }
 
 fn with_loss_window(window: Duration) -> WorkerConfig {
-    WorkerConfig { engine_loss_window: window, ..config() }
+    WorkerConfig { health: HealthSettings { loss_window: window, ..config().health }, ..config() }
 }
 
 #[tokio::test]
@@ -212,7 +220,10 @@ async fn an_engine_failing_its_health_for_the_window_is_lost_and_every_held_mess
     let behavior = Behavior { latency: Duration::from_secs(30), ..Behavior::default() };
     let rig = rig(
         behavior,
-        WorkerConfig { visibility_timeout: Duration::from_secs(300), ..with_loss_window(Duration::from_millis(400)) },
+        WorkerConfig {
+            lease: LeaseSettings { visibility_timeout: Duration::from_secs(300), ..config().lease },
+            ..with_loss_window(Duration::from_millis(400))
+        },
     )
     .await;
     let ids = [rig.send("a").await, rig.send("b").await, rig.send("c").await];
@@ -263,7 +274,7 @@ async fn a_health_blip_shorter_than_the_window_is_ridden_out() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     rig.engine.set_healthy(true);
     let doc = rig.result(id).await;
-    assert_eq!((doc.status, doc.attempts), (Status::Success, 1));
+    assert_eq!((doc.status, doc.processing.attempts), (Status::Success, 1));
     rig.stop().await;
 }
 
@@ -281,7 +292,7 @@ async fn a_request_failing_while_the_engine_is_down_is_held_and_retried_on_the_s
     rig.engine.set_healthy(true);
     let doc = rig.result(id).await;
     assert_eq!(
-        (doc.status, doc.attempts),
+        (doc.status, doc.processing.attempts),
         (Status::Success, 1),
         "one receive: the 503 of a dead engine is not an attempt"
     );
@@ -355,8 +366,12 @@ async fn queue_wait_excludes_the_processing_time() {
     let rig = rig(behavior, config()).await;
     let id = rig.send("slow").await;
     let document = rig.result(id).await;
-    assert!(document.processing_time_ms >= 600, "{}", document.processing_time_ms);
-    assert!(document.queue_wait_ms < 500, "queueWaitMs {} includes the 600 ms generation", document.queue_wait_ms);
+    assert!(document.processing.processing_time_ms >= 600, "{}", document.processing.processing_time_ms);
+    assert!(
+        document.processing.queue_wait_ms < 500,
+        "queueWaitMs {} includes the 600 ms generation",
+        document.processing.queue_wait_ms
+    );
     rig.stop().await;
 }
 

@@ -13,7 +13,7 @@ use gpuinfer::infra::metrics::Emf;
 use gpuinfer::local::LocalBackends;
 use gpuinfer::local::queue::LocalQueue;
 use gpuinfer::ports::{Queue, QueueCounts, ResultStore};
-use gpuinfer::worker::{Stopped, Worker, WorkerConfig};
+use gpuinfer::worker::{HealthSettings, LeaseSettings, Stopped, Worker, WorkerConfig};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -41,9 +41,12 @@ pub fn config() -> WorkerConfig {
     WorkerConfig {
         concurrency: 4,
         wait_time: Duration::from_millis(200),
-        visibility_timeout: Duration::from_secs(30),
-        retry_base: Duration::from_millis(50),
-        health_interval: Duration::from_millis(50),
+        lease: LeaseSettings {
+            visibility_timeout: Duration::from_secs(30),
+            retry_base: Duration::from_millis(50),
+            ..LeaseSettings::of_tier(Tier::Small)
+        },
+        health: HealthSettings { interval: Duration::from_millis(50), ..HealthSettings::default() },
         cancel_poll: Duration::from_millis(100),
         ..WorkerConfig::new(Tier::Small)
     }
@@ -67,7 +70,7 @@ impl Rig {
     {
         let dir = tempfile::tempdir().unwrap();
         let backends = LocalBackends::open(dir.path()).unwrap();
-        let lanes = backends.tier_lanes(Tier::Small, config.visibility_timeout, config.max_receive_count);
+        let lanes = backends.tier_lanes(Tier::Small, config.lease.visibility_timeout, config.lease.max_receive_count);
         before(lanes.clone()).await;
         let engine = EngineSimulator::start(behavior).await;
         let client = EngineClient::new(&EngineConfig {

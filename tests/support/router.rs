@@ -14,7 +14,7 @@ use gpuinfer::ports::Queue;
 use gpuinfer::router::app;
 use gpuinfer::router::body_budget::BodyBudget;
 use gpuinfer::router::routing::RoutingConfig;
-use gpuinfer::router::state::AppState;
+use gpuinfer::router::state::{AppState, CallbackAcceptance};
 use http_body_util::BodyExt;
 use serde_json::Value;
 use tower::ServiceExt;
@@ -43,8 +43,7 @@ pub fn fixture() -> Fixture {
         store: backends.store.clone(),
         routing: RoutingConfig::default(),
         classifier: None,
-        callbacks: OutboundPolicy::default(),
-        callbacks_sent: true,
+        callbacks: CallbackAcceptance::sent_under(OutboundPolicy::default()),
         metrics: Emf::to_writer(emf.clone()),
     });
     Fixture { _dir: dir, backends, state, emf }

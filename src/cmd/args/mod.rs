@@ -25,13 +25,13 @@ use clap::ValueEnum;
 use crate::aws::bedrock::{BedrockClassifier, DEFAULT_MODEL_ID};
 use crate::classifier::openai::OpenAiClassifier;
 use crate::cmd::backends::{QueueSource, Wiring};
-use crate::cmd::running_on_lambda;
 use crate::contract::tier::{Lanes, PerTier, Tier};
 use crate::engine::client::{EngineClient, EngineConfig};
 use crate::http::server::{
     DEFAULT_BODY_MIN_BYTES_PER_SECOND, DEFAULT_BODY_TIMEOUT_SECONDS, DEFAULT_HEADER_TIMEOUT_SECONDS,
     DEFAULT_MAX_CONNECTIONS, DEFAULT_SHUTDOWN_SECONDS, DEFAULT_WRITE_TIMEOUT_SECONDS, HttpLimits,
 };
+use crate::infra::runtime::running_on_lambda;
 use crate::local::DEFAULT_DATA_DIR;
 use crate::ports::Classifier;
 use crate::router::DEFAULT_LISTEN_ADDR;
@@ -319,8 +319,7 @@ impl HttpServerArgs {
         let api_keys = ApiKeys::parse_local(&self.api_key).map_err(|e| anyhow::anyhow!("--api-key: {e}"))?;
         Ok(Settings {
             models: routing.model_tiers.clone().unwrap_or_default(),
-            redirect_downloads_over: crate::cmd::running_on_lambda()
-                .then_some(crate::router::openai::LAMBDA_DOWNLOAD_LIMIT),
+            redirect_downloads_over: running_on_lambda().then_some(crate::router::openai::LAMBDA_DOWNLOAD_LIMIT),
             api_keys: api_keys.map(KeySource::Local),
             result_wait: Duration::from_secs(self.result_wait_seconds),
         })

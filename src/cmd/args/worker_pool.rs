@@ -13,7 +13,7 @@ use crate::ports::DEFAULT_MAX_RECEIVE_COUNT;
 use crate::worker::{
     DEFAULT_CANCEL_POLL_SECONDS, DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT_SECONDS,
     DEFAULT_ENGINE_LOSS_WINDOW_SECONDS, DEFAULT_RETRY_BASE_SECONDS, DEFAULT_TASK_ARN, DEFAULT_WAIT_TIME_SECONDS,
-    HEALTH_INTERVAL, WorkerConfig,
+    HEALTH_INTERVAL, HealthSettings, LeaseSettings, WorkerConfig,
 };
 
 use crate::cmd::args::scaling::ServiceArgs;
@@ -46,19 +46,8 @@ pub(crate) struct TuningArgs {
     /// Keep --concurrency requests in flight whatever the engine's load, instead of adapting to it.
     #[arg(long, env = "WORKER_FIXED_CONCURRENCY")]
     pub(crate) fixed_concurrency: bool,
-    #[arg(long, env = "VISIBILITY_TIMEOUT", help = format!(
-        "Seconds a received message stays invisible (asked on every receive, whatever the queue's own visibility \
-         timeout), renewed while it runs [default: {} small, {} large]",
-        Tier::Small.default_visibility_timeout().as_secs(),
-        Tier::Large.default_visibility_timeout().as_secs(),
-    ))]
-    pub visibility_timeout: Option<u64>,
-    /// The queue's maxReceiveCount: the last attempt writes an error result instead of retrying.
-    #[arg(long, env = "MAX_RECEIVE_COUNT", default_value_t = DEFAULT_MAX_RECEIVE_COUNT, value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_receive_count: u32,
-    /// First retry delay in seconds after a transient failure; doubles with each attempt.
-    #[arg(long, env = "RETRY_BASE_SECONDS", default_value_t = DEFAULT_RETRY_BASE_SECONDS)]
-    pub(crate) retry_base_seconds: f64,
+    #[command(flatten)]
+    pub lease: LeaseArgs,
     /// Long-poll wait of one receive, in seconds: from 1 to SQS's most; 0 would poll an idle queue in a tight loop.
     #[arg(long, env = "WAIT_TIME_SECONDS", default_value_t = DEFAULT_WAIT_TIME_SECONDS, value_parser = clap::value_parser!(u64).range(1..=crate::ports::MAX_RECEIVE_WAIT.as_secs()))]
     pub(crate) wait_time_seconds: u64,
@@ -81,11 +70,41 @@ pub(crate) struct TuningArgs {
     pub task_arn: String,
 }
 
+/// How long a received message stays hidden, how often it is tried, the back-off between tries.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct LeaseArgs {
+    #[arg(long, env = "VISIBILITY_TIMEOUT", help = format!(
+        "Seconds a received message stays invisible (asked on every receive, whatever the queue's own visibility \
+         timeout), renewed while it runs [default: {} small, {} large]",
+        Tier::Small.default_visibility_timeout().as_secs(),
+        Tier::Large.default_visibility_timeout().as_secs(),
+    ))]
+    pub visibility_timeout: Option<u64>,
+    /// The queue's maxReceiveCount: the last attempt writes an error result instead of retrying.
+    #[arg(long, env = "MAX_RECEIVE_COUNT", default_value_t = DEFAULT_MAX_RECEIVE_COUNT, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_receive_count: u32,
+    /// First retry delay in seconds after a transient failure; doubles with each attempt.
+    #[arg(long, env = "RETRY_BASE_SECONDS", default_value_t = DEFAULT_RETRY_BASE_SECONDS)]
+    pub(crate) retry_base_seconds: f64,
+}
+
+impl LeaseArgs {
+    fn settings(&self, tier: Tier) -> LeaseSettings {
+        LeaseSettings {
+            visibility_timeout: self
+                .visibility_timeout
+                .map_or(tier.default_visibility_timeout(), |seconds| Duration::from_secs(seconds.max(3))),
+            max_receive_count: self.max_receive_count,
+            retry_base: Duration::from_secs_f64(self.retry_base_seconds),
+        }
+    }
+}
+
 /// How result callbacks are signed and sent; shared by `worker` and `dev`.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct WebhookArgs {
     /// Key that signs result callbacks, Standard Webhooks style: base64, `whsec_` prefix accepted
-    /// [default: none, and callbacks are not sent].
+    /// [default: none; callbacks are not sent].
     #[arg(long, env = "WEBHOOK_SECRET", hide_env_values = true)]
     pub(crate) webhook_secret: Option<WebhookSecret>,
     /// Seconds a callback is retried (back-off from 1 s to 60 s) before it is given up.
@@ -109,7 +128,7 @@ impl WebhookArgs {
 impl TuningArgs {
     /// The worker settings of `tier`, whose ECS service is named by `service`.
     pub(crate) fn worker_config(&self, tier: Tier, service: &ServiceArgs) -> anyhow::Result<WorkerConfig> {
-        if !(self.retry_base_seconds.is_finite() && self.retry_base_seconds >= 0.0) {
+        if !(self.lease.retry_base_seconds.is_finite() && self.lease.retry_base_seconds >= 0.0) {
             bail!("--retry-base-seconds must be a non-negative number of seconds");
         }
         if !(self.cancel_poll_seconds.is_finite() && self.cancel_poll_seconds >= 0.05) {
@@ -120,13 +139,11 @@ impl TuningArgs {
             concurrency: self.concurrency as usize,
             adaptive: !self.fixed_concurrency,
             wait_time: Duration::from_secs(self.wait_time_seconds),
-            visibility_timeout: self
-                .visibility_timeout
-                .map_or(tier.default_visibility_timeout(), |seconds| Duration::from_secs(seconds.max(3))),
-            max_receive_count: self.max_receive_count,
-            retry_base: Duration::from_secs_f64(self.retry_base_seconds),
-            health_interval: HEALTH_INTERVAL,
-            engine_loss_window: Duration::from_secs(self.engine_loss_window_seconds),
+            lease: self.lease.settings(tier),
+            health: HealthSettings {
+                interval: HEALTH_INTERVAL,
+                loss_window: Duration::from_secs(self.engine_loss_window_seconds),
+            },
             cancel_poll: Duration::from_secs_f64(self.cancel_poll_seconds),
             drain_timeout: Duration::from_secs(self.drain_timeout_seconds),
             task_arn: self.task_arn.clone(),

@@ -32,7 +32,7 @@ use crate::local::LocalBackends;
 use crate::local::fleet::FixedFleet;
 use crate::ports::{ArrivalWake, Queue, ResultStore};
 use crate::router::openai::upkeep;
-use crate::router::state::AppState;
+use crate::router::state::{AppState, CallbackAcceptance};
 use crate::scaler::wake::WakeOnArrival;
 use crate::worker::Stopped;
 
@@ -91,7 +91,9 @@ impl<'a> Dev<'a> {
     /// `tier`'s lanes in the data directory, with its worker pool's visibility timeout and receive count.
     fn lanes(&self, tier: Tier) -> Lanes<Arc<dyn Queue>> {
         let worker = self.config.tiers.workers.get(tier);
-        self.backends.tier_lanes(tier, worker.visibility_timeout, worker.max_receive_count).map(|q| q as Arc<dyn Queue>)
+        self.backends
+            .tier_lanes(tier, worker.lease.visibility_timeout, worker.lease.max_receive_count)
+            .map(|q| q as Arc<dyn Queue>)
     }
 
     /// Where every worker pool sends results, metrics, callbacks and OpenAI events.
@@ -204,8 +206,7 @@ impl<'a> Dev<'a> {
             routing: config.routing.config.clone(),
             // Boxed: the classifier's making (the AWS SDK's configuration) is a large future.
             classifier: Box::pin(config.routing.classifier(&config.wiring)).await?,
-            callbacks: config.webhooks.policy,
-            callbacks_sent: config.webhooks.secret.is_some(),
+            callbacks: CallbackAcceptance { policy: config.webhooks.policy, sent: config.webhooks.secret.is_some() },
             metrics: outputs.metrics,
             bodies: config.server.bodies.clone(),
             openai: config.openai.clone(),

@@ -17,7 +17,10 @@ fn accepts_the_sample_example_with_defaults_filled_in() {
     let request = parse(json!({"requestId": ID, "prompt": "What is Amazon ECS?"})).unwrap();
     assert_eq!(request.request_id.to_string(), ID);
     assert_eq!(request.input, Input::Prompt("What is Amazon ECS?".into()));
-    assert_eq!((request.max_tokens, request.temperature, request.top_p, request.route), (256, 0.7, 1.0, None));
+    assert_eq!(
+        (request.sampling.max_tokens, request.sampling.temperature, request.sampling.top_p, request.route),
+        (256, 0.7, 1.0, None)
+    );
 }
 
 #[test]
@@ -134,8 +137,8 @@ fn numbers_survive_the_queue_body_bit_for_bit() {
     let original = parse(json!({"requestId": ID, "prompt": "hi", "topP": 7.743809359149756e-178})).unwrap();
     let again =
         InferenceRequest::parse(original.to_queue_body().as_bytes(), Intake::Queue(chrono::Utc::now())).unwrap();
-    assert_eq!(again.top_p.to_bits(), original.top_p.to_bits());
-    assert_eq!(original.top_p.to_bits(), 7.743809359149756e-178_f64.to_bits());
+    assert_eq!(again.sampling.top_p.to_bits(), original.sampling.top_p.to_bits());
+    assert_eq!(original.sampling.top_p.to_bits(), 7.743809359149756e-178_f64.to_bits());
 }
 
 #[test]

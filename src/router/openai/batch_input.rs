@@ -233,7 +233,10 @@ mod tests {
         assert_eq!(line.label, LineLabel { custom_id: "a".into(), model: "big-model".into() });
         let request = line.request;
         assert_eq!(request.request_id, BatchLine { id: "batch_x".into(), line: 3 }.request_id(Some(KEY)));
-        assert_eq!((request.max_tokens, request.temperature, request.route), (12, 0.0, Some(Tier::Large)));
+        assert_eq!(
+            (request.sampling.max_tokens, request.sampling.temperature, request.route),
+            (12, 0.0, Some(Tier::Large))
+        );
         assert!(matches!(request.input, Input::Messages(_)));
         assert!(request.deadline.is_some());
     }

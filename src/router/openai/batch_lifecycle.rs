@@ -43,7 +43,7 @@ pub(super) async fn start(
     key: &[u8],
 ) -> Result<(), OpenAiError> {
     batch.status = "in_progress".into();
-    batch.in_progress_at = Some(Utc::now().timestamp());
+    batch.times.in_progress_at = Some(Utc::now().timestamp());
     objects.put(&running_key(&batch.id), one_chunk(Vec::new())).await.map_err(|e| OpenAiError::store(&e))?;
     save(objects, batch).await?;
     if let Err(error) = enqueue(state, objects, batch, Some(key)).await {
@@ -71,7 +71,8 @@ pub(super) async fn input(
     objects: &dyn ObjectStore,
     batch: &Batch,
 ) -> Result<(u64, crate::ports::ByteChunks<'static>), OpenAiError> {
-    let input = objects.get(&files::content_key(&batch.input_file_id)).await.map_err(|e| OpenAiError::store(&e))?;
+    let input =
+        objects.get(&files::content_key(&batch.order.input_file_id)).await.map_err(|e| OpenAiError::store(&e))?;
     input.ok_or_else(|| OpenAiError::invalid_param("input_file_id", "input_file_id: the file was deleted"))
 }
 
@@ -137,15 +138,15 @@ pub(super) async fn refresh(
     let mut ended = ended_lines(objects, &batch.id).await.map_err(store_error)?;
     let count = |ended: &HashMap<u32, LineEnd>, end| ended.values().filter(|e| **e == end).count() as u64;
     let all_ended = ended.len() as u64 >= batch.request_counts.total;
-    if !all_ended && Utc::now() >= batch.expires() && batch.cancelling_at.is_none() {
-        batch.expired_at = Some(Utc::now().timestamp());
+    if !all_ended && Utc::now() >= batch.expires() && batch.times.cancelling_at.is_none() {
+        batch.times.expired_at = Some(Utc::now().timestamp());
     }
-    if !all_ended && batch.expired_at.is_none() && batch.cancelling_at.is_none() {
+    if !all_ended && batch.times.expired_at.is_none() && batch.times.cancelling_at.is_none() {
         batch.request_counts.completed = count(&ended, LineEnd::Succeeded);
         batch.request_counts.failed = count(&ended, LineEnd::Failed);
         return Ok(batch);
     }
-    let expired = batch.expired_at.is_some();
+    let expired = batch.times.expired_at.is_some();
     if !all_ended {
         let reason = if expired { "the batch's completion window ended" } else { "the batch was canceled" };
         end_remaining(state, objects, &batch, &ended, reason).await.map_err(store_error)?;
@@ -156,14 +157,14 @@ pub(super) async fn refresh(
         count(&ended, LineEnd::Failed) + if expired { count(&ended, LineEnd::Canceled) } else { 0 };
     if batch.status != "finalizing" {
         // Seen by other polls meanwhile (which build the same files if they come): every line has ended.
-        (batch.status, batch.finalizing_at) = ("finalizing".into(), Some(Utc::now().timestamp()));
+        (batch.status, batch.times.finalizing_at) = ("finalizing".into(), Some(Utc::now().timestamp()));
         save(objects, &batch).await?;
     }
     let key = line_key(objects, &batch.id).await.map_err(store_error)?;
     let finishing = Finishing {
         batch_id: &batch.id,
         line_key: key.as_deref(),
-        input_file_id: &batch.input_file_id,
+        input_file_id: &batch.order.input_file_id,
         endpoint: batch.endpoint(),
         expired,
         owner: batch.owner.as_deref(),
@@ -180,10 +181,10 @@ pub(super) async fn refresh(
     // A cancel that came while the files were built: its lines were ended and left out, as a cancel's are.
     note_cancel(objects, &mut batch).await?;
     let now = Some(Utc::now().timestamp());
-    match (batch.cancelling_at, expired) {
-        (Some(_), _) => (batch.status, batch.cancelled_at) = ("cancelled".into(), now),
+    match (batch.times.cancelling_at, expired) {
+        (Some(_), _) => (batch.status, batch.times.cancelled_at) = ("cancelled".into(), now),
         (None, true) => batch.status = "expired".into(),
-        (None, false) => (batch.status, batch.completed_at) = ("completed".into(), now),
+        (None, false) => (batch.status, batch.times.completed_at) = ("completed".into(), now),
     }
     save_ended(state, objects, &batch).await?;
     tracing::info!(batch_id = %batch.id, status = %batch.status, completed = batch.request_counts.completed, failed = batch.request_counts.failed, "batch finished");
@@ -244,7 +245,7 @@ pub(super) async fn cancel(objects: &dyn ObjectStore, batch: &mut Batch) -> Resu
     let now = Utc::now().timestamp();
     let marked = objects.put_if_absent(&cancel_key(&batch.id), now.to_string().as_bytes()).await;
     marked.map_err(|e| OpenAiError::store(&e))?;
-    (batch.status, batch.cancelling_at) = ("cancelling".into(), Some(now));
+    (batch.status, batch.times.cancelling_at) = ("cancelling".into(), Some(now));
     save(objects, batch).await?;
     tracing::info!(batch_id = %batch.id, "batch canceling");
     Ok(())
@@ -252,12 +253,13 @@ pub(super) async fn cancel(objects: &dyn ObjectStore, batch: &mut Batch) -> Resu
 
 /// Takes in a cancel that `batch`'s copy of the record does not show yet.
 async fn note_cancel(objects: &dyn ObjectStore, batch: &mut Batch) -> Result<(), OpenAiError> {
-    if batch.cancelling_at.is_some() {
+    if batch.times.cancelling_at.is_some() {
         return Ok(());
     }
     let mark = read_all(objects, &cancel_key(&batch.id)).await.map_err(|e| OpenAiError::store(&e))?;
     if let Some(mark) = mark {
-        batch.cancelling_at = Some(String::from_utf8_lossy(&mark).parse().unwrap_or_else(|_| Utc::now().timestamp()));
+        batch.times.cancelling_at =
+            Some(String::from_utf8_lossy(&mark).parse().unwrap_or_else(|_| Utc::now().timestamp()));
         if batch.status == "in_progress" {
             batch.status = "cancelling".into();
         }
@@ -267,7 +269,7 @@ async fn note_cancel(objects: &dyn ObjectStore, batch: &mut Batch) -> Result<(),
 
 /// Enqueues the lines of a batch whose creator stopped before its enqueue ended (see `ENQUEUE_GRACE`).
 async fn resume_enqueue(state: &AppState, objects: &dyn ObjectStore, batch: &Batch) -> Result<(), OpenAiError> {
-    let started = batch.in_progress_at.and_then(|at| DateTime::from_timestamp(at, 0)).unwrap_or_else(Utc::now);
+    let started = batch.times.in_progress_at.and_then(|at| DateTime::from_timestamp(at, 0)).unwrap_or_else(Utc::now);
     if batch.status != "in_progress" || Utc::now() - started < ENQUEUE_GRACE {
         return Ok(());
     }

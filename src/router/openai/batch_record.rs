@@ -24,32 +24,46 @@ pub(crate) struct RequestCounts {
 pub(crate) struct Batch {
     pub id: String,
     pub(crate) object: String,
-    pub(crate) endpoint: String,
-    pub(crate) errors: Option<Value>,
-    pub(crate) input_file_id: String,
-    pub(crate) completion_window: String,
+    #[serde(flatten)]
+    pub(crate) order: BatchOrder,
     pub status: String,
+    pub(crate) errors: Option<Value>,
     pub(crate) output_file_id: Option<String>,
     pub(crate) error_file_id: Option<String>,
+    #[serde(flatten)]
+    pub(crate) times: BatchTimes,
+    pub(crate) request_counts: RequestCounts,
+    /// The project the batch belongs to, and its output and error files with it.
+    #[serde(default, skip_serializing)]
+    pub(crate) owner: Option<String>,
+}
+
+/// What the client asked for when it created the batch.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct BatchOrder {
+    pub(crate) endpoint: String,
+    pub(crate) input_file_id: String,
+    pub(crate) completion_window: String,
+    pub(crate) metadata: Option<Map<String, Value>>,
+}
+
+/// When the batch was created, will expire, and reached each status (Unix seconds).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub(crate) struct BatchTimes {
     pub(crate) created_at: i64,
-    pub(crate) in_progress_at: Option<i64>,
     pub(crate) expires_at: i64,
+    pub(crate) in_progress_at: Option<i64>,
     pub(crate) finalizing_at: Option<i64>,
     pub(crate) completed_at: Option<i64>,
     pub(crate) failed_at: Option<i64>,
     pub(crate) expired_at: Option<i64>,
     pub(crate) cancelling_at: Option<i64>,
     pub(crate) cancelled_at: Option<i64>,
-    pub(crate) request_counts: RequestCounts,
-    pub(crate) metadata: Option<Map<String, Value>>,
-    /// The project the batch belongs to, and its output and error files with it.
-    #[serde(default, skip_serializing)]
-    pub(crate) owner: Option<String>,
 }
 
 impl Batch {
     pub(super) fn endpoint(&self) -> Endpoint {
-        Endpoint::parse(&self.endpoint).unwrap_or(Endpoint::ChatCompletions)
+        Endpoint::parse(&self.order.endpoint).unwrap_or(Endpoint::ChatCompletions)
     }
 
     pub(super) fn is_running(&self) -> bool {
@@ -57,14 +71,14 @@ impl Batch {
     }
 
     pub(super) fn expires(&self) -> DateTime<Utc> {
-        DateTime::from_timestamp(self.expires_at, 0).unwrap_or_else(Utc::now)
+        DateTime::from_timestamp(self.times.expires_at, 0).unwrap_or_else(Utc::now)
     }
 
     pub(super) fn failed(&mut self, errors: Vec<LineError>) {
         let data = serde_json::to_value(errors).unwrap_or_default();
         self.errors = Some(serde_json::json!({ "object": "list", "data": data }));
         self.status = "failed".into();
-        self.failed_at = Some(Utc::now().timestamp());
+        self.times.failed_at = Some(Utc::now().timestamp());
     }
 }
 

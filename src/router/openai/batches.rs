@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 
 use super::batch_input::{self, Endpoint, LineError};
 use super::batch_lifecycle::{self, input, refresh, save_ended};
-use super::batch_record::{Batch, PREFIX, RequestCounts, find, line_key_key, new_line_key};
+use super::batch_record::{Batch, BatchOrder, BatchTimes, PREFIX, RequestCounts, find, line_key_key, new_line_key};
 use super::error::OpenAiError;
 use super::files::{self, ListQuery};
 use super::ids;
@@ -80,24 +80,22 @@ pub(crate) async fn create(
     let mut batch = Batch {
         id: ids::new("batch_"),
         object: "batch".into(),
-        endpoint: ask.endpoint.as_str().into(),
-        errors: None,
-        input_file_id: input.id,
-        completion_window: COMPLETION_WINDOW.into(),
+        order: BatchOrder {
+            endpoint: ask.endpoint.as_str().into(),
+            input_file_id: input.id,
+            completion_window: COMPLETION_WINDOW.into(),
+            metadata: ask.metadata,
+        },
         status: "validating".into(),
+        errors: None,
         output_file_id: None,
         error_file_id: None,
-        created_at: created.timestamp(),
-        in_progress_at: None,
-        expires_at: (created + WINDOW).timestamp(),
-        finalizing_at: None,
-        completed_at: None,
-        failed_at: None,
-        expired_at: None,
-        cancelling_at: None,
-        cancelled_at: None,
+        times: BatchTimes {
+            created_at: created.timestamp(),
+            expires_at: (created + WINDOW).timestamp(),
+            ..BatchTimes::default()
+        },
         request_counts: RequestCounts::default(),
-        metadata: ask.metadata,
         owner: caller.project,
     };
     let key = new_line_key();
@@ -112,7 +110,7 @@ pub(crate) async fn create(
         Ok(total) => batch.request_counts.total = total,
     }
     batch_lifecycle::start(&state, objects, &mut batch, &key).await?;
-    tracing::info!(batch_id = %batch.id, lines = batch.request_counts.total, endpoint = %batch.endpoint, "batch created");
+    tracing::info!(batch_id = %batch.id, lines = batch.request_counts.total, endpoint = %batch.order.endpoint, "batch created");
     Ok(Json(batch))
 }
 

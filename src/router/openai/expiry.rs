@@ -86,6 +86,7 @@ mod tests {
     use crate::local::store::FileStore;
     use crate::ports::object_io::{one_chunk, write_json};
     use crate::router::openai::owner::write_owned;
+    use crate::router::openai::uploads::Declared;
 
     /// When the objects of these tests were created (Unix seconds).
     const CREATED: i64 = 1_700_000_000;
@@ -94,10 +95,8 @@ mod tests {
         Upload {
             id: id.into(),
             object: "upload".into(),
-            bytes: 100,
+            declared: Declared { filename: "in.jsonl".into(), purpose: "batch".into(), bytes: 100 },
             created_at: CREATED,
-            filename: "in.jsonl".into(),
-            purpose: "batch".into(),
             status: status.into(),
             expires_at: CREATED + 3600,
             file: None,

@@ -114,9 +114,7 @@ pub(crate) fn read(body: &[u8], models: &ModelTiers, now: DateTime<Utc>) -> Resu
         instructions,
         input,
         metadata,
-        max_output_tokens: request.max_tokens,
-        temperature: request.temperature,
-        top_p: request.top_p,
+        limits: request.sampling.into(),
         service_tier: service_tier.into(),
         background,
         // The caller's project, which the handler gives it.
@@ -233,11 +231,17 @@ mod tests {
         let roles: Vec<(&str, &str)> = messages.iter().map(|m| (m.role.as_str(), m.content.as_str())).collect();
         assert_eq!(roles, [("system", "Be brief."), ("user", "Hi")]);
         let request = &create.request;
-        assert_eq!((request.max_tokens, request.temperature, request.route), (12, 0.0, Some(Tier::Large)));
+        assert_eq!(
+            (request.sampling.max_tokens, request.sampling.temperature, request.route),
+            (12, 0.0, Some(Tier::Large))
+        );
         let record = &create.record;
         assert_eq!(record.id, response_id(request.request_id));
         assert!(request.request_id.is_router_made());
-        assert_eq!((record.model.as_str(), record.background, record.max_output_tokens), ("big-model", true, 12));
+        assert_eq!(
+            (record.model.as_str(), record.background, record.limits.max_output_tokens),
+            ("big-model", true, 12)
+        );
         assert_eq!(record.input, [InputMessage { role: "user".into(), text: "Hi".into() }]);
         assert_eq!(record.metadata["k"], "v");
     }

@@ -47,7 +47,7 @@ pub(crate) fn response_object(record: &ResponseRecord, document: Option<&[u8]>) 
         "error": error,
         "incomplete_details": incomplete,
         "instructions": record.instructions,
-        "max_output_tokens": record.max_output_tokens,
+        "max_output_tokens": record.limits.max_output_tokens,
         "metadata": record.metadata,
         "model": record.model,
         "output": output,
@@ -56,11 +56,11 @@ pub(crate) fn response_object(record: &ResponseRecord, document: Option<&[u8]>) 
         "reasoning": null,
         "service_tier": record.service_tier,
         "store": true,
-        "temperature": record.temperature,
+        "temperature": record.limits.temperature,
         "text": { "format": { "type": "text" } },
         "tool_choice": "none",
         "tools": [],
-        "top_p": record.top_p,
+        "top_p": record.limits.top_p,
         "truncation": "disabled",
         "usage": usage,
         "user": null,
@@ -108,6 +108,7 @@ mod tests {
 
     use super::*;
     use crate::contract::request_id::RequestId;
+    use crate::router::openai::response_record::ResponseLimits;
 
     fn record() -> ResponseRecord {
         ResponseRecord {
@@ -117,9 +118,7 @@ mod tests {
             instructions: Some("Be brief.".into()),
             input: vec![],
             metadata: Map::new(),
-            max_output_tokens: 16,
-            temperature: 0.7,
-            top_p: 1.0,
+            limits: ResponseLimits { max_output_tokens: 16, temperature: 0.7, top_p: 1.0 },
             service_tier: "default".into(),
             background: true,
             owner: Some("team-a".into()),

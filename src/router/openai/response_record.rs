@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 use super::error::OpenAiError;
 use super::owner::{Owned, visible_to, write_owned};
 use crate::contract::openai_response::request_id;
+use crate::contract::request::Sampling;
 use crate::contract::request_id::RequestId;
 use crate::ports::ObjectStore;
 use crate::ports::object_io::read_json;
@@ -33,15 +34,31 @@ pub(crate) struct ResponseRecord {
     pub(crate) instructions: Option<String>,
     pub(crate) input: Vec<InputMessage>,
     pub(crate) metadata: Map<String, Value>,
-    /// The limits the request runs with (the pipeline's defaults where the client gave none).
-    pub(crate) max_output_tokens: u32,
-    pub(crate) temperature: f64,
-    pub(crate) top_p: f64,
+    #[serde(flatten)]
+    pub(crate) limits: ResponseLimits,
     pub(crate) service_tier: String,
     pub(crate) background: bool,
     /// The project the response belongs to.
     #[serde(default, skip_serializing)]
     pub(crate) owner: Option<String>,
+}
+
+/// The limits the request runs with (the pipeline's defaults where the client gave none).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ResponseLimits {
+    pub(crate) max_output_tokens: u32,
+    pub(crate) temperature: f64,
+    pub(crate) top_p: f64,
+}
+
+impl From<Sampling> for ResponseLimits {
+    fn from(sampling: Sampling) -> Self {
+        ResponseLimits {
+            max_output_tokens: sampling.max_tokens,
+            temperature: sampling.temperature,
+            top_p: sampling.top_p,
+        }
+    }
 }
 
 impl Owned for ResponseRecord {

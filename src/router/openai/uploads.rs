@@ -33,10 +33,9 @@ const UPLOAD_SECONDS: i64 = 3600;
 pub(crate) struct Upload {
     pub id: String,
     pub(crate) object: String,
-    pub(crate) bytes: u64,
+    #[serde(flatten)]
+    pub(crate) declared: Declared,
     pub(crate) created_at: i64,
-    pub(crate) filename: String,
-    pub(crate) purpose: String,
     pub status: String,
     pub(crate) expires_at: i64,
     pub(crate) file: Option<FileObject>,
@@ -46,6 +45,14 @@ pub(crate) struct Upload {
     /// The project the upload belongs to, and the file it becomes.
     #[serde(default, skip_serializing)]
     pub(crate) owner: Option<String>,
+}
+
+/// The file the client said it would upload.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Declared {
+    pub(crate) filename: String,
+    pub(crate) purpose: String,
+    pub(crate) bytes: u64,
 }
 
 impl Upload {
@@ -100,9 +107,8 @@ pub(super) async fn expire(objects: &dyn ObjectStore, mut upload: Upload) -> Res
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct Opening {
-    filename: String,
-    purpose: String,
-    bytes: u64,
+    #[serde(flatten)]
+    declared: Declared,
     expires_after: Option<ExpiresAfter>,
 }
 
@@ -115,9 +121,9 @@ pub(crate) async fn create(
     let objects = objects(&state)?;
     let opening: Opening = serde_json::from_slice(&body)
         .map_err(|e| OpenAiError::invalid(format!("body: filename, purpose, bytes and mime_type ({e})")))?;
-    files::check_purpose(Some(&opening.purpose))?;
+    files::check_purpose(Some(&opening.declared.purpose))?;
     let expires_after = opening.expires_after.map(ExpiresAfter::checked).transpose()?;
-    if opening.bytes > MAX_FILE_BYTES {
+    if opening.declared.bytes > MAX_FILE_BYTES {
         return Err(OpenAiError::invalid_param(
             "bytes",
             format!("bytes: at most {MAX_FILE_BYTES} for a batch input file"),
@@ -127,10 +133,8 @@ pub(crate) async fn create(
     let upload = Upload {
         id: ids::new("upload_"),
         object: "upload".into(),
-        bytes: opening.bytes,
+        declared: opening.declared,
         created_at,
-        filename: opening.filename,
-        purpose: opening.purpose,
         status: "pending".into(),
         expires_at: created_at + UPLOAD_SECONDS,
         file: None,
@@ -156,7 +160,7 @@ pub(crate) async fn add_part(
     while let Some(field) = form.next_field().await.map_err(bad)? {
         if field.name() == Some("data") {
             let chunks: ByteChunks<'_> = Box::pin(field.map_err(std::io::Error::other));
-            let part = upload_parts::store(objects, (&id, upload.bytes), chunks).await?;
+            let part = upload_parts::store(objects, (&id, upload.declared.bytes), chunks).await?;
             let answer =
                 serde_json::json!({ "id": part, "object": "upload.part", "created_at": unix_now(), "upload_id": id });
             return Ok(Json(answer));
@@ -182,12 +186,13 @@ pub(crate) async fn complete(
     let completion: Completion = serde_json::from_slice(&body)
         .map_err(|e| OpenAiError::invalid(format!("body: part_ids, the parts in order ({e})")))?;
     let total = Added::list(objects, &id).await?.total_of(&completion.part_ids)?;
-    if total != upload.bytes {
-        let message = format!("bytes: the parts hold {total} bytes, the upload was opened for {}", upload.bytes);
+    if total != upload.declared.bytes {
+        let message =
+            format!("bytes: the parts hold {total} bytes, the upload was opened for {}", upload.declared.bytes);
         return Err(OpenAiError::invalid_param("bytes", message));
     }
     let joined = upload_parts::joined(objects, &id, &completion.part_ids);
-    let (owner, filename) = (upload.owner.as_deref(), upload.filename.clone());
+    let (owner, filename) = (upload.owner.as_deref(), upload.declared.filename.clone());
     let mut file = files::store_input(objects, owner, ids::new("file-"), filename, joined).await?;
     files::expire_after(objects, &mut file, upload.expires_after.as_ref()).await?;
     upload.status = "completed".into();

@@ -157,6 +157,13 @@ struct Simulation<'a> {
     tasks: Vec<Task>,
     target: ScalableTarget,
     datapoints: Vec<f64>,
+    seen: Seen,
+}
+
+/// What a run has seen so far: the samples, every served request's latency, the requests dropped, the time with no
+/// task.
+#[derive(Default)]
+struct Seen {
     samples: Vec<Sample>,
     latencies: Vec<Millis>,
     expired: u64,
@@ -175,10 +182,7 @@ impl<'a> Simulation<'a> {
             tasks: Vec::new(),
             target: ScalableTarget::new(model.scaling.min_tasks(), model.scaling.max_tasks()),
             datapoints: Vec::new(),
-            samples: Vec::new(),
-            latencies: Vec::new(),
-            expired: 0,
-            time_at_zero: 0,
+            seen: Seen::default(),
         }
     }
 
@@ -191,13 +195,13 @@ impl<'a> Simulation<'a> {
     /// Moves the clock to `at`, counting the time spent with no task at all.
     fn advance(&mut self, at: Millis) {
         if !self.tasks.iter().any(Task::is_billed) {
-            self.time_at_zero += at - self.now;
+            self.seen.time_at_zero += at - self.now;
         }
         self.now = at;
     }
 
     fn finish(&mut self, task: usize, arrived: Millis) {
-        self.latencies.push(self.now - arrived);
+        self.seen.latencies.push(self.now - arrived);
         let now = self.now;
         if let Some(task) = self.tasks.get_mut(task) {
             task.busy -= 1;
@@ -230,7 +234,7 @@ impl<'a> Simulation<'a> {
         while let Some(&arrived) = self.waiting.front() {
             if self.now - arrived >= self.timing.retention {
                 self.waiting.pop_front();
-                self.expired += 1;
+                self.seen.expired += 1;
                 continue;
             }
             let concurrency = self.model.concurrency;
@@ -263,7 +267,7 @@ impl<'a> Simulation<'a> {
         self.reconcile();
         let observation = self.observe();
         self.datapoints.push(self.policy.metric(&observation));
-        self.samples.push(Sample {
+        self.seen.samples.push(Sample {
             at: self.now,
             tasks: self.tasks.iter().filter(|t| t.is_billed()).count() as u32,
             desired: self.target.desired(),
@@ -324,15 +328,15 @@ impl<'a> Simulation<'a> {
                 _ => end - t.launched,
             })
             .sum();
-        self.latencies.sort_unstable();
+        self.seen.latencies.sort_unstable();
         Run {
-            samples: self.samples,
-            latencies: self.latencies,
+            samples: self.seen.samples,
+            latencies: self.seen.latencies,
             requests,
             unfinished: self.waiting.len() as u64 + in_flight,
-            expired: self.expired,
+            expired: self.seen.expired,
             task_time,
-            time_at_zero: self.time_at_zero,
+            time_at_zero: self.seen.time_at_zero,
             first_task_asked: self.tasks.first().map(|t| t.launched),
         }
     }

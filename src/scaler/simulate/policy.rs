@@ -13,7 +13,7 @@ use super::tier_model::TierModel;
 use super::time::{Millis, SECOND};
 use crate::contract::tier::Tier;
 use crate::ports::{QueueCounts, TaskCounts};
-use crate::scaler::{Readings, decide};
+use crate::scaler::decision::{Readings, decide};
 
 /// The largest single step of our policies; template.yaml writes steps 1 to this many in each direction.
 pub const LARGEST_STEP: i64 = 10;

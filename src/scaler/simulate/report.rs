@@ -16,12 +16,17 @@ pub struct Summary {
     pub unfinished: u64,
     /// Dropped by the queue after the retention period.
     pub expired: u64,
-    /// Completion latency (arrival to result) percentiles; None when nothing was served.
+    pub(crate) latency: Percentiles,
+    pub(crate) hours_at_zero: f64,
+    pub(crate) peak_tasks: u32,
+}
+
+/// Completion latency (arrival to result) percentiles; None when nothing was served.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Percentiles {
     pub(crate) p50: Option<Millis>,
     pub(crate) p95: Option<Millis>,
     pub(crate) p99: Option<Millis>,
-    pub(crate) hours_at_zero: f64,
-    pub(crate) peak_tasks: u32,
 }
 
 impl Summary {
@@ -34,9 +39,11 @@ impl Summary {
             served: run.latencies.len() as u64,
             unfinished: run.unfinished,
             expired: run.expired,
-            p50: percentile(&run.latencies, 50),
-            p95: percentile(&run.latencies, 95),
-            p99: percentile(&run.latencies, 99),
+            latency: Percentiles {
+                p50: percentile(&run.latencies, 50),
+                p95: percentile(&run.latencies, 95),
+                p99: percentile(&run.latencies, 99),
+            },
             hours_at_zero: hours(run.time_at_zero),
             peak_tasks: run.samples.iter().map(|s| s.tasks).max().unwrap_or(0),
         }
@@ -59,9 +66,9 @@ const ROWS: [Row; 11] = [
     ("served", |s| s.served.to_string()),
     ("never served: still queued or running at the end", |s| s.unfinished.to_string()),
     ("never served: expired after the retention", |s| s.expired.to_string()),
-    ("completion latency p50", |s| latency(s.p50)),
-    ("completion latency p95", |s| latency(s.p95)),
-    ("completion latency p99", |s| latency(s.p99)),
+    ("completion latency p50", |s| latency(s.latency.p50)),
+    ("completion latency p95", |s| latency(s.latency.p95)),
+    ("completion latency p99", |s| latency(s.latency.p99)),
     ("time at zero tasks", |s| format!("{:.1} h", s.hours_at_zero)),
     ("most tasks at once", |s| s.peak_tasks.to_string()),
 ];

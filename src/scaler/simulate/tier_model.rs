@@ -4,7 +4,7 @@ use super::cold_start::ColdStart;
 use super::time::Millis;
 use super::warm_window::WarmWindow;
 use crate::contract::tier::Tier;
-use crate::scaler::ScalingPolicy;
+use crate::scaler::decision::ScalingPolicy;
 
 /// One tier's environment and scaling settings, shared by both policies.
 #[derive(Debug, Clone)]

@@ -1,6 +1,4 @@
-//! `gpuinfer simulate`: replay one traffic trace against the AWS sample's scaling policy and ours, for one tier or
-//! both, print the side-by-side table, a lone request's time by phase, our policy's cost and p95 by idle window and
-//! with a warm window, and optionally plot tasks and backlog over time.
+//! `gpuinfer simulate`'s flags, in groups, and the run they are checked and built into.
 
 use std::path::PathBuf;
 
@@ -11,15 +9,10 @@ use crate::cmd::args::{PolicyArgs, TierSetting};
 use crate::contract::tier::{PerTier, Tier};
 use crate::scaler::simulate::TierModel;
 use crate::scaler::simulate::cold_start::ColdStart;
-use crate::scaler::simulate::event_loop::{self, Timing};
-use crate::scaler::simulate::lone_request;
-use crate::scaler::simulate::plot::{self, TierSeries};
-use crate::scaler::simulate::policy::PolicyKind;
-use crate::scaler::simulate::report::{self, Column, Summary};
+use crate::scaler::simulate::event_loop::Timing;
 use crate::scaler::simulate::trace::{self, RawArrival, Traffic};
-use crate::scaler::simulate::trade;
 use crate::scaler::simulate::warm_window::{Hours, WarmWindow};
-use crate::scaler::simulate::{HOUR, MINUTE, SECOND, seconds};
+use crate::scaler::simulate::{MINUTE, SECOND, seconds};
 
 /// Requests per hour of each generated trace unless --rate says otherwise.
 const DEFAULT_POISSON_RATE: f64 = 60.0;
@@ -74,170 +67,211 @@ pub(crate) enum TraceKind {
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    #[command(flatten)]
+    trace: TraceArgs,
+    #[command(flatten)]
+    span: SpanArgs,
+    #[command(flatten)]
+    cold_start: ColdStartArgs,
+    #[command(flatten)]
+    task: TaskArgs,
+    #[command(flatten)]
+    warm: WarmArgs,
+    #[command(flatten)]
+    policy: PolicyArgs,
+}
+
+/// The traffic: which trace, and the shape of a generated one.
+#[derive(Debug, clap::Args)]
+pub struct TraceArgs {
     /// The traffic: generated, or read from --csv.
     #[arg(long, env = "SIM_TRACE", value_enum, default_value = "bursty")]
-    pub(crate) trace: TraceKind,
+    trace: TraceKind,
     /// Arrivals for `--trace csv`: a line per request, `seconds` or `seconds,tier` (seconds from the start).
     #[arg(long, env = "SIM_CSV")]
-    pub(crate) csv: Option<PathBuf>,
-    /// Seed of the random generator: the same seed gives the same trace and the same tier split.
-    #[arg(long, env = "SIM_RANDOM_SEED", default_value_t = 1)]
-    pub(crate) random_seed: u64,
-    /// Hours of generated traffic.
-    #[arg(long, env = "SIM_HOURS", default_value_t = 24.0)]
-    pub(crate) hours: f64,
-    /// Hours simulated after the last arrival could come, so both policies can drain and scale in.
-    #[arg(long, env = "SIM_TAIL_HOURS", default_value_t = 2.0)]
-    pub(crate) tail_hours: f64,
+    csv: Option<PathBuf>,
     #[arg(long, env = "SIM_RATE", help = format!(
         "Requests per hour: the Poisson rate, the rate during a burst, or the diurnal daily mean [default: poisson \
          {DEFAULT_POISSON_RATE}, bursty {DEFAULT_BURSTY_RATE}, diurnal {DEFAULT_DIURNAL_RATE}]"
     ))]
-    pub(crate) rate: Option<f64>,
+    rate: Option<f64>,
     /// Bursty traffic: mean length of a burst, in minutes.
     #[arg(long, env = "SIM_BURST_MINUTES", default_value_t = 10.0)]
-    pub(crate) burst_minutes: f64,
+    burst_minutes: f64,
     /// Bursty traffic: mean silence between bursts, in minutes.
     #[arg(long, env = "SIM_GAP_MINUTES", default_value_t = 110.0)]
-    pub(crate) gap_minutes: f64,
+    gap_minutes: f64,
     /// Diurnal traffic: the busiest hour of the day.
     #[arg(long, env = "SIM_PEAK_HOUR", default_value_t = 14.0)]
-    pub(crate) peak_hour: f64,
+    peak_hour: f64,
+}
+
+/// What is simulated: how long, which tiers, the scaler's period, the queue's retention, and the output.
+#[derive(Debug, clap::Args)]
+pub struct SpanArgs {
+    /// Seed of the random generator: the same seed gives the same trace and the same tier split.
+    #[arg(long, env = "SIM_RANDOM_SEED", default_value_t = 1)]
+    random_seed: u64,
+    /// Hours of generated traffic.
+    #[arg(long, env = "SIM_HOURS", default_value_t = 24.0)]
+    hours: f64,
+    /// Hours simulated after the last arrival could come, so both policies can drain and scale in.
+    #[arg(long, env = "SIM_TAIL_HOURS", default_value_t = 2.0)]
+    tail_hours: f64,
     /// Tiers to simulate, repeated or comma-separated.
     #[arg(long = "tier", env = "SIM_TIERS", value_enum, value_delimiter = ',', default_values_t = Tier::ALL)]
-    pub tiers: Vec<Tier>,
+    tiers: Vec<Tier>,
     /// With both tiers: the share of requests the trace does not assign that go to the large tier.
     #[arg(long, env = "SIM_LARGE_SHARE", default_value_t = 0.2)]
-    pub(crate) large_share: f64,
+    large_share: f64,
+    /// Seconds between two scaler runs: also the alarms' period.
+    #[arg(long, env = "SIM_SCALER_PERIOD_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    scaler_period_seconds: u64,
+    /// Hours a request may wait in the queue before it is dropped (the issue's 1-day retention).
+    #[arg(long, env = "SIM_RETENTION_HOURS", default_value_t = 24.0)]
+    retention_hours: f64,
+    /// Idle windows, in minutes, to compare our policy at: how long a tier with nothing to do waits before it scales
+    /// in (the template's ScaleInIdleMinutes, LargeModelScaleInIdleMinutes).
+    #[arg(long, env = "SIM_IDLE_WINDOWS", value_delimiter = ',', default_values_t = DEFAULT_IDLE_WINDOWS,
+        value_parser = clap::value_parser!(u32).range(1..=1440))]
+    idle_windows: Vec<u32>,
+    /// Also draw tasks and backlog over time, both policies, into this SVG file.
+    #[arg(long, env = "SIM_PLOT")]
+    plot: Option<PathBuf>,
+}
+
+/// A cold start, phase by phase, or as a whole.
+#[derive(Debug, clap::Args)]
+pub struct ColdStartArgs {
     #[arg(long, env = "SIM_TASK_START_SECONDS", value_delimiter = ',', help = format!(
         "Cold start, phase 1: seconds from a task asked for to its container started (instance launch + image \
          pull); the AWS sample states ~5 min to provision a g6e.xlarge, the rest is assumed [default: {}]",
         TierSetting::per_tier(&DEFAULT_TASK_START_SECONDS)
     ))]
-    pub(crate) task_start_seconds: Vec<TierSetting<f64>>,
+    task_start_seconds: Vec<TierSetting<f64>>,
     #[arg(long, env = "SIM_WEIGHTS_SECONDS", value_delimiter = ',', help = format!(
         "Cold start, phase 2: seconds to the model's weights on disk (assumed) [default: {}]",
         TierSetting::per_tier(&DEFAULT_WEIGHTS_SECONDS)
     ))]
-    pub(crate) weights_seconds: Vec<TierSetting<f64>>,
+    weights_seconds: Vec<TierSetting<f64>>,
     #[arg(long, env = "SIM_ENGINE_START_SECONDS", value_delimiter = ',', help = format!(
         "Cold start, phase 3: seconds to the engine healthy, its weights in GPU memory (assumed) [default: {}]",
         TierSetting::per_tier(&DEFAULT_ENGINE_START_SECONDS)
     ))]
-    pub(crate) engine_start_seconds: Vec<TierSetting<f64>>,
+    engine_start_seconds: Vec<TierSetting<f64>>,
     #[arg(long, env = "SIM_FIRST_REQUEST_SECONDS", value_delimiter = ',', help = format!(
         "Cold start, phase 4: seconds to the worker receiving its first request (assumed) [default: {}]",
         TierSetting::per_tier(&DEFAULT_FIRST_REQUEST_SECONDS)
     ))]
-    pub(crate) first_request_seconds: Vec<TierSetting<f64>>,
+    first_request_seconds: Vec<TierSetting<f64>>,
     #[arg(long, env = "SIM_COLD_START_MINUTES", value_delimiter = ',', help = format!(
         "A tier's whole cold start, in minutes: its four phases scaled to add up to this. The defaults add up to the \
          AWS sample's stated ~7 min (small) and 15-20 min (large) [default: {}]",
         TierSetting::per_tier(&default_cold_start_minutes())
     ))]
-    pub(crate) cold_start_minutes: Vec<TierSetting<f64>>,
+    cold_start_minutes: Vec<TierSetting<f64>>,
+}
+
+/// A warm task: its speed, size, price, and the AWS sample's scale-in alarm.
+#[derive(Debug, clap::Args)]
+pub struct TaskArgs {
     #[arg(long, env = "SIM_SERVICE_SECONDS", value_delimiter = ',', help = format!(
         "Seconds one request takes on a warm task (a lone request's last phase, to its first result written) \
          [default: {}]",
         TierSetting::per_tier(&DEFAULT_SERVICE_SECONDS)
     ))]
-    pub(crate) service_seconds: Vec<TierSetting<f64>>,
+    service_seconds: Vec<TierSetting<f64>>,
     #[arg(long, env = "SIM_TASK_CONCURRENCY", value_delimiter = ',', help = format!(
         "Requests one task serves at once [default: {DEFAULT_TASK_CONCURRENCY}]"
     ))]
-    pub(crate) task_concurrency: Vec<TierSetting<u32>>,
+    task_concurrency: Vec<TierSetting<u32>>,
     #[arg(long, env = "SIM_PRICE_PER_HOUR", value_delimiter = ',', help = format!(
         "Dollars per task-hour [default: small={} (g6e.xlarge), large={} (g6e.48xlarge)]",
         DEFAULT_PRICE_PER_HOUR.small, DEFAULT_PRICE_PER_HOUR.large
     ))]
-    pub(crate) price_per_hour: Vec<TierSetting<f64>>,
+    price_per_hour: Vec<TierSetting<f64>>,
     #[arg(long, env = "SIM_SCALE_IN_PERIODS", value_delimiter = ',', help = format!(
         "The idle window: scaler periods the scale-in alarm must see below its threshold [default: {}]",
         TierSetting::per_tier(&DEFAULT_SCALE_IN_PERIODS)
     ))]
-    pub(crate) scale_in_periods: Vec<TierSetting<u32>>,
+    scale_in_periods: Vec<TierSetting<u32>>,
     #[arg(long, env = "SIM_SCALE_IN_COOLDOWN_SECONDS", value_delimiter = ',', help = format!(
         "Seconds after a scale-in before the next one [default: {}]",
         TierSetting::per_tier(&DEFAULT_SCALE_IN_COOLDOWN_SECONDS)
     ))]
-    pub(crate) scale_in_cooldown_seconds: Vec<TierSetting<u64>>,
-    /// Idle windows, in minutes, to compare our policy at: how long a tier with nothing to do waits before it scales
-    /// in (the template's ScaleInIdleMinutes, LargeModelScaleInIdleMinutes).
-    #[arg(long, env = "SIM_IDLE_WINDOWS", value_delimiter = ',', default_values_t = DEFAULT_IDLE_WINDOWS,
-        value_parser = clap::value_parser!(u32).range(1..=1440))]
-    pub(crate) idle_windows: Vec<u32>,
+    scale_in_cooldown_seconds: Vec<TierSetting<u64>>,
+    /// GPU memory utilization (percent) the AWS sample's metric reads while a task runs (vLLM reserves ~90 %).
+    #[arg(long, env = "SIM_SAMPLE_GPU_MEMORY", default_value_t = 90.0)]
+    sample_gpu_memory: f64,
+}
+
+/// The warm window: hours a tier keeps a task.
+#[derive(Debug, clap::Args)]
+pub struct WarmArgs {
     /// Hours of the day a tier keeps a task warm, in --utc-offset's time, Monday to Friday unless --warm-weekends:
     /// `8-18`, or per tier `small=8-18` (the template's WarmWindowStart and WarmWindowEnd); prints our policy's cost
     /// and p95 with and without the window [default: off]
     #[arg(long, env = "SIM_WARM_HOURS", value_delimiter = ',')]
-    pub(crate) warm_hours: Vec<TierSetting<Hours>>,
+    warm_hours: Vec<TierSetting<Hours>>,
     /// The warm window holds on Saturday and Sunday too.
     #[arg(long, env = "SIM_WARM_WEEKENDS")]
-    pub(crate) warm_weekends: bool,
+    warm_weekends: bool,
     /// The warm window's time zone, in hours from UTC; simulated time starts on a Monday at 00:00 UTC.
     #[arg(long, env = "SIM_UTC_OFFSET", default_value_t = 0.0, allow_hyphen_values = true)]
-    pub(crate) utc_offset: f64,
-    /// GPU memory utilization (percent) the AWS sample's metric reads while a task runs (vLLM reserves ~90 %).
-    #[arg(long, env = "SIM_SAMPLE_GPU_MEMORY", default_value_t = 90.0)]
-    pub(crate) sample_gpu_memory: f64,
-    /// Seconds between two scaler runs: also the alarms' period.
-    #[arg(long, env = "SIM_SCALER_PERIOD_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
-    pub(crate) scaler_period_seconds: u64,
-    /// Hours a request may wait in the queue before it is dropped (the issue's 1-day retention).
-    #[arg(long, env = "SIM_RETENTION_HOURS", default_value_t = 24.0)]
-    pub(crate) retention_hours: f64,
-    /// Also draw tasks and backlog over time, both policies, into this SVG file.
-    #[arg(long, env = "SIM_PLOT")]
-    pub(crate) plot: Option<PathBuf>,
-    #[command(flatten)]
-    pub policy: PolicyArgs,
+    utc_offset: f64,
 }
 
+/// A run of the simulation, checked and built from the flags.
 pub struct Config {
-    description: String,
-    arrivals: Vec<RawArrival>,
-    tiers: Vec<Tier>,
-    models: PerTier<TierModel>,
-    idle_windows: Vec<u32>,
-    warm_windows: PerTier<Option<WarmWindow>>,
-    timing: Timing,
-    large_share: f64,
-    random_seed: u64,
-    plot: Option<PathBuf>,
+    pub(super) description: String,
+    pub(super) arrivals: Vec<RawArrival>,
+    pub(super) tiers: Vec<Tier>,
+    pub(super) models: PerTier<TierModel>,
+    pub(super) idle_windows: Vec<u32>,
+    pub(super) warm_windows: PerTier<Option<WarmWindow>>,
+    pub(super) timing: Timing,
+    pub(super) large_share: f64,
+    pub(super) random_seed: u64,
+    pub(super) plot: Option<PathBuf>,
 }
 
 impl Args {
     pub fn into_config(self) -> anyhow::Result<Config> {
-        ensure!(self.hours > 0.0 && self.tail_hours >= 0.0, "--hours must be above 0 and --tail-hours at least 0");
-        ensure!((0.0..=1.0).contains(&self.large_share), "--large-share must be between 0 and 1");
-        ensure!(self.retention_hours > 0.0, "--retention-hours must be above 0");
-        ensure!((-12.0..=14.0).contains(&self.utc_offset), "--utc-offset must be between -12 and 14 hours");
-        let duration = seconds(self.hours * 3600.0);
-        let (arrivals, description) = self.arrivals(duration)?;
-        let end = arrivals.iter().map(|a| a.0).max().unwrap_or(0).max(duration) + seconds(self.tail_hours * 3600.0);
-        let models = PerTier { small: self.model(Tier::Small)?, large: self.model(Tier::Large)? };
-        let warm_windows = PerTier { small: self.warm_window(Tier::Small), large: self.warm_window(Tier::Large) };
-        let mut tiers = self.tiers;
+        let Args { trace, span, cold_start, task, warm, policy } = self;
+        ensure!(span.hours > 0.0 && span.tail_hours >= 0.0, "--hours must be above 0 and --tail-hours at least 0");
+        ensure!((0.0..=1.0).contains(&span.large_share), "--large-share must be between 0 and 1");
+        ensure!(span.retention_hours > 0.0, "--retention-hours must be above 0");
+        ensure!((-12.0..=14.0).contains(&warm.utc_offset), "--utc-offset must be between -12 and 14 hours");
+        let duration = seconds(span.hours * 3600.0);
+        let (arrivals, description) = trace.arrivals(&span, duration)?;
+        let end = arrivals.iter().map(|a| a.0).max().unwrap_or(0).max(duration) + seconds(span.tail_hours * 3600.0);
+        let model = |tier| task.model(tier, cold_start.of(tier), &policy);
+        let models = PerTier { small: model(Tier::Small)?, large: model(Tier::Large)? };
+        let warm_windows = PerTier { small: warm.window(Tier::Small), large: warm.window(Tier::Large) };
+        let mut tiers = span.tiers;
         tiers.dedup();
         Ok(Config {
             description,
             arrivals,
             tiers,
             models,
-            idle_windows: self.idle_windows,
+            idle_windows: span.idle_windows,
             warm_windows,
             timing: Timing {
-                period: self.scaler_period_seconds * SECOND,
-                retention: seconds(self.retention_hours * 3600.0),
+                period: span.scaler_period_seconds * SECOND,
+                retention: seconds(span.retention_hours * 3600.0),
                 end,
             },
-            large_share: self.large_share,
-            random_seed: self.random_seed,
-            plot: self.plot,
+            large_share: span.large_share,
+            random_seed: span.random_seed,
+            plot: span.plot,
         })
     }
+}
 
-    fn arrivals(&self, duration: u64) -> anyhow::Result<(Vec<RawArrival>, String)> {
+impl TraceArgs {
+    /// The arrivals over `duration` and a line that says where they came from.
+    fn arrivals(&self, span: &SpanArgs, duration: u64) -> anyhow::Result<(Vec<RawArrival>, String)> {
         let traffic = match self.trace {
             TraceKind::Csv => {
                 let Some(path) = &self.csv else { bail!("--trace csv needs --csv FILE (SIM_CSV)") };
@@ -255,21 +289,23 @@ impl Args {
                 Traffic::Diurnal { rate: self.rate.unwrap_or(DEFAULT_DIURNAL_RATE), peak_hour: self.peak_hour }
             }
         };
-        let mut rng = fastrand::Rng::with_seed(self.random_seed);
-        let description = format!("{traffic} for {} h, random seed {}", self.hours, self.random_seed);
+        let mut rng = fastrand::Rng::with_seed(span.random_seed);
+        let description = format!("{traffic} for {} h, random seed {}", span.hours, span.random_seed);
         Ok((trace::generate(traffic, duration, &mut rng), description))
     }
+}
 
-    fn model(&self, tier: Tier) -> anyhow::Result<TierModel> {
+impl TaskArgs {
+    fn model(&self, tier: Tier, cold_start: ColdStart, policy: &PolicyArgs) -> anyhow::Result<TierModel> {
         let concurrency = TierSetting::pick(&self.task_concurrency, tier, DEFAULT_TASK_CONCURRENCY);
         ensure!(concurrency > 0, "--task-concurrency must be at least 1");
         Ok(TierModel {
             tier,
-            cold_start: self.cold_start(tier),
+            cold_start,
             service_time: seconds(TierSetting::pick(&self.service_seconds, tier, *DEFAULT_SERVICE_SECONDS.get(tier))),
             concurrency,
             price_per_hour: TierSetting::pick(&self.price_per_hour, tier, *DEFAULT_PRICE_PER_HOUR.get(tier)),
-            scaling: self.policy.policy(tier)?,
+            scaling: policy.policy(tier)?,
             scale_in_periods: TierSetting::pick(&self.scale_in_periods, tier, *DEFAULT_SCALE_IN_PERIODS.get(tier))
                 .max(1) as usize,
             scale_in_cooldown: TierSetting::pick(
@@ -281,9 +317,11 @@ impl Args {
             warm_window: None,
         })
     }
+}
 
+impl ColdStartArgs {
     /// The tier's phases as given or by default, scaled to --cold-start-minutes where that names the tier.
-    fn cold_start(&self, tier: Tier) -> ColdStart {
+    fn of(&self, tier: Tier) -> ColdStart {
         let (defaults, flags) = (
             default_cold_start(tier),
             [&self.task_start_seconds, &self.weights_seconds, &self.engine_start_seconds, &self.first_request_seconds],
@@ -292,8 +330,10 @@ impl Args {
         let minutes = TierSetting::pick(&self.cold_start_minutes, tier, phases.total() as f64 / MINUTE as f64);
         phases.scaled_to(seconds(minutes * 60.0))
     }
+}
 
-    fn warm_window(&self, tier: Tier) -> Option<WarmWindow> {
+impl WarmArgs {
+    fn window(&self, tier: Tier) -> Option<WarmWindow> {
         let hours = TierSetting::pick(&self.warm_hours, tier, Hours::OFF);
         (!hours.is_off()).then_some(WarmWindow {
             hours,
@@ -301,80 +341,4 @@ impl Args {
             utc_offset_hours: self.utc_offset,
         })
     }
-}
-
-pub fn run(config: Config) -> anyhow::Result<()> {
-    let mut rng = fastrand::Rng::with_seed(config.random_seed);
-    let arrivals = trace::split_by_tier(&config.arrivals, &config.tiers, config.large_share, &mut rng);
-    let results: Vec<(Tier, event_loop::Comparison)> = config
-        .tiers
-        .iter()
-        .map(|&tier| (tier, event_loop::compare(config.models.get(tier), &config.timing, arrivals.get(tier))))
-        .collect();
-
-    println!(
-        "{}; requests: {} ({}); simulated for {:.1} h\n",
-        config.description,
-        config.arrivals.len(),
-        results.iter().map(|(tier, c)| format!("{tier} {}", c.sample.requests)).collect::<Vec<_>>().join(", "),
-        config.timing.end as f64 / HOUR as f64,
-    );
-    let mut columns = Vec::new();
-    let mut totals = [0.0; PolicyKind::BOTH.len()];
-    for (tier, comparison) in &results {
-        for (total, kind) in totals.iter_mut().zip(PolicyKind::BOTH) {
-            let summary = Summary::of(comparison.get(kind), config.models.get(*tier).price_per_hour);
-            *total += summary.dollars;
-            columns.push(Column { heading: format!("{tier} · {}", kind.name()), summary });
-        }
-    }
-    println!("{}\n", report::table(&columns));
-    println!("cost of every tier: sample ${:.2}, ours ${:.2}\n", totals[0], totals[1]);
-
-    let models: Vec<&TierModel> = config.tiers.iter().map(|&tier| config.models.get(tier)).collect();
-    let lone: Vec<lone_request::Column<'_>> = models
-        .iter()
-        .flat_map(|&model| {
-            let requests = lone_request::compare(model, &config.timing);
-            requests.map(|(kind, request)| lone_request::Column {
-                heading: format!("{} · {}", model.tier, kind.name()),
-                model,
-                request,
-            })
-        })
-        .collect();
-    println!("A lone request on an idle tier, phase by phase:\n\n{}\n", lone_request::table(&lone));
-
-    let idle: Vec<Column> = models
-        .iter()
-        .flat_map(|model| trade::idle_windows(model, &config.timing, arrivals.get(model.tier), &config.idle_windows))
-        .collect();
-    println!(
-        "Ours by idle window (minutes with nothing to do before a tier scales in):\n\n{}\n",
-        report::trade_table(&idle)
-    );
-
-    let windows: Vec<(&TierModel, WarmWindow)> =
-        models.iter().filter_map(|&model| Some((model, (*config.warm_windows.get(model.tier))?))).collect();
-    if let Some((_, window)) = windows.first() {
-        let warm: Vec<Column> = windows
-            .iter()
-            .flat_map(|(model, window)| trade::warm_window(model, *window, &config.timing, arrivals.get(model.tier)))
-            .collect();
-        println!("Ours with a warm window ({window}):\n\n{}\n", report::trade_table(&warm));
-    }
-    println!(
-        "scaler period {} s, retention {:.0} h; see docs/scaling.md for the model",
-        config.timing.period / SECOND,
-        config.timing.retention as f64 / HOUR as f64
-    );
-    if let Some(path) = &config.plot {
-        let series: Vec<TierSeries<'_>> = results
-            .iter()
-            .map(|(tier, c)| TierSeries { tier: *tier, sample: &c.sample.samples, ours: &c.ours.samples })
-            .collect();
-        plot::write_svg(path, &series)?;
-        println!("plot: {}", path.display());
-    }
-    Ok(())
 }
