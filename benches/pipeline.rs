@@ -30,18 +30,32 @@ const OWNED: &[&str] = &["P1", "P2", "P3", "P4", "P6", "F1"];
 const OPENING: &str = "gpuinfer's measured figures, each against a reference from the same run, for whoever sizes, \
                        deploys or changes gpuinfer; per row [Details](#details), caveats in [Notes](#notes).";
 use support::{
-    GPU_LIKE, Memory, Process, Row, TOKENS, best_direct, container_build, details, drive_engine, free_port, gpuinfer,
-    gpuinfer_logged, loads_during, machine, mean_of, memory, report, run_label, runs_of, simulator, table, with_header,
-    with_rows, with_section, wrapped,
+    GPU_LIKE, Memory, Process, Row, TOKENS, aws_stand_in, best_direct, container_build, details, drive_engine,
+    free_port, gpuinfer, gpuinfer_logged, loads_during, machine, mean_of, memory, report, run_label, runs_of,
+    simulator, table, with_header, with_rows, with_section, wrapped,
 };
 
 /// The rows `GPUINFER_BENCH_ROWS` can name, in the order a run measures them: `sim-N` the pipeline through
 /// `gpuinfer dev` on the simulator at N slots (P1, and P2 where it has one), `llama` the same on the local
-/// llama.cpp engine, `sqs-sim-N` and `sqs-llama` the worker on SQS + S3 (P1; `sqs-llama` also P6 as deployed),
-/// `p3` the worker's ceiling and its profile, `p4` the router, `f1` fetch-model (P6's memory row needs `p3` and
+/// llama.cpp engine, `sqs-sim-N` and `sqs-llama` the worker on SQS + S3 in moto (P1; `sqs-llama` also P6 as
+/// deployed), `stand-in-N` the worker on SQS + S3 in the aws-stand-in (P1 where moto is the bound), `p3` the worker's
+/// ceiling and its profile, `p4` the router, `f1` fetch-model (P6's memory row needs `p3` and
 /// `p4`).
-const ROWS: &[&str] =
-    &["sim-8", "sim-64", "sim-256", "llama", "sqs-sim-8", "sqs-sim-64", "sqs-llama", "p3", "p4", "f1"];
+const ROWS: &[&str] = &[
+    "sim-8",
+    "sim-64",
+    "sim-256",
+    "llama",
+    "sqs-sim-8",
+    "sqs-sim-64",
+    "stand-in-8",
+    "stand-in-64",
+    "stand-in-256",
+    "sqs-llama",
+    "p3",
+    "p4",
+    "f1",
+];
 
 /// The rows this run measures: those `GPUINFER_BENCH_ROWS` names, or every row when it is unset or empty.
 struct Selection(Option<Vec<String>>);
@@ -415,31 +429,53 @@ async fn router_env(moto: &str) -> Vec<(&'static str, String)> {
     env
 }
 
-/// The worker's SQS and S3: two motos (scripts/bench.sh starts them on idle CPU only), one for each service, so the
-/// emulator is not one Python process on one core; one S3 moto, as a bucket cannot be split between processes.
+/// The worker's SQS and S3, each on idle CPU only: two motos (scripts/bench.sh starts them), one for each service, so
+/// the emulator is not one Python process on one core (one S3 moto, as a bucket cannot be split between processes);
+/// or the aws-stand-in, one process for both, which counts the calls it answers.
 #[derive(Clone, Copy)]
-struct WorkerMoto<'a> {
+struct WorkerAws<'a> {
     sqs: &'a str,
     s3: &'a str,
+    /// The emulator's processes: SQS's, and S3's where it is another.
+    sqs_pid: u32,
+    s3_pid: Option<u32>,
+    stand_in: bool,
 }
 
-impl WorkerMoto<'_> {
-    /// Whether SQS and S3 are two processes (two URLs), which the rows say.
-    fn split(self) -> bool {
-        self.sqs != self.s3
+impl<'a> WorkerAws<'a> {
+    /// The motos of scripts/bench.sh: one for SQS and, where `s3` is another URL, one for S3.
+    fn motos(sqs: &'a str, s3: &'a str) -> Self {
+        let s3_pid = (sqs != s3).then(|| service_pid("moto", s3));
+        WorkerAws { sqs, s3, sqs_pid: service_pid("moto", sqs), s3_pid, stand_in: false }
+    }
+
+    /// The aws-stand-in serving both services at `url`.
+    fn stand_in(url: &'a str, pid: u32) -> Self {
+        WorkerAws { sqs: url, s3: url, sqs_pid: pid, s3_pid: None, stand_in: true }
+    }
+
+    /// Calls the stand-in has answered so far (`GET /stand-in/stats`); None for moto, which does not count them.
+    async fn calls(self) -> Option<u64> {
+        if !self.stand_in {
+            return None;
+        }
+        let stats: Value = reqwest::get(format!("{}/stand-in/stats", self.sqs)).await.unwrap().json().await.unwrap();
+        stats["calls"].as_u64()
     }
 }
 
-/// The worker on SQS + S3 (moto), measured in one run: its throughput, moto's latency and CPU, the worker's memory.
+/// The worker on SQS + S3, measured in one run: its throughput, the emulator's latency, CPU and calls, the worker's
+/// CPU and memory.
 struct SqsRun {
     tokens_per_s: f64,
     /// Median time of an empty ReceiveMessage.
     receive_ms: f64,
-    /// CPU time the SQS moto (a Python server on this machine's 2 cores, beside the engine) spent during the run;
-    /// with one moto for both services, all of moto's.
-    sqs_moto_cpu_s: f64,
+    /// CPU time the SQS emulator spent during the run; with one process for both services, all of it.
+    sqs_aws_cpu_s: f64,
     /// CPU time the S3 moto spent during the run, where it is a process of its own.
-    s3_moto_cpu_s: Option<f64>,
+    s3_aws_cpu_s: Option<f64>,
+    /// Calls the emulator answered during the run, where it counts them (the stand-in).
+    calls: Option<u64>,
     /// CPU time the worker spent during the run.
     worker_cpu_s: f64,
     seconds: f64,
@@ -469,7 +505,7 @@ fn service_pid(service: &str, url: &str) -> u32 {
 /// in the worker's metric lines (one per request, after its message is deleted), and the documents are read once
 /// at the end, so watching costs moto no CPU: on this machine moto shares the 2 cores with the engine, and the
 /// direct runs have no watcher.
-async fn through_sqs_worker(binary: &str, moto: WorkerMoto<'_>, engine: &str, requests: usize) -> SqsRun {
+async fn through_sqs_worker(binary: &str, moto: WorkerAws<'_>, engine: &str, requests: usize) -> SqsRun {
     let sqs = aws_sdk_sqs::Client::new(&gpuinfer::aws::sdk_config(Some(moto.sqs)).await);
     let s3 = gpuinfer::aws::s3::client(&gpuinfer::aws::sdk_config(Some(moto.s3)).await);
     let suffix = &uuid::Uuid::new_v4().simple().to_string()[..8];
@@ -510,10 +546,10 @@ async fn through_sqs_worker(binary: &str, moto: WorkerMoto<'_>, engine: &str, re
         Some(&warnings),
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let sqs_moto = service_pid("moto", moto.sqs);
-    let s3_moto = moto.split().then(|| service_pid("moto", moto.s3));
+    let (sqs_moto, s3_moto) = (moto.sqs_pid, moto.s3_pid);
     let (sqs_moto_before, s3_moto_before, worker_cpu_before) =
         (cpu_seconds(sqs_moto), s3_moto.map(cpu_seconds), cpu_seconds(worker.pid()));
+    let calls_before = moto.calls().await;
     let started = SystemTime::now();
     let bodies: Vec<String> = (0..requests).map(request).collect();
     for chunk in bodies.chunks(10) {
@@ -533,6 +569,7 @@ async fn through_sqs_worker(binary: &str, moto: WorkerMoto<'_>, engine: &str, re
     let sqs_moto_cpu = cpu_seconds(sqs_moto) - sqs_moto_before;
     let s3_moto_cpu = s3_moto.zip(s3_moto_before).map(|(pid, before)| cpu_seconds(pid) - before);
     let worker_cpu = cpu_seconds(worker.pid()) - worker_cpu_before;
+    let answered = moto.calls().await.zip(calls_before).map(|(after, before)| after - before);
     let watched = SqsQueue::new(sqs.clone(), queue_url.clone(), None);
     // A message still in flight when the last request is recorded: said, with the worker's warnings, and waited
     // for (outside the measured time, which ends at the newest result) until the queue is empty.
@@ -568,8 +605,9 @@ async fn through_sqs_worker(binary: &str, moto: WorkerMoto<'_>, engine: &str, re
     SqsRun {
         tokens_per_s: tokens as f64 / seconds,
         receive_ms: calls[calls.len() / 2],
-        sqs_moto_cpu_s: sqs_moto_cpu.as_secs_f64(),
-        s3_moto_cpu_s: s3_moto_cpu.map(|cpu| cpu.as_secs_f64()),
+        sqs_aws_cpu_s: sqs_moto_cpu.as_secs_f64(),
+        s3_aws_cpu_s: s3_moto_cpu.map(|cpu| cpu.as_secs_f64()),
+        calls: answered,
         worker_cpu_s: worker_cpu.as_secs_f64(),
         seconds,
         worker_peak,
@@ -810,58 +848,69 @@ async fn pipeline_rows(
     );
 }
 
-/// P1 of the worker as deployed (the container build) on SQS + S3, in a moto on idle CPU only, against the engine
-/// driven directly at its best concurrency, in turn: `requests` requests of `TOKENS` tokens a run. The worker's runs,
-/// for P6.
+/// P1 of the worker as deployed (the container build) on SQS + S3, on moto or the aws-stand-in on idle CPU only,
+/// against the engine driven directly at its best concurrency, in turn: `requests` requests of `TOKENS` tokens a run.
+/// The worker's runs, for P6.
 async fn sqs_worker_row(
     rows: &mut Vec<Row>,
     label: &str,
     engine_under_test: EngineUnderTest<'_>,
-    slots: usize,
-    requests: usize,
-    worker_moto: WorkerMoto<'_>,
+    (slots, requests): (usize, usize),
+    aws: WorkerAws<'_>,
 ) -> Vec<SqsRun> {
     let engine = engine_under_test.url;
     let best = direct_concurrency(label, engine, slots, requests).await;
-    eprintln!("{label}: the worker as deployed on SQS + S3 (moto), in turn with the engine at concurrency {best}");
+    let on = if aws.stand_in { "the aws-stand-in" } else { "moto" };
+    eprintln!("{label}: the worker as deployed on SQS + S3 ({on}), in turn with the engine at concurrency {best}");
     let container = container_build();
     let Alternated { directs, runs, direct: direct_side, pipeline: pipeline_side } = alternate(
         engine_under_test,
         engine_under_test.kind.pairs(),
         || drive_engine(engine, best, requests),
-        || through_sqs_worker(&container, worker_moto, engine, requests),
+        || through_sqs_worker(&container, aws, engine, requests),
     )
     .await;
     let rates: Vec<f64> = runs.iter().map(|run| run.tokens_per_s).collect();
     let (sqs_rate, direct) = (mean(&rates), mean(&directs));
-    let moto_ms = runs[0].receive_ms;
-    let sqs_moto_cpu: f64 = runs.iter().map(|run| run.sqs_moto_cpu_s).sum();
-    let s3_moto_cpu: Option<f64> = runs.iter().map(|run| run.s3_moto_cpu_s).sum();
-    // What moto took: each process's CPU time where SQS and S3 are two.
-    let (moto, moto_took) = match s3_moto_cpu {
-        Some(s3) => ("two motos", format!("SQS moto {sqs_moto_cpu:.1}, S3 moto {s3:.1}")),
-        None => ("one moto", format!("moto {sqs_moto_cpu:.1}")),
-    };
+    let receive_ms = runs[0].receive_ms;
+    let sqs_cpu: f64 = runs.iter().map(|run| run.sqs_aws_cpu_s).sum();
+    let s3_cpu: Option<f64> = runs.iter().map(|run| run.s3_aws_cpu_s).sum();
+    let calls: Option<u64> = runs.iter().map(|run| run.calls).sum();
     let worker_cpu: f64 = runs.iter().map(|run| run.worker_cpu_s).sum();
-    let sqs_seconds: f64 = runs.iter().map(|run| run.seconds).sum();
+    let per_request_ms = worker_cpu * 1000.0 / (requests * runs.len()) as f64;
+    // What the emulator took: each moto's CPU time where SQS and S3 are two; the stand-in's per call it answered.
+    let (emulator, took) = match (s3_cpu, calls) {
+        (_, Some(calls)) => (
+            "the aws-stand-in",
+            format!(
+                "stand-in {sqs_cpu:.1} for {calls} calls ({:.3} ms a call)",
+                sqs_cpu * 1000.0 / calls.max(1) as f64
+            ),
+        ),
+        (Some(s3), None) => ("two motos", format!("SQS moto {sqs_cpu:.1}, S3 moto {s3:.1}")),
+        (None, None) => ("one moto", format!("moto {sqs_cpu:.1}")),
+    };
     let target = engine_under_test.kind.sqs_target();
+    let what = if aws.stand_in { "worker on the SQS + S3 stand-in" } else { "SQS + S3 worker" };
     report(
         rows,
         Row {
             id: "P1",
-            what: format!("SQS + S3 worker, {label}"),
+            what: format!("{what}, {label}"),
             ours: format!("{sqs_rate:.1} tok/s"),
             reference: format!("{direct:.1} tok/s"),
             ratio: sqs_rate / direct,
             target: target.0,
             met: Some(sqs_rate / direct >= target.1),
             // moto, a Python emulator, shares this machine's cores with the engine: what the row can show ends there.
-            capped_by: Some("moto-bound"),
+            capped_by: (!aws.stand_in).then_some("moto-bound"),
             details: format!(
-                "{requests} requests, {moto}. Ours: {}{}; ReceiveMessage {moto_ms:.0} ms median; CPU-s in \
-                 {sqs_seconds:.0} s: {moto_took}, worker {worker_cpu:.1}. Direct, concurrency {best}: {}{}.",
+                "{requests} requests, {emulator}. Ours: {}{}; ReceiveMessage {receive_ms:.1} ms median; CPU-s in \
+                 {:.0} s: {took}, worker {worker_cpu:.1} ({per_request_ms:.2} ms a request). Direct, concurrency \
+                 {best}: {}{}.",
                 runs_of(&rates),
                 pipeline_side.engine_note(slots),
+                runs.iter().map(|run| run.seconds).sum::<f64>(),
                 runs_of(&directs),
                 direct_side.engine_note(slots)
             ),
@@ -882,7 +931,7 @@ async fn main() {
     let worker_motos = (std::env::var("BENCH_WORKER_MOTO_URL").ok(), std::env::var("BENCH_WORKER_S3_MOTO_URL").ok());
     let worker_moto = || {
         let sqs = worker_motos.0.as_deref().expect("BENCH_WORKER_MOTO_URL (scripts/bench.sh starts it)");
-        WorkerMoto { sqs, s3: worker_motos.1.as_deref().unwrap_or(sqs) }
+        WorkerAws::motos(sqs, worker_motos.1.as_deref().unwrap_or(sqs))
     };
     let output = std::env::args().skip_while(|a| a != "--write").nth(1).map(PathBuf::from);
     let started = Instant::now();
@@ -910,12 +959,22 @@ async fn main() {
         if selection.has(&format!("sqs-sim-{slots}")) {
             let (_sim, sim_url) = simulator(slots, GPU_LIKE);
             let engine = EngineUnderTest { kind: EngineKind::Simulator, url: &sim_url, process: None };
-            sqs_worker_row(&mut rows, &format!("simulator, {slots} slots"), engine, slots, requests, worker_moto())
-                .await;
+            let label = format!("simulator, {slots} slots");
+            sqs_worker_row(&mut rows, &label, engine, (slots, requests), worker_moto()).await;
+        }
+    }
+    // The worker on SQS + S3 at the sizes moto cannot show: on the aws-stand-in, in a process of its own.
+    for (slots, requests, _) in simulated {
+        if selection.has(&format!("stand-in-{slots}")) {
+            let (_sim, sim_url) = simulator(slots, GPU_LIKE);
+            let (stand_in, stand_in_url) = aws_stand_in();
+            let engine = EngineUnderTest { kind: EngineKind::Simulator, url: &sim_url, process: None };
+            let aws = WorkerAws::stand_in(&stand_in_url, stand_in.pid());
+            sqs_worker_row(&mut rows, &format!("simulator, {slots} slots"), engine, (slots, requests), aws).await;
         }
     }
     if let Some(llama) = llama.filter(|_| selection.has("sqs-llama")) {
-        let runs = sqs_worker_row(&mut rows, "llama.cpp, 8 slots", llama, 8, 48, worker_moto()).await;
+        let runs = sqs_worker_row(&mut rows, "llama.cpp, 8 slots", llama, (8, 48), worker_moto()).await;
         let worker_peak = runs.iter().map(|run| run.worker_peak).fold(0.0, f64::max);
         eprintln!("P6: the same run once with the build of every subcommand");
         let full_build_peak =

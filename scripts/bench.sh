@@ -2,8 +2,8 @@
 # Benchmarks, side by side in one run (release build): prints their rows and writes them into BENCHMARKS.md in place
 # (one table at the top, each row's details under it; each bench's section opens with a paragraph it writes, the
 # AWS-calls section up to its table; the paragraphs written by hand after those are kept). Starts what it
-# measures against: the local llama.cpp engine (8 slots), the moto SQS/S3 emulator (three of them), the engine
-# simulator (8, 64 and 256 slots) and, for the baselines, the AWS CLI (PyPI awscli) and a Python +
+# measures against: the local llama.cpp engine (8 slots), the moto SQS/S3 emulator (three of them), the SQS/S3
+# stand-in (aws-stand-in, where moto is the bound), the engine simulator (8, 64 and 256 slots) and, for the baselines, the AWS CLI (PyPI awscli) and a Python +
 # boto3 router; profiles the worker with valgrind's callgrind when valgrind is installed. Last, the OpenAI layer's
 # row (O1, scripts/bench/responses_layer.py) with the official OpenAI Python client (scripts/openai-client.sh).
 # Run it on an otherwise idle machine: it takes about 25 minutes after the release build.

@@ -378,16 +378,26 @@ pub const GPU_LIKE: &[&str] = &["--completion-tokens", "100000", "--token-ms", "
 
 /// The engine simulator: `slots` parallel slots.
 pub fn simulator(slots: usize, extra: &[&str]) -> (Process, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_engine-simulator"))
-        .args(["--listen", "127.0.0.1:0", "--slots", &slots.to_string()])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the engine simulator");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_engine-simulator"));
+    command.args(["--listen", "127.0.0.1:0", "--slots", &slots.to_string()]).args(extra);
+    serving(command, "the engine simulator")
+}
+
+/// The SQS + S3 stand-in (`aws-stand-in`) on idle CPU only (SCHED_IDLE), as moto runs in these benches: what it
+/// takes, the engine and the worker do not lose.
+pub fn aws_stand_in() -> (Process, String) {
+    let mut command = Command::new("chrt");
+    command.args(["--idle", "0", env!("CARGO_BIN_EXE_aws-stand-in"), "--listen", "127.0.0.1:0"]);
+    serving(command, "the aws-stand-in")
+}
+
+/// `command`'s process, once it printed the URL it serves on (its first line).
+fn serving(mut command: Command, what: &str) -> (Process, String) {
+    let mut child =
+        command.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap_or_else(|e| panic!("{what}: {e}"));
     let mut url = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut url).unwrap();
-    assert!(url.starts_with("http://"), "the engine simulator did not start with {extra:?}");
+    assert!(url.starts_with("http://"), "{what} did not start");
     (Process(child), url.trim().to_owned())
 }
 

@@ -1,7 +1,27 @@
-//! The worker's adaptive in-flight limit: it grows while the engine has free generation slots and shrinks as soon as
-//! requests queue inside the engine beyond a small allowance, read from the engine's own /metrics; for an engine
-//! without them, from the time per generated token (additive increase, multiplicative decrease when it rises well
-//! above its best).
+//! The worker's adaptive in-flight limit: how many requests it keeps inside the engine at once.
+//!
+//! It grows while the engine has free generation slots and shrinks as soon as requests queue inside the engine
+//! beyond a small allowance, read from the engine's own /metrics; for an engine without them, from the time per
+//! generated token (additive increase, multiplicative decrease when it rises well above its best).
+//!
+//! - Start: `INITIAL_LIMIT` (8); 1 on an engine that keeps abandoned requests (llama.cpp), which could not give back
+//!   what it queued ahead of a high-priority request (`AdaptiveLimit::start_on`). A 2-slot llama.cpp is then full
+//!   within two readings.
+//! - Readings: the worker reads the engine's load every 250 ms, every 50 ms in the first climb
+//!   (`worker::limit_loop`).
+//! - Growth, up to the ceiling: while every slot of the limit was used and fewer requests wait than the allowance
+//!   (none when it is 0 or 1); on llama.cpp only once the engine counts every request sent. In the first climb
+//!   (until requests first queue) the limit doubles each reading on an engine that drops abandoned requests (8 to 256
+//!   in five readings), else grows by half (8 to 256 within nine); after it, by one.
+//! - Queueing: once more requests wait than the allowance while the limit is used, it becomes the most the engine
+//!   ran in its last `CAPACITY_READINGS` (8) readings (our share of it, beside another client), plus the allowance:
+//!   at once in the first climb, later after two such readings in a row. It then holds for `HOLD_READINGS` (30 s)
+//!   and tries one more.
+//! - Allowance: one request queued per 16 running on an engine that drops abandoned requests (none below 16 slots);
+//!   one on llama.cpp while it runs two or more (`QUEUE_ALLOWANCE_DIVISOR`).
+//! - Without gauges: every `LATENCY_WINDOW` (8) finished requests, the limit grows while time per token stays within
+//!   `LATENCY_TOLERANCE` (2×) of its best, and is multiplied by `BACKOFF` (0.8) above it. It settles near the slots
+//!   (0.6–2.1× of them in the tests below).
 
 use crate::contract::engine_load::EngineLoad;
 

@@ -14,7 +14,7 @@ use gpuinfer::contract::tier::{Lanes, Tier};
 use gpuinfer::engine::simulator::{Behavior, EngineSimulator, Faults};
 use gpuinfer::infra::metrics::Emf;
 use gpuinfer::ports::{GpuUtilization, PutOutcome, Queue, QueueCounts, QueueError, ResultStore, Service};
-use gpuinfer::worker::{HealthSettings, LeaseSettings, WorkerConfig};
+use gpuinfer::worker::WorkerConfig;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -345,20 +345,6 @@ async fn router_sqs_worker_s3_carry_fifty_requests_end_to_end() {
     assert!(moto::drain(&dlq).await.is_empty(), "nothing dead-lettered");
 }
 
-fn worker_config() -> WorkerConfig {
-    WorkerConfig {
-        concurrency: 4,
-        wait_time: Duration::from_secs(1),
-        lease: LeaseSettings {
-            visibility_timeout: Duration::from_secs(30),
-            retry_base: Duration::ZERO,
-            ..LeaseSettings::of_tier(Tier::Small)
-        },
-        health: HealthSettings { interval: Duration::from_millis(50), ..HealthSettings::default() },
-        ..WorkerConfig::new(Tier::Small)
-    }
-}
-
 async fn in_process_worker(
     lanes: &Lanes<String>,
     dlq: &str,
@@ -394,7 +380,7 @@ async fn malformed_messages_are_dead_lettered_and_failing_requests_end_in_error_
     })
     .await;
     let shutdown = CancellationToken::new();
-    let worker = in_process_worker(&lanes, &dlq, Arc::clone(&store), &engine, worker_config(), &shutdown).await;
+    let worker = in_process_worker(&lanes, &dlq, Arc::clone(&store), &engine, moto::worker_config(), &shutdown).await;
 
     let sqs = moto::sqs().await;
     sqs.send_message().queue_url(url).message_body("{\"prompt\": 5}").send().await.unwrap();
@@ -434,8 +420,8 @@ async fn two_workers_racing_on_one_request_store_exactly_one_result() {
         sqs.send_message().queue_url(&url).message_body(&body).send().await.unwrap();
     }
     let shutdown = CancellationToken::new();
-    let first = in_process_worker(&lanes, &dlq, Arc::clone(&store), &engine, worker_config(), &shutdown).await;
-    let second = in_process_worker(&lanes, &dlq, Arc::clone(&store), &engine, worker_config(), &shutdown).await;
+    let first = in_process_worker(&lanes, &dlq, Arc::clone(&store), &engine, moto::worker_config(), &shutdown).await;
+    let second = in_process_worker(&lanes, &dlq, Arc::clone(&store), &engine, moto::worker_config(), &shutdown).await;
     let queue = SqsQueue::new(sqs.clone(), url.clone(), None);
     eventually(Duration::from_secs(30), "both messages deleted", || {
         let queue = queue.clone();
@@ -492,7 +478,7 @@ async fn on_sqs_one_slot_fills_from_the_high_lane_first_and_normal_gets_every_fi
         Arc::new(S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}/results/")).unwrap()));
     let engine = EngineSimulator::start(Behavior { latency: Duration::from_millis(20), ..Behavior::default() }).await;
     let shutdown = CancellationToken::new();
-    let config = WorkerConfig { concurrency: 1, ..worker_config() };
+    let config = WorkerConfig { concurrency: 1, ..moto::worker_config() };
     let worker = in_process_worker(&lanes, &dlq, store, &engine, config, &shutdown).await;
     eventually(Duration::from_secs(30), "ten results", || async {
         (moto::keys(&moto::s3().await, &bucket, "results/").await.len() == 10).then_some(())
@@ -562,7 +548,7 @@ async fn on_sqs_a_worker_holds_a_receive_of_messages_ahead_of_its_engine_slots_a
     let bodies: Vec<String> = (0..30).map(|n| request_body(&format!("ahead {n}")).1).collect();
     moto::send_all(&lanes.normal, &bodies).await;
     let shutdown = CancellationToken::new();
-    let config = WorkerConfig { concurrency: 8, ..worker_config() };
+    let config = WorkerConfig { concurrency: 8, ..moto::worker_config() };
     let worker = in_process_worker(&lanes, &dlq, Arc::clone(&store), &engine, config, &shutdown).await;
 
     // A limit of 8 on SQS holds 8 messages ahead (its limit, at most one receive's 10): 16 invisible while 8 run in

@@ -463,3 +463,19 @@ fn the_readme_stays_a_front_door_of_at_most_10_kb() {
     let bytes = read("README.md").len();
     assert!(bytes <= 10 * 1024, "README.md is {bytes} bytes: move what one reader needs to its page in docs/");
 }
+
+/// The documentation's words (README.md, BENCHMARKS.md, docs/*.md), counted as `wc -w` and scripts/doc-words.sh count
+/// them: at most half of the 37,147 they were at 51036a4, so a new fact replaces words rather than adding pages.
+#[test]
+fn the_documentation_stays_within_half_of_its_old_words() {
+    let mut pages = vec!["README.md".to_owned(), "BENCHMARKS.md".to_owned()];
+    for entry in std::fs::read_dir(format!("{ROOT}/docs")).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name.ends_with(".md") {
+            pages.push(format!("docs/{name}"));
+        }
+    }
+    let total: usize = pages.iter().map(|page| read(page).split_whitespace().count()).sum();
+    assert!(pages.len() >= 10, "pages read: {pages:?}");
+    assert!(total <= 37_147 / 2, "the documentation holds {total} words, over {}: scripts/doc-words.sh", 37_147 / 2);
+}

@@ -30,8 +30,8 @@ enum EngineKind {
     /// around a real server may, in a shell list (`…; exit`), so the engine command's own shell is its parent
     /// and exits at SIGTERM first.
     SlowToStop,
-    /// The real llama.cpp engine of scripts/local-engine.sh, in the foreground.
-    LlamaCpp,
+    /// The real llama.cpp engine of scripts/local-engine.sh, in the foreground, with this many slots.
+    LlamaCpp { slots: u32 },
 }
 
 /// The engine simulator's command line.
@@ -51,8 +51,8 @@ impl EngineKind {
                 "sh -c 'trap \"sleep 1; echo slow-stop-engine: stopped >&2; exit 0\" TERM; {} & wait'; exit",
                 simulator_command(LATENCY_MS)
             ),
-            EngineKind::LlamaCpp => {
-                format!("{}/scripts/local-engine.sh serve --port {{port}} --slots 2", env!("CARGO_MANIFEST_DIR"))
+            EngineKind::LlamaCpp { slots } => {
+                format!("{}/scripts/local-engine.sh serve --port {{port}} --slots {slots}", env!("CARGO_MANIFEST_DIR"))
             }
         }
     }
@@ -62,7 +62,7 @@ impl EngineKind {
         match self {
             EngineKind::Simulator { .. } => None,
             EngineKind::SlowToStop => Some("slow-stop-engine: stopped"),
-            EngineKind::LlamaCpp => Some("local_engine.py: stopped"),
+            EngineKind::LlamaCpp { .. } => Some("local_engine.py: stopped"),
         }
     }
 
@@ -71,7 +71,7 @@ impl EngineKind {
         match self {
             EngineKind::Simulator { .. } => "engine-simulator",
             EngineKind::SlowToStop => "slow-stop-engine",
-            EngineKind::LlamaCpp => "local_engine.py",
+            EngineKind::LlamaCpp { .. } => "local_engine.py",
         }
     }
 }
@@ -300,7 +300,7 @@ async fn an_engine_slower_to_stop_than_its_wrapper_gets_its_grace_before_sigkill
 #[tokio::test]
 #[ignore = "needs the local engine installed: scripts/test.sh"]
 async fn a_real_llama_cpp_engine_is_started_for_a_request_and_stopped_after_the_idle_ttl() {
-    idle_then_one_request_then_idle(EngineKind::LlamaCpp, Duration::from_secs(180)).await;
+    idle_then_one_request_then_idle(EngineKind::LlamaCpp { slots: 2 }, Duration::from_secs(180)).await;
 }
 
 /// A burst of 16 requests scales the tier out to its maximum of two engines and back to none once drained, every
@@ -341,7 +341,7 @@ async fn a_burst_scales_out_to_the_maximum_and_back_in_with_nothing_lost() {
 #[tokio::test]
 #[ignore = "needs the local engine installed: scripts/test.sh"]
 async fn a_burst_scales_real_llama_cpp_engines_out_to_the_maximum_and_back_in_with_nothing_lost() {
-    a_burst_scales_out_and_back_in(EngineKind::LlamaCpp, 32, Duration::from_secs(240)).await;
+    a_burst_scales_out_and_back_in(EngineKind::LlamaCpp { slots: 2 }, 32, Duration::from_secs(240)).await;
 }
 
 /// Four long requests on one engine; the engine is killed with SIGKILL while they run (no result stored yet):
@@ -394,7 +394,7 @@ async fn an_engine_killed_mid_request_is_replaced_and_every_request_ends_once() 
 #[tokio::test]
 #[ignore = "needs the local engine installed: scripts/test.sh"]
 async fn a_real_llama_cpp_engine_killed_mid_generation_is_replaced_and_every_request_ends_once() {
-    an_engine_killed_mid_request_is_replaced(EngineKind::LlamaCpp, 400, Duration::from_secs(240)).await;
+    an_engine_killed_mid_request_is_replaced(EngineKind::LlamaCpp { slots: 2 }, 400, Duration::from_secs(240)).await;
 }
 
 /// `gpuinfer dev` killed with SIGKILL while its engine runs requests: the engine dies with it; a new `gpuinfer dev`
@@ -429,20 +429,18 @@ async fn an_engine_does_not_outlive_a_killed_dev_and_a_restart_completes_its_req
 #[tokio::test]
 #[ignore = "needs the local engine installed: scripts/test.sh"]
 async fn a_real_llama_cpp_engine_does_not_outlive_a_killed_dev_and_a_restart_completes_its_requests() {
-    an_engine_dies_with_a_killed_dev(EngineKind::LlamaCpp, 400, Duration::from_secs(240)).await;
+    an_engine_dies_with_a_killed_dev(EngineKind::LlamaCpp { slots: 2 }, 400, Duration::from_secs(240)).await;
 }
 
 /// A worker that starts in front of a backlog (every scale from zero) does not send it into an engine that keeps
-/// what it queues (llama.cpp: nothing queued inside it can be taken back): 12 normal requests sent before the
-/// tier's engine is up, a high-priority one half a second after its worker pool started on them; the
-/// high-priority request ends after at most 3 of the 12 (at a first limit of 8, it ended after 8).
-#[tokio::test]
-#[ignore = "needs the local engine installed: scripts/test.sh"]
-async fn a_high_priority_request_behind_a_cold_start_backlog_on_llama_cpp_waits_for_at_most_three_of_it() {
+/// what it queues (llama.cpp: nothing queued inside it can be taken back): `normals` requests sent before the tier's
+/// engine of `slots` slots is up, a high-priority one half a second after its worker pool started on them. The
+/// high-priority request ends after at most `slots + 1` of them: those running and one queued inside the engine.
+async fn a_high_request_behind_a_cold_start_backlog(slots: u32, normals: usize) {
     let data = tempfile::tempdir().unwrap();
-    let dev = OnDemand::start(data.path(), EngineKind::LlamaCpp, &[]).await;
+    let dev = OnDemand::start(data.path(), EngineKind::LlamaCpp { slots }, &[]).await;
     let mut normal = Vec::new();
-    for i in 0..12 {
+    for i in 0..normals {
         normal.push(dev.send(&format!("Write a short story about the number {i}."), 48).await);
     }
     // Posted once the worker has started on the backlog, as a client's next request would be.
@@ -457,5 +455,23 @@ async fn a_high_priority_request_behind_a_cold_start_backlog_on_llama_cpp_waits_
         let ended = dev.document(id, limit).await["timestamp"].as_str().unwrap().to_owned();
         before += usize::from(ended < high_ended);
     }
-    assert!(before <= 3, "the high-priority request ended after {before} of the 12 (log {})", dev.dev.log());
+    let most = slots as usize + 1;
+    assert!(
+        before <= most,
+        "with {slots} slots the high request ended after {before} of the {normals} (at most {most}; log {})",
+        dev.dev.log()
+    );
+}
+
+/// At a first limit of 8 the high-priority request ended after 8 of the 12.
+#[tokio::test]
+#[ignore = "needs the local engine installed: scripts/test.sh"]
+async fn a_high_priority_request_behind_a_cold_start_backlog_on_two_llama_cpp_slots_waits_for_at_most_three_of_it() {
+    a_high_request_behind_a_cold_start_backlog(2, 12).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the local engine installed: scripts/test.sh"]
+async fn a_high_priority_request_behind_a_cold_start_backlog_on_four_llama_cpp_slots_waits_for_at_most_five_of_it() {
+    a_high_request_behind_a_cold_start_backlog(4, 20).await;
 }

@@ -12,6 +12,7 @@ mod api_keys_on_lambda;
 mod aws_adapters;
 mod aws_call_counter;
 mod aws_rules;
+mod aws_stand_in;
 mod batch_api;
 mod bedrock;
 mod cli;

@@ -33,7 +33,7 @@ use gpuinfer::local::queue::LocalQueue;
 use gpuinfer::ports::{Classifier, ClassifyError, Message, Queue, QueueCounts, QueueError, ResultStore, TaskCounts};
 use gpuinfer::router::routing::{Reason, RoutingConfig, route};
 use gpuinfer::scaler::{Readings, ScalingPolicy, decide};
-use gpuinfer::worker::{HealthSettings, LeaseSettings, Stopped, WorkerConfig};
+use gpuinfer::worker::{Stopped, WorkerConfig};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -258,17 +258,7 @@ async fn sqs_worker(
     let location = S3Location::parse(&format!("s3://{bucket}/results/")).unwrap();
     let store: Arc<dyn ResultStore> = Arc::new(S3Store::new(moto::s3().await, location));
     let engine = EngineConfig { base_url: engine.url.clone(), model: None, request_timeout: Duration::from_secs(10) };
-    let config = WorkerConfig {
-        concurrency: 4,
-        wait_time: Duration::from_secs(1),
-        lease: LeaseSettings {
-            visibility_timeout: Duration::from_secs(30),
-            retry_base: Duration::ZERO,
-            ..LeaseSettings::of_tier(Tier::Small)
-        },
-        health: HealthSettings { interval: Duration::from_millis(50), ..HealthSettings::default() },
-        ..WorkerConfig::new(Tier::Small)
-    };
+    let config = moto::worker_config();
     let worker = gpuinfer::cmd::worker::build(lanes, store, &engine, config, Emf::discard()).unwrap();
     tokio::spawn(worker.run(shutdown.clone()))
 }

@@ -1,8 +1,11 @@
 //! The moto server (real SQS/S3 emulator) started by scripts/test.sh: SDK clients and fresh queues/buckets.
 
+use std::time::Duration;
+
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_sqs::types::QueueAttributeName;
-use gpuinfer::contract::tier::Lanes;
+use gpuinfer::contract::tier::{Lanes, Tier};
+use gpuinfer::worker::{HealthSettings, LeaseSettings, WorkerConfig};
 
 /// moto's URL; a test that needs it fails (never skips) when it is not running.
 pub fn url() -> String {
@@ -210,4 +213,20 @@ pub async fn high_lane_of(queue_url: &str) -> String {
     let created =
         sqs().await.create_queue().queue_name(format!("{name}-high")).send().await.expect("create the high lane");
     created.queue_url.expect("high lane url")
+}
+
+/// The small tier's worker in the tests on SQS + S3: 4 slots, 1 s long polls, retries at once, the engine probed
+/// every 50 ms.
+pub fn worker_config() -> WorkerConfig {
+    WorkerConfig {
+        concurrency: 4,
+        wait_time: Duration::from_secs(1),
+        lease: LeaseSettings {
+            visibility_timeout: Duration::from_secs(30),
+            retry_base: Duration::ZERO,
+            ..LeaseSettings::of_tier(Tier::Small)
+        },
+        health: HealthSettings { interval: Duration::from_millis(50), ..HealthSettings::default() },
+        ..WorkerConfig::new(Tier::Small)
+    }
 }
