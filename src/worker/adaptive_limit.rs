@@ -1,9 +1,7 @@
-//! The worker's adaptive in-flight limit: how many requests it keeps inside the engine at once.
-//!
-//! It grows while the engine has free generation slots and shrinks as soon as requests queue inside the engine
-//! beyond a small allowance, read from the engine's own /metrics; for an engine without them, from the time per
-//! generated token (additive increase, multiplicative decrease when it rises well above its best).
-//!
+//! The worker's adaptive in-flight limit: how many requests it keeps inside the engine at once. It grows while the
+//! engine has free generation slots and shrinks as soon as requests queue inside it beyond a small allowance, read
+//! from the engine's /metrics; without them, from the time per generated token (additive increase, multiplicative
+//! decrease when it rises well above its best).
 //! - Start: `INITIAL_LIMIT` (8); 1 on an engine that keeps abandoned requests (llama.cpp), which could not give back
 //!   what it queued ahead of a high-priority request (`AdaptiveLimit::start_on`). A 2-slot llama.cpp is then full
 //!   within two readings.

@@ -429,3 +429,84 @@ fn the_parent_check_finds_a_child_that_imports_its_parent() {
         ]
     );
 }
+
+/// Every file of `src/` (binaries included): its path and text.
+fn source_files() -> Vec<(String, String)> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    walk(&src, &mut files);
+    let relative = |file: &Path| file.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+    files.iter().map(|file| (relative(file), std::fs::read_to_string(file).unwrap())).collect()
+}
+
+/// The named fields of each struct the code declares (`struct X { a: A, pub b: B }`), as `file: X has N fields`.
+fn struct_sizes(file: &str, text: &str) -> Vec<(String, usize)> {
+    let code = code(text);
+    let mut sizes = Vec::new();
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find("struct ") {
+        let after = &rest[at + "struct ".len()..];
+        let starts_word = at == 0 || !rest[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_');
+        let name: String = after.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        let open = after.find(['{', ';', '(']);
+        rest = after;
+        let (Some(open), true) = (open, starts_word && !name.is_empty()) else { continue };
+        if !after[open..].starts_with('{') {
+            continue;
+        }
+        let (mut depth, mut fields, mut at_field_start, mut previous) = (0usize, 0, true, ' ');
+        for c in after[open..].chars() {
+            match c {
+                '>' if previous == '-' => {}
+                '{' | '(' | '[' | '<' => depth += 1,
+                '}' | ')' | ']' | '>' => depth = depth.saturating_sub(1),
+                ':' if depth == 1 && at_field_start => {
+                    fields += 1;
+                    at_field_start = false;
+                }
+                ',' if depth == 1 => at_field_start = true,
+                _ => {}
+            }
+            previous = c;
+            if depth == 0 {
+                break;
+            }
+        }
+        sizes.push((format!("{file}: {name}"), fields));
+    }
+    sizes
+}
+
+/// Files stay small and types hold a few things each: no file of `src/` over 450 lines, no struct over 10 fields.
+#[test]
+fn no_source_file_is_over_450_lines_nor_any_struct_over_10_fields() {
+    let files = source_files();
+    let long: Vec<String> = files
+        .iter()
+        .filter(|(_, text)| text.lines().count() > 450)
+        .map(|(file, text)| format!("{file}: {} lines", text.lines().count()))
+        .collect();
+    assert!(long.is_empty(), "split these files: {long:?}");
+    let sizes: Vec<(String, usize)> = files.iter().flat_map(|(file, text)| struct_sizes(file, text)).collect();
+    assert!(sizes.len() > 100, "only {} structs found: is the code read right?", sizes.len());
+    let big: Vec<String> = sizes.iter().filter(|(_, n)| *n > 10).map(|(s, n)| format!("{s} has {n} fields")).collect();
+    assert!(big.is_empty(), "group these fields into parts of their own: {big:?}");
+}
+
+/// The size check counts what it should: attributes, generics and a field's own type do not add fields.
+#[test]
+fn the_struct_check_counts_named_fields_only() {
+    let text = "#[derive(Debug)]\npub struct A<T: Clone> {\n    #[serde(default)]\n    pub a: Option<Vec<(u8, T)>>,\n    \
+                b: std::collections::HashMap<String, u32>,\n    c: Box<dyn Fn(u8) -> u8>,\n    d: u8,\n}\nstruct Unit;\nstruct Pair(u8, u8);\nfn f() { let _ = \"struct Q { x: 1 }\"; }\n";
+    assert_eq!(struct_sizes("x.rs", text), [("x.rs: A".to_owned(), 4)]);
+}
