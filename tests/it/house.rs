@@ -14,9 +14,8 @@ struct Room {
     text: String,
 }
 
-/// Every file of the library crate under `src/` (not `main.rs` or `bin/`, which are crates of their own), by path
-/// relative to `src/`. Unit-test files (`x/tests.rs`) are test code, not rooms.
-fn rooms() -> BTreeMap<String, Room> {
+/// `src/` and every Rust file under it.
+fn rust_files() -> (PathBuf, Vec<PathBuf>) {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
@@ -30,6 +29,13 @@ fn rooms() -> BTreeMap<String, Room> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
     walk(&src, &mut files);
+    (src, files)
+}
+
+/// Every file of the library crate under `src/` (not `main.rs` or `bin/`, which are crates of their own), by path
+/// relative to `src/`. Unit-test files (`x/tests.rs`) are test code, not rooms.
+fn rooms() -> BTreeMap<String, Room> {
+    let (src, files) = rust_files();
     let mut rooms = BTreeMap::new();
     for file in files {
         let relative = file.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
@@ -432,19 +438,7 @@ fn the_parent_check_finds_a_child_that_imports_its_parent() {
 
 /// Every file of `src/` (binaries included): its path and text.
 fn source_files() -> Vec<(String, String)> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    walk(&src, &mut files);
+    let (src, files) = rust_files();
     let relative = |file: &Path| file.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
     files.iter().map(|file| (relative(file), std::fs::read_to_string(file).unwrap())).collect()
 }
