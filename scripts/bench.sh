@@ -9,8 +9,8 @@
 # Run it on an otherwise idle machine: it takes about 25 minutes after the release build.
 #
 # GPUINFER_BENCH_ROWS=sim-8,sqs-sim-8 (row ids, benches/pipeline.rs lists them) measures only those rows of the
-# pipeline benchmark and writes them (table line and details item) in place; the other benches do not run. The id o1 there measures the row O1
-# (alone: GPUINFER_BENCH_ROWS=o1 runs only it, on a release build).
+# pipeline benchmark and writes them (table line and details item) in place; the other benches do not run. The id o1
+# there measures the row O1, and p7 the saturation benchmark's rows (P7, P8).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -26,18 +26,22 @@ AWSCLI_PIN="awscli==1.46.3"
 ROWS="${GPUINFER_BENCH_ROWS:-}"
 # o1 is scripts/bench/responses_layer.py's row, not one of benches/pipeline.rs's: the other ids go to the pipeline
 # benchmark, which runs where any is left (or none was named).
-run_o1=true run_pipeline=true pipeline_rows=""
+run_o1=true run_p7=true run_pipeline=true pipeline_rows=""
 if [[ -n ${ROWS//[ ,]/} ]]; then
-    run_o1=false
+    run_o1=false run_p7=false
     IFS=, read -ra named <<<"${ROWS// /}"
     for id in "${named[@]}"; do
-        if [[ $id == o1 ]]; then run_o1=true; elif [[ -n $id ]]; then pipeline_rows+="${pipeline_rows:+,}$id"; fi
+        case $id in
+            o1) run_o1=true ;;
+            p7) run_p7=true ;;
+            ?*) pipeline_rows+="${pipeline_rows:+,}$id" ;;
+        esac
     done
     [[ -n $pipeline_rows ]] || run_pipeline=false
 fi
 # The local llama.cpp engine: for every run, and for a selection of rows only where one of them runs on it.
 needs_engine=true
-if [[ -n ${ROWS//[ ,]/} && ! ,${ROWS// /}, =~ ,(llama|sqs-llama), ]]; then needs_engine=false; fi
+if [[ -n ${ROWS//[ ,]/} && ! ,${ROWS// /}, =~ ,(llama|sqs-llama|p7), ]]; then needs_engine=false; fi
 
 stop_services() {
     if $needs_engine; then scripts/local-engine.sh stop --port "$ENGINE_PORT" || true; fi
@@ -58,10 +62,20 @@ responses_layer() {
     "$(scripts/openai-client.sh install)" scripts/bench/responses_layer.py --gpuinfer "$target_dir/release/gpuinfer" \
         --simulator "$target_dir/release/engine-simulator" --write BENCHMARKS.md
 }
+# P7 and P8: benches/saturation.rs, on the engine simulator and the local llama.cpp engine.
+saturation() {
+    BENCH_LOCAL_ENGINE_URL="http://127.0.0.1:$ENGINE_PORT" cargo bench --locked --bench saturation -- --write BENCHMARKS.md
+}
 if ! $run_pipeline; then
-    # Only O1: the two binaries it runs, in release (a pipeline run's `cargo bench` builds them).
-    cargo build --release --locked --features test-support --bin gpuinfer --bin engine-simulator
-    responses_layer
+    if $run_p7; then
+        scripts/local-engine.sh start --port "$ENGINE_PORT" --slots 8
+        saturation
+    fi
+    if $run_o1; then
+        # The two binaries O1 runs, in release (a pipeline run's `cargo bench` builds them).
+        cargo build --release --locked --features test-support --bin gpuinfer --bin engine-simulator
+        responses_layer
+    fi
     exit 0
 fi
 scripts/aws-emulator.sh start --port "$MOTO_PORT"
@@ -104,11 +118,12 @@ export BENCH_CONTAINER_GPUINFER="$target_dir/container/gpuinfer"
 export CARGO_PROFILE_BENCH_DEBUG=line-tables-only CARGO_PROFILE_BENCH_STRIP=false
 GPUINFER_BENCH_ROWS="$pipeline_rows" cargo bench --locked --bench pipeline -- --write BENCHMARKS.md
 if [[ -n ${ROWS//[ ,]/} ]]; then
+    if $run_p7; then saturation; fi
     if $run_o1; then responses_layer; fi
     exit 0
 fi
 # Each writes its rows (table and details) and its section's first paragraph into BENCHMARKS.md in place.
-cargo bench --locked --bench saturation -- --write BENCHMARKS.md
+saturation
 cargo bench --locked --bench zero_idle -- --write BENCHMARKS.md
 cargo bench --locked --bench batch_api -- --write BENCHMARKS.md
 # AWS calls and price per request: every SQS, S3, CloudWatch, ECS and Lambda call of our router, worker and scaler and

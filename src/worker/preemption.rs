@@ -1,5 +1,5 @@
 //! Normal and batch requests in the engine, youngest last, and how the youngest give their slot up: to a
-//! high-priority request that waited for a slot while a young one ran, or when the engine queues requests beyond
+//! high-priority request that found no slot due soon, or when the engine queues requests beyond
 //! the worker's share. A request that gives its slot up loses what it generated and waits for the next slot.
 
 use std::collections::BTreeMap;
@@ -11,6 +11,8 @@ use tokio::sync::oneshot;
 
 /// Weight of the newest engine time in the typical one (an exponential moving average).
 const TYPICAL_WEIGHT: f64 = 0.2;
+/// A high-priority request waits at most this part of the typical engine time for a slot: one in `PATIENCE_PARTS`.
+const PATIENCE_PARTS: u32 = 8;
 
 #[derive(Debug, Default)]
 pub(crate) struct Preemption {
@@ -67,24 +69,24 @@ impl Preemption {
         });
     }
 
-    /// How long a high-priority request waits for a slot before it may take one: a quarter of the typical engine
-    /// time (none before a request has finished). Where slots turn over sooner, as when requests run staggered,
-    /// it gets one without taking any.
+    /// How long a high-priority request waits for a slot before it takes one: an eighth of the typical engine time
+    /// where the oldest running request is due to finish within that (the typical time less its age), as when
+    /// requests run staggered; else none, as when they all started together, and the next slot is most of a request
+    /// away. None before a request has finished.
     pub(crate) fn patience(&self) -> Duration {
-        self.lock().typical.map_or(Duration::ZERO, |typical| typical / 4)
+        let state = self.lock();
+        let Some(typical) = state.typical else { return Duration::ZERO };
+        let due_soon = state.running.first_key_value().is_none_or(|(_, oldest)| {
+            typical.saturating_sub(oldest.started.elapsed()) <= typical / PATIENCE_PARTS
+        });
+        if due_soon { typical / PATIENCE_PARTS } else { Duration::ZERO }
     }
 
-    /// For a high-priority request that waited its patience: asks the youngest running request to give its slot
-    /// up, if it started less than half the typical engine time ago (any age before a request has finished), so
-    /// the engine work lost stays below what the high-priority request would otherwise wait; whether one was asked.
+    /// For a high-priority request that waited its patience: asks the youngest running request, whatever its age,
+    /// to give its slot up (what it generated is lost: at most one request's engine time for each high-priority
+    /// request, which waits at most an eighth of one); whether one was asked.
     pub(crate) fn for_high_priority(&self) -> bool {
-        let mut state = self.lock();
-        let typical = state.typical;
-        let young = |running: &Running| typical.is_none_or(|typical| running.started.elapsed() < typical / 2);
-        if !state.running.last_key_value().is_some_and(|(_, youngest)| young(youngest)) {
-            return false;
-        }
-        state.running.pop_last().is_some_and(|(_, youngest)| youngest.give_up.send(()).is_ok())
+        self.lock().running.pop_last().is_some_and(|(_, youngest)| youngest.give_up.send(()).is_ok())
     }
 
     /// Asks the `count` youngest running requests to give their slot up, whatever their age (the engine holds them
@@ -137,7 +139,7 @@ mod tests {
         let preemption = Preemption::new();
         let mut oldest = preemption.register();
         let mut youngest = preemption.register();
-        assert!(preemption.for_high_priority(), "before any request finished, any age will do");
+        assert!(preemption.for_high_priority());
         assert!(was_asked(&mut youngest).await);
         assert!(!was_asked(&mut oldest).await);
         assert!(preemption.for_high_priority());
@@ -147,27 +149,26 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_request_past_half_the_typical_engine_time_keeps_its_slot() {
+    async fn a_high_priority_request_waits_only_where_the_oldest_request_is_due_to_finish_soon() {
         let preemption = Preemption::new();
-        preemption.observe(Duration::from_millis(80));
-        assert_eq!(preemption.patience(), Duration::from_millis(20));
-        let mut running = preemption.register();
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert!(!preemption.for_high_priority(), "it has run 50 ms of a typical 80: waiting costs less");
-        assert!(!was_asked(&mut running).await);
-        assert!(preemption.any_running());
-        let mut young = preemption.register();
-        assert!(preemption.for_high_priority(), "a request that just started loses little");
-        assert!(was_asked(&mut young).await);
+        let _before = preemption.register();
+        assert_eq!(preemption.patience(), Duration::ZERO, "no wait before any request finished");
+        drop(_before);
+        preemption.observe(Duration::from_millis(400));
+        assert_eq!(preemption.patience(), Duration::from_millis(50), "nothing running: an eighth of 400 ms");
+        let _oldest = preemption.register();
+        assert_eq!(preemption.patience(), Duration::ZERO, "all started together: the next slot is 400 ms away");
+        tokio::time::sleep(Duration::from_millis(360)).await;
+        let _youngest = preemption.register();
+        assert_eq!(preemption.patience(), Duration::from_millis(50), "the oldest is due within 50 ms: worth waiting");
     }
 
     #[tokio::test]
     async fn the_typical_engine_time_moves_with_each_finished_request() {
         let preemption = Preemption::new();
-        assert_eq!(preemption.patience(), Duration::ZERO, "no patience before any request finished");
         preemption.observe(Duration::from_millis(400));
         preemption.observe(Duration::from_millis(900));
-        assert_eq!(preemption.patience(), Duration::from_millis(125), "(0.8 × 400 + 0.2 × 900) ÷ 4");
+        assert_eq!(preemption.patience(), Duration::from_micros(62_500), "(0.8 × 400 + 0.2 × 900) ÷ 8, nothing running");
     }
 
     #[tokio::test]

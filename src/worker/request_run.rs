@@ -113,7 +113,7 @@ where
 
     /// Waits for a slot with the message's visibility renewed; None if the engine is lost (or the drain times out)
     /// first. A high-priority request gets the next slot ahead of the others and, once it has waited its patience,
-    /// may take a young normal or batch request's slot (see `preemption`).
+    /// takes the youngest normal or batch request's slot (see `preemption`).
     async fn wait_for_slot(&self) -> Option<Slot> {
         let limit = &self.worker.limit;
         let slot = async {
@@ -127,6 +127,7 @@ where
                 return first.await;
             }
             tokio::select! {
+                biased;
                 slot = &mut first => return slot,
                 () = tokio::time::sleep(limit.preemption().patience()) => {}
             }
