@@ -31,7 +31,16 @@ struct State {
 #[derive(Debug)]
 struct Running {
     started: Instant,
-    give_up: oneshot::Sender<()>,
+    give_up: oneshot::Sender<GiveUp>,
+}
+
+/// Why a running request is asked to give its slot up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GiveUp {
+    /// For a high-priority request: what it generated is lost.
+    ForHighPriority,
+    /// The engine holds it waiting beyond the worker's share: it lost nothing.
+    PulledBack,
 }
 
 /// One running request's place in the list; leaves it when dropped.
@@ -39,7 +48,7 @@ struct Running {
 pub(crate) struct Preemptible {
     id: u64,
     preemption: Arc<Preemption>,
-    asked: oneshot::Receiver<()>,
+    asked: oneshot::Receiver<GiveUp>,
 }
 
 impl Preemption {
@@ -76,9 +85,10 @@ impl Preemption {
     pub(crate) fn patience(&self) -> Duration {
         let state = self.lock();
         let Some(typical) = state.typical else { return Duration::ZERO };
-        let due_soon = state.running.first_key_value().is_none_or(|(_, oldest)| {
-            typical.saturating_sub(oldest.started.elapsed()) <= typical / PATIENCE_PARTS
-        });
+        let due_soon = state
+            .running
+            .first_key_value()
+            .is_none_or(|(_, oldest)| typical.saturating_sub(oldest.started.elapsed()) <= typical / PATIENCE_PARTS);
         if due_soon { typical / PATIENCE_PARTS } else { Duration::ZERO }
     }
 
@@ -86,7 +96,10 @@ impl Preemption {
     /// to give its slot up (what it generated is lost: at most one request's engine time for each high-priority
     /// request, which waits at most an eighth of one); whether one was asked.
     pub(crate) fn for_high_priority(&self) -> bool {
-        self.lock().running.pop_last().is_some_and(|(_, youngest)| youngest.give_up.send(()).is_ok())
+        self.lock()
+            .running
+            .pop_last()
+            .is_some_and(|(_, youngest)| youngest.give_up.send(GiveUp::ForHighPriority).is_ok())
     }
 
     /// Asks the `count` youngest running requests to give their slot up, whatever their age (the engine holds them
@@ -95,7 +108,7 @@ impl Preemption {
         let mut state = self.lock();
         (0..count)
             .map_while(|_| state.running.pop_last())
-            .map(|(_, running)| running.give_up.send(()))
+            .map(|(_, running)| running.give_up.send(GiveUp::PulledBack))
             .filter(Result::is_ok)
             .count()
     }
@@ -106,10 +119,11 @@ impl Preemption {
 }
 
 impl Preemptible {
-    /// Resolves when the request is asked to give its slot up; never, once it has left the list.
-    pub(crate) async fn asked(&mut self) {
-        if (&mut self.asked).await.is_err() {
-            std::future::pending::<()>().await;
+    /// Resolves when the request is asked to give its slot up, with why; never, once it has left the list.
+    pub(crate) async fn asked(&mut self) -> GiveUp {
+        match (&mut self.asked).await {
+            Ok(why) => why,
+            Err(_) => std::future::pending().await,
         }
     }
 }
@@ -127,11 +141,11 @@ mod tests {
 
     use std::time::Duration;
 
-    use super::Preemption;
+    use super::{GiveUp, Preemption};
 
-    /// Whether `preemptible` has been asked to give its slot up, without waiting.
-    async fn was_asked(preemptible: &mut super::Preemptible) -> bool {
-        tokio::time::timeout(Duration::from_millis(20), preemptible.asked()).await.is_ok()
+    /// Why `preemptible` has been asked to give its slot up, if it has, without waiting.
+    async fn asked(preemptible: &mut super::Preemptible) -> Option<GiveUp> {
+        tokio::time::timeout(Duration::from_millis(20), preemptible.asked()).await.ok()
     }
 
     #[tokio::test]
@@ -140,10 +154,10 @@ mod tests {
         let mut oldest = preemption.register();
         let mut youngest = preemption.register();
         assert!(preemption.for_high_priority());
-        assert!(was_asked(&mut youngest).await);
-        assert!(!was_asked(&mut oldest).await);
+        assert_eq!(asked(&mut youngest).await, Some(GiveUp::ForHighPriority));
+        assert_eq!(asked(&mut oldest).await, None);
         assert!(preemption.for_high_priority());
-        assert!(was_asked(&mut oldest).await);
+        assert_eq!(asked(&mut oldest).await, Some(GiveUp::ForHighPriority));
         assert!(!preemption.for_high_priority(), "nothing left to ask");
         assert!(!preemption.any_running());
     }
@@ -168,7 +182,11 @@ mod tests {
         let preemption = Preemption::new();
         preemption.observe(Duration::from_millis(400));
         preemption.observe(Duration::from_millis(900));
-        assert_eq!(preemption.patience(), Duration::from_micros(62_500), "(0.8 × 400 + 0.2 × 900) ÷ 8, nothing running");
+        assert_eq!(
+            preemption.patience(),
+            Duration::from_micros(62_500),
+            "(0.8 × 400 + 0.2 × 900) ÷ 8, nothing running"
+        );
     }
 
     #[tokio::test]
@@ -181,9 +199,10 @@ mod tests {
         let mut third = preemption.register();
         drop(finished);
         assert_eq!(preemption.pull_back(2), 2);
-        assert!(was_asked(&mut third).await && was_asked(&mut second).await);
-        assert!(!was_asked(&mut first).await);
+        assert_eq!(asked(&mut third).await, Some(GiveUp::PulledBack));
+        assert_eq!(asked(&mut second).await, Some(GiveUp::PulledBack));
+        assert_eq!(asked(&mut first).await, None);
         assert_eq!(preemption.pull_back(5), 1, "only one is left");
-        assert!(was_asked(&mut first).await);
+        assert_eq!(asked(&mut first).await, Some(GiveUp::PulledBack));
     }
 }

@@ -17,7 +17,7 @@ use crate::worker::cancel_watch;
 use crate::worker::engine_watch::wait_until_healthy;
 use crate::worker::lease::HeldMessage;
 use crate::worker::limit_loop::Gauged;
-use crate::worker::preemption::Preemptible;
+use crate::worker::preemption::{GiveUp, Preemptible};
 use crate::worker::slots::Slot;
 
 /// A request's run: the worker it runs on and the message it holds until it ends.
@@ -42,7 +42,8 @@ where
             Ok(request) => request,
             Err(ended) => return ended,
         };
-        // A request gives its slot up at most once.
+        // A request gives its slot up to a high-priority one at most once (pulled back from the engine's queue, it
+        // lost nothing).
         let mut may_give_up = self.held.lease().preemptible;
         loop {
             let slot = match free_slot.take() {
@@ -57,10 +58,10 @@ where
                     None => return self.release().await,
                 },
             };
-            if let Some(ended) = self.run_request(&request, slot, preemptible.take(), &mut cancels).await {
-                return ended;
+            match self.run_request(&request, slot, preemptible.take(), &mut cancels).await {
+                Ok(ended) => return ended,
+                Err(why) => may_give_up &= why == GiveUp::PulledBack,
             }
-            may_give_up = false;
         }
     }
 
@@ -148,15 +149,15 @@ where
     }
 
     /// Runs a prepared request to the end: deadline, inference in `slot` (given back as the engine answers, so the
-    /// next request starts while this one stores its result), result, delete. None when it gave its slot up before
-    /// the engine answered (only if `preemptible`; then it waits for another).
+    /// next request starts while this one stores its result), result, delete. Why it gave its slot up, when it did
+    /// before the engine answered (only if `preemptible`; then it waits for another).
     async fn run_request(
         &self,
         request: &InferenceRequest,
         slot: Slot,
         preemptible: Option<Preemptible>,
         cancels: &mut watch::Receiver<u64>,
-    ) -> Option<Disposition> {
+    ) -> Result<Disposition, GiveUp> {
         let started = Instant::now();
         let worker = &self.worker;
         let (tier, id, message) = (worker.config.tier, request.request_id, &self.held.lease().message);
@@ -173,7 +174,7 @@ where
         if let Some(deadline) = request.deadline.filter(|_| request.expired_at(Utc::now())) {
             let reason = format!("the deadline {} passed before inference started", deadline.to_rfc3339());
             let document = ResultDocument::failure(processing(started), ErrorCode::Expired, reason);
-            return Some(self.finish(request, document).await);
+            return Ok(self.finish(request, document).await);
         }
         let engine_started = Instant::now();
         let inference = self.infer(request, preemptible, cancels).await;
@@ -195,15 +196,15 @@ where
                 if request.response
                     && let Err(why) = self.mark_ending(request, None).await
                 {
-                    return Some(self.retry_later(why).await);
+                    return Ok(self.retry_later(why).await);
                 }
                 self.held.delete().await;
-                return Some(Disposition::Aborted);
+                return Ok(Disposition::Aborted);
             }
-            Inference::HandBack => return Some(self.release().await),
-            Inference::GaveUpSlot => {
-                tracing::info!(request_id = %id, %tier, "gave its slot up (to a high-priority request, or the engine queued it beyond the worker's share): runs again in the next free slot");
-                return None;
+            Inference::HandBack => return Ok(self.release().await),
+            Inference::GaveUpSlot(why) => {
+                tracing::info!(request_id = %id, %tier, ?why, "gave its slot up: runs again in the next free slot");
+                return Err(why);
             }
         };
         let processing = processing(started);
@@ -217,9 +218,9 @@ where
                 ErrorCode::AttemptsExhausted,
                 format!("gave up after {} attempts; last error: {error}", message.receive_count),
             ),
-            Err(error) => return Some(self.retry_later(&error.to_string()).await),
+            Err(error) => return Ok(self.retry_later(&error.to_string()).await),
         };
-        Some(self.finish(request, document).await)
+        Ok(self.finish(request, document).await)
     }
 
     /// Runs the request under a heartbeat. A failure while the engine does not answer its health probe is
@@ -251,7 +252,7 @@ where
             () = hand_back.cancelled() => Inference::HandBack,
             () = self.document_stored(request.request_id, cancels) => Inference::Superseded,
             outcome = self.held.heartbeat(attempts) => Inference::Done(outcome),
-            () = asked_for_slot(preemptible.as_mut()) => Inference::GaveUpSlot,
+            why = asked_for_slot(preemptible.as_mut()) => Inference::GaveUpSlot(why),
         }
     }
 
@@ -292,11 +293,11 @@ enum Inference {
     /// The engine was lost or the drain timed out: hand the message back.
     HandBack,
     /// The request gave its slot up (see `preemption`): it runs again in the next free slot.
-    GaveUpSlot,
+    GaveUpSlot(GiveUp),
 }
 
-/// Resolves when a preemptible request is asked for its slot; never for another (None).
-async fn asked_for_slot(preemptible: Option<&mut Preemptible>) {
+/// Resolves when a preemptible request is asked for its slot, with why; never for another (None).
+async fn asked_for_slot(preemptible: Option<&mut Preemptible>) -> GiveUp {
     match preemptible {
         Some(preemptible) => preemptible.asked().await,
         None => std::future::pending().await,

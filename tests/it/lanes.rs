@@ -185,6 +185,27 @@ async fn a_high_priority_request_halfway_through_requests_that_started_together_
     rig.stop().await;
 }
 
+/// A request pulled back from the engine's queue lost nothing, so it may still give its slot up to a high-priority
+/// request once: here both requests running are such, started together halfway before the high one comes. Spared
+/// as requests displaced once already, they held the high one up until the first finished, 2.3 s in all.
+#[tokio::test]
+async fn a_request_pulled_back_from_the_engines_queue_may_still_give_its_slot_up_to_a_high_priority_one() {
+    let behavior = Behavior { latency: Duration::from_millis(1500), slots: 2, ..Behavior::default() };
+    let rig = rig(behavior, WorkerConfig { concurrency: 4, ..config() }).await;
+    let normals = send_now(&rig, Priority::Normal, 4).await;
+    rig.engine_called(6).await; // 4, then the 2 pulled back, together as the first 2 finish
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let sent = Instant::now();
+    let high = send_now(&rig, Priority::High, 1).await;
+    assert_eq!(rig.result(high[0]).await.status, Status::Success);
+    assert!(sent.elapsed() < Duration::from_millis(2000), "it started at once (1.5 s): {:?}", sent.elapsed());
+    assert_eq!(rig.engine.aborted(), 1, "one pulled-back request gave its slot up");
+    for id in normals {
+        assert_eq!(rig.result(id).await.status, Status::Success);
+    }
+    rig.stop().await;
+}
+
 /// A request that gave its slot up to a high-priority one, then was canceled while it waited for another, never
 /// reaches the engine again: the worker checks for a stored document before every engine call, not only the first.
 #[tokio::test]
