@@ -1,4 +1,4 @@
-//! OpenAI-compatible engine client (vLLM, llama.cpp, SGLang…): completions, chat completions, health.
+//! OpenAI-compatible engine client (vLLM, llama.cpp, SGLang…): completions, chat completions, health, load, slots.
 
 use std::time::Duration;
 
@@ -140,6 +140,16 @@ impl Engine for EngineClient {
             return None;
         }
         load::parse(&response.text().await.ok()?)
+    }
+
+    /// Reads GET /props, where llama.cpp's server reports its slots (`total_slots`); vLLM has no such page.
+    async fn slots(&self) -> Option<u64> {
+        let response = self.http.get(format!("{}/props", self.base)).timeout(HEALTH_TIMEOUT).send().await.ok()?;
+        if !response.status().is_success() {
+            return None;
+        }
+        let props: Value = response.json().await.ok()?;
+        props["total_slots"].as_u64().filter(|&slots| slots > 0)
     }
 }
 

@@ -42,8 +42,8 @@ pub struct Behavior {
     pub batch_slowdown: f64,
     /// Prefill time per prompt token.
     pub prefill_per_token: Duration,
-    /// As the local llama.cpp engine does: a request whose client hung up still runs to its end in its slot, and
-    /// /metrics names the gauges as llama.cpp does. Otherwise, as vLLM does, it is dropped at once.
+    /// As the local llama.cpp engine does: a request whose client hung up still runs to its end in its slot, /metrics
+    /// names the gauges as llama.cpp does and /props reports the slots. Otherwise, as vLLM does, it is dropped at once.
     pub keeps_abandoned: bool,
 }
 
@@ -175,6 +175,7 @@ impl EngineSimulator {
             .route("/v1/chat/completions", post(complete))
             .route("/simulator/stats", get(stats))
             .route("/metrics", get(metrics))
+            .route("/props", get(props))
             .with_state(Arc::clone(&state));
         let url = listener.local_addr().map_or_else(|e| format!("http://unknown ({e})"), |a| format!("http://{a}"));
         let server = tokio::spawn(async move {
@@ -231,6 +232,16 @@ async fn metrics(State(state): State<Arc<SimulatorState>>) -> String {
     }
     let total = state.counts.calls.load(Ordering::SeqCst);
     format!("engine_requests_running {running}\nengine_requests_waiting {waiting}\nengine_requests_total {total}\n")
+}
+
+/// As llama.cpp's server (`keeps_abandoned`), its slots under `total_slots`; otherwise, as vLLM, no such page.
+async fn props(State(state): State<Arc<SimulatorState>>) -> Response {
+    let behavior = lock(&state.behavior);
+    if behavior.keeps_abandoned {
+        Json(json!({ "total_slots": behavior.slots })).into_response()
+    } else {
+        StatusCode::NOT_FOUND.into_response()
+    }
 }
 
 /// What the simulator has seen, for tests that run it as a separate process.

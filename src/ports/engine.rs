@@ -36,4 +36,8 @@ pub trait Engine: Send + Sync {
     async fn load(&self) -> Option<EngineLoad> {
         None
     }
+    /// The generation slots the engine says it has; None when it does not say.
+    async fn slots(&self) -> Option<u64> {
+        None
+    }
 }

@@ -93,11 +93,12 @@ impl InFlightLimit {
         }
     }
 
-    /// The in-flight limit for the first requests, from the engine's load before any is sent (see
-    /// `AdaptiveLimit::start_on`).
+    /// The in-flight limit for the first requests, from the engine's load before any is sent and, on an engine that
+    /// keeps abandoned requests, the slots it reports (see `AdaptiveLimit::start_on`).
     pub(super) async fn first_limit<E: Engine + ?Sized>(&self, engine: &E) {
         if let Some(load) = self.read_load(engine).await {
-            self.adjust_limit(Some(load), |limit, _| limit.start_on(load));
+            let slots = if load.drops_abandoned { None } else { engine.slots().await };
+            self.adjust_limit(Some(load), |limit, _| limit.start_on(load, slots));
         }
     }
 

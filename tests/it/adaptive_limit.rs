@@ -1,7 +1,7 @@
 //! The worker's adaptive in-flight limit against the engine simulator's slots, read through the simulator's /metrics:
 //! with default settings a backlog fills every slot and leaves next to nothing queued inside the engine, where a
 //! fixed limit above the slots queues the rest there; the limit is reported as an EMF metric. On an engine that keeps
-//! abandoned requests, one request waits inside it.
+//! abandoned requests, one request waits inside it, and the slots it reports are filled at once.
 
 use std::time::Duration;
 
@@ -19,13 +19,14 @@ const BACKLOG: usize = 200;
 
 /// The engine's load every 20 ms while a worker drains a backlog of `BACKLOG` requests.
 async fn loads_while_draining(config: WorkerConfig) -> (Rig, Vec<EngineLoad>) {
-    loads_on(Behavior { slots: SLOTS, latency: Duration::from_millis(200), ..Behavior::default() }, config).await
+    let behavior = Behavior { slots: SLOTS, latency: Duration::from_millis(200), ..Behavior::default() };
+    loads_on(behavior, config, BACKLOG).await
 }
 
-/// The same on an engine of `behavior`.
-async fn loads_on(behavior: Behavior, config: WorkerConfig) -> (Rig, Vec<EngineLoad>) {
+/// The same on an engine of `behavior`, with a backlog of `backlog` requests.
+async fn loads_on(behavior: Behavior, config: WorkerConfig, backlog: usize) -> (Rig, Vec<EngineLoad>) {
     let rig = Rig::start(behavior, config, None, |lanes| async move {
-        let bodies: Vec<String> = (0..BACKLOG).map(|n| request_body(&format!("backlog {n}")).1).collect();
+        let bodies: Vec<String> = (0..backlog).map(|n| request_body(&format!("backlog {n}")).1).collect();
         for chunk in bodies.chunks(10) {
             assert!(lanes.normal.send_many(chunk).await.iter().all(Result::is_ok));
         }
@@ -33,7 +34,7 @@ async fn loads_on(behavior: Behavior, config: WorkerConfig) -> (Rig, Vec<EngineL
     .await;
     let http = reqwest::Client::new();
     let mut loads = Vec::new();
-    while rig.engine.calls() < BACKLOG as u64 {
+    while rig.engine.calls() < backlog as u64 {
         let text = http.get(format!("{}/metrics", rig.engine.url)).send().await.unwrap().text().await.unwrap();
         loads.push(load::parse(&text).unwrap());
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -75,20 +76,38 @@ async fn a_fixed_limit_above_the_slots_queues_the_rest_inside_the_engine() {
     rig.stop().await;
 }
 
+/// The same on an engine that keeps abandoned requests and reports its slots, as llama.cpp does, drained by a worker
+/// of default concurrency.
+async fn loads_on_llama_like(slots: usize, latency: Duration, backlog: usize) -> (Rig, Vec<EngineLoad>) {
+    let behavior = Behavior { slots, latency, keeps_abandoned: true, ..Behavior::default() };
+    let defaults = WorkerConfig::new(Tier::Small);
+    loads_on(behavior, WorkerConfig { concurrency: defaults.concurrency, ..config() }, backlog).await
+}
+
 /// On an engine that keeps abandoned requests (llama.cpp) the limit keeps one request queued inside it, so a slot
 /// that frees refills at the engine's next step (see `adaptive_limit`), and no more: none could be taken back for a
 /// high-priority request.
 #[tokio::test]
 async fn on_an_engine_that_keeps_abandoned_requests_one_request_waits_inside_it() {
     let slots = 4;
-    let behavior =
-        Behavior { slots, latency: Duration::from_millis(200), keeps_abandoned: true, ..Behavior::default() };
-    let defaults = WorkerConfig::new(Tier::Small);
-    let (rig, loads) = loads_on(behavior, WorkerConfig { concurrency: defaults.concurrency, ..config() }).await;
-    // The first climb overshoots once (requests it sent beyond the slots cannot be pulled back); then the queue.
+    let (rig, loads) = loads_on_llama_like(slots, Duration::from_millis(200), BACKLOG).await;
     let settled = &loads[loads.len() / 3..loads.len() * 2 / 3];
     let with_one_waiting = settled.iter().filter(|load| load.waiting == 1).count();
     assert!(with_one_waiting * 2 >= settled.len(), "one request waiting most of the time: {settled:?}");
     assert!(settled.iter().all(|load| load.waiting <= 1 && load.running as usize <= slots), "{settled:?}");
+    rig.stop().await;
+}
+
+/// On an engine that keeps abandoned requests and reports its slots (llama.cpp's /props), a backlog fills them at
+/// once, as a client driving the engine directly would. Climbing from one instead (1, 2, 3, 5, a reading apart) cost
+/// llama.cpp about a tenth of its throughput, where a fixed limit did not (BENCHMARKS.md, P1).
+#[tokio::test]
+async fn an_engine_that_reports_its_slots_gets_them_all_at_once() {
+    let slots = 4;
+    let (rig, loads) = loads_on_llama_like(slots, Duration::from_millis(300), 12).await;
+    // Readings are 20 ms apart: the first three once the engine runs any span the limit loop's first reading.
+    let first: Vec<&EngineLoad> = loads.iter().skip_while(|load| load.running == 0).take(3).collect();
+    assert!(first.iter().any(|load| load.running == slots as u64), "every slot at once: {loads:?}");
+    assert!(loads.iter().all(|load| load.waiting <= 1), "never more than one queued inside it: {loads:?}");
     rig.stop().await;
 }

@@ -1,10 +1,13 @@
 //! End to end on a real model: `gpuinfer dev` as a child process in front of the local llama.cpp engine
-//! (started by scripts/test.sh), killed and restarted mid-run without losing an accepted request.
+//! (started by scripts/test.sh), killed and restarted mid-run without losing an accepted request; what the worker
+//! reads of that engine (its load, its slots).
 
 use std::time::{Duration, Instant};
 
 use crate::support::dev::Dev;
 use crate::support::{free_port, result_document};
+use gpuinfer::engine::client::{EngineClient, EngineConfig};
+use gpuinfer::ports::Engine;
 use serde_json::{Value, json};
 
 fn engine_url() -> String {
@@ -74,4 +77,15 @@ async fn requests_reach_the_real_model_and_survive_a_killed_pipeline() {
         accepted.len(),
         started.elapsed().as_secs_f64()
     );
+}
+
+/// The worker fills a llama.cpp engine's slots at once from its /props (`adaptive_limit`): the real server reports the
+/// 8 that scripts/test.sh starts it with, and its /metrics gauges are read.
+#[tokio::test]
+#[ignore = "needs the local engine: scripts/test.sh"]
+async fn the_real_engine_reports_its_slots_and_its_load() {
+    let config = EngineConfig { base_url: engine_url(), model: None, request_timeout: Duration::from_secs(5) };
+    let engine = EngineClient::new(&config).unwrap();
+    assert_eq!(engine.slots().await, Some(8));
+    assert!(engine.load().await.is_some(), "llama.cpp's /metrics gauges read");
 }

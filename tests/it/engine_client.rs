@@ -1,4 +1,5 @@
-//! The OpenAI-compatible engine client against the engine simulator: endpoints, base URLs, error kinds.
+//! The OpenAI-compatible engine client against the engine simulator: endpoints, base URLs, error kinds, the slots
+//! an engine reports.
 
 use std::time::Duration;
 
@@ -68,4 +69,12 @@ async fn a_missing_engine_is_unavailable() {
     let client = client(&url, Some("m"), Duration::from_secs(5));
     assert!(matches!(client.generate(&request(json!({"prompt": "hi"}))).await, Err(EngineError::Unavailable(_))));
     assert!(!client.healthy().await);
+}
+
+#[tokio::test]
+async fn the_slots_are_read_where_the_engine_reports_them_as_llama_cpp_does() {
+    let llama_like = EngineSimulator::start(Behavior { slots: 6, keeps_abandoned: true, ..Behavior::default() }).await;
+    assert_eq!(client(&llama_like.url, Some("m"), Duration::from_secs(5)).slots().await, Some(6));
+    let vllm_like = EngineSimulator::start(Behavior { slots: 6, ..Behavior::default() }).await;
+    assert_eq!(client(&vllm_like.url, Some("m"), Duration::from_secs(5)).slots().await, None, "no /props: not said");
 }
