@@ -3,7 +3,8 @@
 use async_trait::async_trait;
 use uuid::Uuid;
 
-use crate::contract::request::{ChatMessage, InferenceRequest, Input, Sampling};
+use crate::contract::labels::Labels;
+use crate::contract::request::{ChatMessage, InferenceRequest, Input, Origin, Output, Sampling};
 use crate::contract::request_id::RequestId;
 use crate::contract::tier::{Priority, Tier};
 use crate::ports::classifier::{FailureReports, INSTRUCTION, parse_answer};
@@ -28,17 +29,15 @@ impl Classifier for OpenAiClassifier {
     async fn classify(&self, text: &str) -> Result<Tier, ClassifyError> {
         let question = InferenceRequest {
             request_id: RequestId::from(Uuid::nil()),
-            input: Input::Messages(vec![
-                ChatMessage { role: "system".into(), content: INSTRUCTION.into() },
-                ChatMessage { role: "user".into(), content: text.into() },
-            ]),
-            sampling: Sampling { max_tokens: 3, temperature: 0.0, top_p: 1.0 },
+            input: Input::Messages(vec![ChatMessage::text("system", INSTRUCTION), ChatMessage::text("user", text)]),
+            sampling: Sampling::plain(3, 0.0),
+            output: Output::default(),
+            labels: Labels::default(),
             route: None,
             priority: Priority::Normal,
             deadline: None,
             callback_url: None,
-            batch: None,
-            response: false,
+            origin: Origin::Plain,
         };
         let answer = match self.engine.generate(&question).await {
             Ok(answer) => answer,

@@ -1,10 +1,11 @@
-//! The words and documents every layer shares, importing nothing else of the crate: tiers and lanes, the request
-//! and its id, the result and error documents, the JSON error bodies, a Batch API line, an OpenAI response's id and
-//! where it stands, the engine's load.
+//! The words and documents every layer shares, importing nothing else of the crate: tiers and lanes, the request,
+//! its id and its labels (user, metadata), the result and error documents, the JSON error bodies, a Batch API line,
+//! an OpenAI response's id and where it stands, the engine's load.
 
 pub mod batch_line;
 pub mod engine_load;
 pub(crate) mod error_body;
+pub mod labels;
 pub(crate) mod openai_response;
 pub mod outcome;
 pub mod request;

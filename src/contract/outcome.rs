@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::contract::labels::Labels;
 use crate::contract::request_id::RequestId;
 use crate::contract::tier::Tier;
 
@@ -12,6 +13,13 @@ pub struct Generation {
     pub text: String,
     pub usage: Usage,
     pub finish_reason: String,
+    /// The functions the model called (OpenAI's `tool_calls`, as the engine sent them); then `finishReason` is
+    /// `tool_calls`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<serde_json::Value>,
+    /// Each token's log probability (OpenAI's `logprobs` of the choice, as the engine sent it), when asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -34,6 +42,9 @@ pub enum ErrorCode {
     Expired,
     /// The client canceled the request (DELETE /results/{requestId}) before it finished.
     Canceled,
+    /// The answer is not what the response format asked for (not JSON, or not valid against its schema): the
+    /// engine ignored the format, or was cut at maxTokens.
+    InvalidOutput,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -72,6 +83,9 @@ pub struct ResultDocument {
     pub(crate) timestamp: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The request's `user` and `metadata`, returned as sent.
+    #[serde(flatten)]
+    pub labels: Labels,
 }
 
 /// Facts about the processing of one message, shared by success and error documents.
@@ -102,7 +116,12 @@ impl ResultDocument {
         error: Option<ErrorDetail>,
         model: Option<String>,
     ) -> Self {
-        ResultDocument { processing: p, status, result, error, timestamp: now(), model }
+        ResultDocument { processing: p, status, result, error, timestamp: now(), model, labels: Labels::default() }
+    }
+
+    /// The document with the request's labels (`user`, `metadata`) returned in it.
+    pub(crate) fn labelled(self, labels: &Labels) -> Self {
+        ResultDocument { labels: labels.clone(), ..self }
     }
 
     pub(crate) fn to_json(&self) -> Vec<u8> {

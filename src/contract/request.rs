@@ -2,50 +2,67 @@
 
 //!
 //! `strict_json`: the bodies' JSON (no key given twice); `refusal`: why a request is refused; `field_checks`: the
-//! checks of one field's value.
+//! checks of one field's value; `messages`: a chat's messages; `sampling`, `output`, `origin`: the request's
+//! groups of fields (its `labels` are `contract::labels`).
 
 mod field_checks;
+mod messages;
+mod origin;
+mod output;
 mod refusal;
+mod sampling;
 mod strict_json;
 
+pub use messages::ChatMessage;
+pub use origin::Origin;
+pub use output::Output;
 pub use refusal::RequestError;
 pub(crate) use refusal::shorten;
+pub(crate) use sampling::{DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P};
+pub use sampling::{MAX_TOKENS_LIMIT, Sampling};
 pub(crate) use strict_json::parse_json;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::contract::batch_line::BatchLine;
+use crate::contract::labels::Labels;
 use crate::contract::request_id::RequestId;
 use crate::contract::tier::{Priority, Tier};
-use field_checks::{parse_callback_url, parse_number, parse_optional_number, parse_prompt, parse_request_id};
+use field_checks::{parse_callback_url, parse_optional_number, parse_prompt, parse_request_id};
 use refusal::{clip, shown_name};
 
 /// Largest request accepted, equal to SQS's MaximumMessageSize.
 pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
-pub const MAX_TOKENS_LIMIT: u32 = 2048;
-pub(crate) const DEFAULT_MAX_TOKENS: u32 = 256;
-pub(crate) const DEFAULT_TEMPERATURE: f64 = 0.7;
-pub(crate) const DEFAULT_TOP_P: f64 = 1.0;
 /// Longest deadline, counted from acceptance.
 pub(crate) const MAX_DEADLINE_SECONDS: f64 = 24.0 * 3600.0;
 
 /// The fields a request may have; any other is refused by name.
-pub const FIELDS: [&str; 11] = [
+pub const FIELDS: [&str; 23] = [
     "requestId",
     "prompt",
     "messages",
     "maxTokens",
     "temperature",
     "topP",
+    "seed",
+    "presencePenalty",
+    "frequencyPenalty",
+    "logprobs",
+    "topLogprobs",
+    "responseFormat",
+    "stop",
+    "tools",
+    "toolChoice",
+    "parallelToolCalls",
+    "user",
+    "metadata",
     "route",
     "priority",
     "deadlineSeconds",
     "deadline",
     "callbackUrl",
 ];
-const ROLES: [&str; 4] = ["system", "user", "assistant", "tool"];
 
 /// A validated request, as enqueued (camelCase JSON) and as the worker runs it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -56,6 +73,12 @@ pub struct InferenceRequest {
     pub input: Input,
     #[serde(flatten)]
     pub sampling: Sampling,
+    /// What the answer must be: its format, stop sequences, the tools it may call.
+    #[serde(flatten)]
+    pub output: Output,
+    /// What the caller tagged it with (`user`, `metadata`): returned with the result, never sent to the engine.
+    #[serde(flatten)]
+    pub labels: Labels,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub route: Option<Tier>,
     #[serde(skip_serializing_if = "Priority::is_normal")]
@@ -66,22 +89,9 @@ pub struct InferenceRequest {
     /// Where the result document is POSTed once stored (http or https; the operator's policy is checked apart).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) callback_url: Option<String>,
-    /// The Batch API line this request is; set by the Batch API only, read from the queue only.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub batch: Option<BatchLine>,
-    /// Whether this request is an OpenAI response, whose end the deployment's OpenAI webhook hears of
-    /// (`response.completed`, …); set by the Responses API only, read from the queue only.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub response: bool,
-}
-
-/// How the model samples its answer, and its length.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Sampling {
-    pub max_tokens: u32,
-    pub temperature: f64,
-    pub top_p: f64,
+    /// The Batch API line or the OpenAI response this request is, if either; read from the queue only.
+    #[serde(flatten)]
+    pub origin: Origin,
 }
 
 /// What the model is asked: a plain completion prompt or an OpenAI-style chat.
@@ -90,12 +100,6 @@ pub struct Sampling {
 pub enum Input {
     Prompt(String),
     Messages(Vec<ChatMessage>),
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ChatMessage {
-    pub(crate) role: String,
-    pub(crate) content: String,
 }
 
 impl Input {
@@ -149,28 +153,7 @@ impl InferenceRequest {
     }
 
     fn from_object(mut object: Map<String, Value>, intake: Intake) -> Result<Self, RequestError> {
-        let batch = match (object.remove("batch"), intake) {
-            (None | Some(Value::Null), _) => None,
-            (Some(_), Intake::Api(_)) => {
-                return Err(RequestError::invalid("batch", "set by the Batch API (POST /v1/batches), not by clients"));
-            }
-            (Some(value), Intake::Queue(_)) => Some(
-                serde_json::from_value(value)
-                    .map_err(|e| RequestError::invalid("batch", format!("not a batch line ({e})")))?,
-            ),
-        };
-        let response = match (object.remove("response"), intake) {
-            (None | Some(Value::Null), _) => false,
-            (Some(_), Intake::Api(_)) => {
-                return Err(RequestError::invalid(
-                    "response",
-                    "set by the Responses API (POST /v1/responses), not by clients",
-                ));
-            }
-            (Some(value), Intake::Queue(_)) => {
-                value.as_bool().ok_or_else(|| RequestError::invalid("response", "true or false"))?
-            }
-        };
+        let origin = origin::take_origin(&mut object, matches!(intake, Intake::Queue(_)))?;
         if let Some(unknown) = object.keys().find(|k| !FIELDS.contains(&k.as_str())) {
             return Err(RequestError::invalid(
                 shown_name(unknown),
@@ -189,31 +172,12 @@ impl InferenceRequest {
                 return Err(RequestError::invalid("prompt", "give either prompt or messages, not both"));
             }
             (Some(prompt), None) => Input::Prompt(parse_prompt(prompt)?),
-            (None, Some(messages)) => Input::Messages(parse_messages(messages)?),
+            (None, Some(messages)) => Input::Messages(messages::parse_messages(messages)?),
             (None, None) => return Err(RequestError::invalid("prompt", "required (or messages)")),
         };
-        let max_tokens = match object.remove("maxTokens") {
-            None => DEFAULT_MAX_TOKENS,
-            Some(value) => value
-                .as_u64()
-                .filter(|n| (1..=u64::from(MAX_TOKENS_LIMIT)).contains(n))
-                .and_then(|n| u32::try_from(n).ok())
-                .ok_or_else(|| {
-                    RequestError::invalid(
-                        "maxTokens",
-                        format!("must be an integer from 1 to {MAX_TOKENS_LIMIT}, got {}", clip(&value)),
-                    )
-                })?,
-        };
-        let temperature = parse_number(
-            &mut object,
-            "temperature",
-            DEFAULT_TEMPERATURE,
-            |t| (0.0..=2.0).contains(&t),
-            "from 0.0 to 2.0",
-        )?;
-        let top_p =
-            parse_number(&mut object, "topP", DEFAULT_TOP_P, |p| p > 0.0 && p <= 1.0, "greater than 0 and at most 1")?;
+        let sampling = sampling::take_sampling(&mut object)?;
+        let output = output::take_output(&mut object, matches!(input, Input::Messages(_)))?;
+        let labels = Labels::take(&mut object).map_err(|(field, why)| RequestError::invalid(field, why))?;
         let route = match object.remove("route") {
             None => None,
             Some(value) => Some(value.as_str().and_then(Tier::parse).ok_or_else(|| {
@@ -234,13 +198,14 @@ impl InferenceRequest {
         Ok(InferenceRequest {
             request_id,
             input,
-            sampling: Sampling { max_tokens, temperature, top_p },
+            sampling,
+            output,
+            labels,
             route,
             priority,
             deadline,
             callback_url,
-            batch,
-            response,
+            origin,
         })
     }
 
@@ -253,40 +218,6 @@ impl InferenceRequest {
     pub fn to_queue_body(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|e| unreachable!("a validated request always serializes: {e}"))
     }
-}
-
-fn parse_messages(value: Value) -> Result<Vec<ChatMessage>, RequestError> {
-    let Value::Array(items) = value else {
-        return Err(RequestError::invalid("messages", "must be an array of {role, content} objects"));
-    };
-    if items.is_empty() {
-        return Err(RequestError::invalid("messages", "must not be empty"));
-    }
-    items
-        .into_iter()
-        .enumerate()
-        .map(|(i, item)| {
-            let field = |name: &str| format!("messages[{i}].{name}");
-            let Value::Object(mut object) = item else {
-                return Err(RequestError::invalid(format!("messages[{i}]"), "must be an object with role and content"));
-            };
-            if let Some(unknown) = object.keys().find(|k| !["role", "content"].contains(&k.as_str())) {
-                return Err(RequestError::invalid(
-                    field(&shown_name(unknown)),
-                    "unknown field (allowed: role, content)",
-                ));
-            }
-            let role = match object.remove("role") {
-                Some(Value::String(role)) if ROLES.contains(&role.as_str()) => role,
-                _ => return Err(RequestError::invalid(field("role"), format!("must be one of {}", ROLES.join(", ")))),
-            };
-            let content = match object.remove("content") {
-                Some(Value::String(content)) => content,
-                _ => return Err(RequestError::invalid(field("content"), "must be a string")),
-            };
-            Ok(ChatMessage { role, content })
-        })
-        .collect()
 }
 
 /// `deadlineSeconds` (relative) or `deadline` (RFC 3339), turned into one absolute deadline.

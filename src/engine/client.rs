@@ -112,19 +112,8 @@ impl EngineClient {
 impl Engine for EngineClient {
     async fn generate(&self, request: &InferenceRequest) -> Result<Completion, EngineError> {
         let model = self.model().await?;
-        let (path, input) = match &request.input {
-            Input::Prompt(prompt) => ("completions", json!({ "prompt": prompt })),
-            Input::Messages(messages) => ("chat/completions", json!({ "messages": messages })),
-        };
-        let mut body = json!({
-            "model": model,
-            "max_tokens": request.sampling.max_tokens,
-            "temperature": request.sampling.temperature,
-            "top_p": request.sampling.top_p,
-        });
-        if let (Value::Object(body), Value::Object(input)) = (&mut body, input) {
-            body.extend(input);
-        }
+        let body = engine_body(model, request);
+        let path = if matches!(request.input, Input::Prompt(_)) { "completions" } else { "chat/completions" };
         let answer: OpenAiAnswer = self.call(self.http.post(format!("{}/v1/{path}", self.base)).json(&body)).await?;
         answer.into_completion()
     }
@@ -153,6 +142,39 @@ impl Engine for EngineClient {
     }
 }
 
+/// The body of the engine request that runs `request` on `model`, in the OpenAI names of its endpoint.
+fn engine_body(model: &str, request: &InferenceRequest) -> Value {
+    let sampling = &request.sampling;
+    let chat = matches!(request.input, Input::Messages(_));
+    let mut body = match &request.input {
+        Input::Prompt(prompt) => json!({ "prompt": prompt }),
+        Input::Messages(messages) => json!({ "messages": messages }),
+    };
+    let logprobs = match (sampling.logprobs, chat) {
+        (false, _) => None,
+        (true, true) => Some(json!(true)),
+        // /v1/completions takes the number of alternatives in `logprobs` itself.
+        (true, false) => Some(json!(sampling.top_logprobs.unwrap_or(0))),
+    };
+    let top_logprobs = sampling.top_logprobs.filter(|_| chat && sampling.logprobs).map(|n| json!(n));
+    let fields = [
+        ("model", Some(json!(model))),
+        ("max_tokens", Some(json!(sampling.max_tokens))),
+        ("temperature", Some(json!(sampling.temperature))),
+        ("top_p", Some(json!(sampling.top_p))),
+        ("seed", sampling.seed.map(|seed| json!(seed))),
+        ("presence_penalty", sampling.presence_penalty.map(|p| json!(p))),
+        ("frequency_penalty", sampling.frequency_penalty.map(|p| json!(p))),
+        ("logprobs", logprobs),
+        ("top_logprobs", top_logprobs),
+    ];
+    if let Value::Object(body) = &mut body {
+        body.extend(fields.into_iter().filter_map(|(name, value)| Some((name.to_owned(), value?))));
+        body.extend(request.output.engine_fields(chat));
+    }
+    body
+}
+
 #[derive(Deserialize)]
 struct OpenAiAnswer {
     model: Option<String>,
@@ -165,11 +187,13 @@ struct OpenAiChoice {
     text: Option<String>,
     message: Option<OpenAiMessage>,
     finish_reason: Option<String>,
+    logprobs: Option<Value>,
 }
 
 #[derive(Deserialize)]
 struct OpenAiMessage {
     content: Option<String>,
+    tool_calls: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -186,7 +210,9 @@ impl OpenAiAnswer {
             .into_iter()
             .next()
             .ok_or_else(|| EngineError::Retryable("engine answered with no choices".into()))?;
-        let text = choice.text.or_else(|| choice.message.and_then(|m| m.content)).unwrap_or_default();
+        let (content, tool_calls) = choice.message.map_or((None, None), |m| (m.content, m.tool_calls));
+        let text = choice.text.or(content).unwrap_or_default();
+        let tool_calls = tool_calls.filter(|calls| calls.as_array().is_some_and(|list| !list.is_empty()));
         let usage = self.usage.map_or_else(Usage::default, |u| Usage {
             prompt_tokens: u.prompt_tokens,
             completion_tokens: u.completion_tokens,
@@ -197,6 +223,8 @@ impl OpenAiAnswer {
                 text,
                 usage,
                 finish_reason: choice.finish_reason.unwrap_or_else(|| "unknown".into()),
+                tool_calls,
+                logprobs: choice.logprobs.filter(|l| !l.is_null()),
             },
             model: self.model,
         })

@@ -131,6 +131,8 @@ struct SimulatorState {
     max_in_flight: AtomicUsize,
     counts: Counts,
     prompts: Mutex<Vec<String>>,
+    /// The body of the last generation request, as sent (what a test reads of the engine's side of a request).
+    last_request: Mutex<Value>,
 }
 
 /// A running engine simulator; stops when dropped.
@@ -167,6 +169,7 @@ impl EngineSimulator {
             max_in_flight: AtomicUsize::new(0),
             counts: Counts::default(),
             prompts: Mutex::new(Vec::new()),
+            last_request: Mutex::new(Value::Null),
         });
         let app = Router::new()
             .route("/health", get(health))
@@ -254,6 +257,7 @@ async fn stats(State(state): State<Arc<SimulatorState>>) -> Json<Value> {
         "failed": state.counts.failed.load(Ordering::SeqCst),
         "hung": state.counts.hung.load(Ordering::SeqCst),
         "garbled": state.counts.garbled.load(Ordering::SeqCst),
+        "lastRequest": lock(&state.last_request).clone(),
     }))
 }
 
@@ -303,6 +307,7 @@ async fn complete(State(state): State<Arc<SimulatorState>>, Json(body): Json<Val
         })
         .unwrap_or_default();
     lock(&state.prompts).push(prompt.clone());
+    *lock(&state.last_request) = body.clone();
     let behavior = lock(&state.behavior).clone();
     let scripted = lock(&state.script).pop_front();
     let reply = scripted.unwrap_or_else(|| behavior.faults.draw());
@@ -351,7 +356,12 @@ async fn generate(state: &SimulatorState, behavior: &Behavior, reply: Reply, bod
             let text = format!("echo: {}", prompt.chars().take(24).collect::<String>());
             // As an engine does: "length" when the answer was cut at max_tokens, else "stop".
             let finish_reason = if behavior.completion_tokens >= max_tokens { "length" } else { "stop" };
-            let choice = if body.get("messages").is_some() {
+            let choice = if let Some(name) = required_tool(body) {
+                let call = json!({ "id": "call_simulator", "type": "function",
+                                   "function": { "name": name, "arguments": "{}" } });
+                json!({ "index": 0, "message": { "role": "assistant", "content": null, "tool_calls": [call] },
+                        "finish_reason": "tool_calls" })
+            } else if body.get("messages").is_some() {
                 json!({ "index": 0, "message": { "role": "assistant", "content": text }, "finish_reason": finish_reason })
             } else {
                 json!({ "index": 0, "text": text, "finish_reason": finish_reason })
@@ -365,6 +375,16 @@ async fn generate(state: &SimulatorState, behavior: &Behavior, reply: Reply, bod
             }))
             .into_response()
         }
+    }
+}
+
+/// The function a request obliges the model to call, as an engine honours `tool_choice`: the one it names, or the
+/// first tool when it says "required". The simulator calls it with no arguments; it ignores response formats (as an
+/// engine without structured output would).
+fn required_tool(body: &Value) -> Option<&str> {
+    match &body["tool_choice"] {
+        Value::String(mode) if mode == "required" => body["tools"][0]["function"]["name"].as_str(),
+        named => named["function"]["name"].as_str(),
     }
 }
 

@@ -25,6 +25,7 @@ where
     /// stored first (a cancel, or another worker's result) stands: this one is neither recorded nor called back.
     pub(super) async fn finish(&self, request: &InferenceRequest, document: ResultDocument) -> Disposition {
         let (id, tier) = (request.request_id, self.worker.config.tier);
+        let document = document.labelled(&request.labels);
         let body = document.to_json();
         match self.held.heartbeat(self.store_result(id, &body)).await {
             Ok(PutOutcome::Created) => {
@@ -91,7 +92,9 @@ where
         if !self.mark_batch_line(request, stored).await {
             return Err("the batch line's mark was not written");
         }
-        let Some(events) = self.worker.endings.events.as_ref().filter(|_| request.response) else { return Ok(()) };
+        let Some(events) = self.worker.endings.events.as_ref().filter(|_| request.origin.is_response()) else {
+            return Ok(());
+        };
         let document = match stored {
             Some(document) => Some(Cow::Borrowed(document)),
             None => self.worker.store.get(request.request_id).await.ok().flatten().map(Cow::Owned),
@@ -109,7 +112,7 @@ where
     /// another writer stored it): before the message is deleted, so a crash between the two only repeats the mark.
     /// False when the mark could not be written (the message then comes back and the mark is tried again).
     async fn mark_batch_line(&self, request: &InferenceRequest, stored: Option<&[u8]>) -> bool {
-        let (Some(line), Some(objects)) = (&request.batch, self.worker.store.objects()) else {
+        let (Some(line), Some(objects)) = (request.origin.batch_line(), self.worker.store.objects()) else {
             return true;
         };
         let marked = match stored {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 
-use crate::contract::outcome::{ErrorCode, Processing, ResultDocument};
+use crate::contract::outcome::{ErrorCode, Generation, Processing, ResultDocument};
 use crate::contract::request::{InferenceRequest, Intake};
 use crate::contract::request_id::RequestId;
 use crate::contract::tier::Priority;
@@ -193,7 +193,7 @@ where
             Inference::Superseded => {
                 tracing::info!(request_id = %id, %tier, "a document was stored while the request ran (canceled): engine call aborted");
                 // A canceled response's event (its cancel records it too; whichever comes first stands).
-                if request.response
+                if request.origin.is_response()
                     && let Err(why) = self.mark_ending(request, None).await
                 {
                     return Ok(self.retry_later(why).await);
@@ -209,7 +209,10 @@ where
         };
         let processing = processing(started);
         let document = match outcome {
-            Ok(completion) => ResultDocument::success(processing, completion.generation, completion.model),
+            Ok(completion) => match answer_as_asked(request, &completion.generation) {
+                Ok(()) => ResultDocument::success(processing, completion.generation, completion.model),
+                Err(why) => ResultDocument::failure(processing, ErrorCode::InvalidOutput, why),
+            },
             Err(EngineError::Permanent(detail)) => {
                 ResultDocument::failure(processing, ErrorCode::EngineRejected, detail)
             }
@@ -302,6 +305,23 @@ async fn asked_for_slot(preemptible: Option<&mut Preemptible>) -> GiveUp {
         Some(preemptible) => preemptible.asked().await,
         None => std::future::pending().await,
     }
+}
+
+/// Whether a generation is what its request asked for (`Output::check_answer`). A tool call is held to its tools by
+/// the engine, not here; an OpenAI response cut at its length limit stays a generation, which the Responses API
+/// reports `incomplete` as OpenAI does.
+fn answer_as_asked(request: &InferenceRequest, generation: &Generation) -> Result<(), String> {
+    let cut = generation.finish_reason == "length";
+    if generation.tool_calls.is_some() || (cut && request.origin.is_response()) {
+        return Ok(());
+    }
+    request.output.check_answer(&generation.text).map_err(|why| {
+        if cut {
+            format!("{why}; the engine stopped at maxTokens ({}): allow more", request.sampling.max_tokens)
+        } else {
+            why
+        }
+    })
 }
 
 fn queue_wait_ms(message: &Message) -> u64 {

@@ -49,6 +49,7 @@ mod router_limits;
 mod sample_compat;
 mod scaler;
 mod simulate;
+mod structured_output;
 mod template;
 mod uploads;
 mod webhooks;

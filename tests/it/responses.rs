@@ -184,21 +184,25 @@ async fn a_queued_response_canceled_never_reaches_the_engine() {
 async fn refused_fields_answer_400_in_openais_shape_naming_the_field() {
     let rig = dev_on_simulator(&[], &[]).await;
     let cases = [
-        ("tools", json!([{"type": "web_search"}])),
-        ("reasoning", json!({"effort": "high"})),
-        ("previous_response_id", json!("resp_0123")),
-        ("stream", json!(true)),
-        ("store", json!(false)),
-        ("max_output_tokens", json!(100_000)),
+        ("tools", json!([{"type": "web_search"}]), "tools[0].type"),
+        ("reasoning", json!({"effort": "high"}), "reasoning"),
+        (
+            "text",
+            json!({"format": {"type": "json_schema", "name": "x", "schema": {"$ref": "https://example.com/s"}}}),
+            "text.format",
+        ),
+        ("stream", json!(true), "stream"),
+        ("store", json!(false), "store"),
+        ("max_output_tokens", json!(100_000), "max_output_tokens"),
     ];
-    for (field, value) in cases {
+    for (field, value, param) in cases {
         let mut body = json!({"model": "small", "input": "Hi", "background": true});
         body[field] = value;
         let (status, refused) = rig.call(reqwest::Method::POST, "/v1/responses", Some(body)).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{field}: {refused}");
         let error = &refused["error"];
-        assert_eq!((error["param"].as_str(), error["type"].as_str()), (Some(field), Some("invalid_request_error")));
-        assert!(error["message"].as_str().unwrap().starts_with(&format!("{field}: ")), "{refused}");
+        assert_eq!((error["param"].as_str(), error["type"].as_str()), (Some(param), Some("invalid_request_error")));
+        assert!(error["message"].as_str().unwrap().starts_with(param), "{refused}");
     }
     let (status, store) = rig
         .call(

@@ -33,6 +33,12 @@ impl EngineProcess {
         let _ = self.child.wait();
     }
 
+    /// The body of the last generation request the simulator received, as the engine reads it.
+    pub async fn last_request(&self) -> Value {
+        let stats: Value = reqwest::get(format!("{}/simulator/stats", self.url)).await.unwrap().json().await.unwrap();
+        stats["lastRequest"].clone()
+    }
+
     /// Requests received so far (`/simulator/stats`).
     pub async fn calls(&self) -> u64 {
         self.stat("calls").await

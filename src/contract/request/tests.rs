@@ -73,8 +73,8 @@ fn rejects_each_broken_rule_naming_the_field() {
         (json!({"requestId": ID, "messages": [{"role": "king", "content": "x"}]}), "messages[0].role: must be one of"),
         (json!({"requestId": ID, "messages": [{"role": "user"}]}), "messages[0].content: must be a string"),
         (
-            json!({"requestId": ID, "messages": [{"role": "user", "content": "x", "name": "y"}]}),
-            "messages[0].name: unknown field",
+            json!({"requestId": ID, "messages": [{"role": "user", "content": "x", "audio": "y"}]}),
+            "messages[0].audio: unknown field",
         ),
         (json!({"requestId": ID, "prompt": "hi", "": 1}), "\"\": unknown field"),
         (json!({"requestId": ID, "prompt": "hi", "a\r\nb": 1}), "\"a\\r\\nb\": unknown field"),
@@ -212,4 +212,150 @@ fn the_queue_carries_an_absolute_deadline_and_takes_any_one_back() {
     let relative = json!({"requestId": ID, "prompt": "hi", "deadlineSeconds": 10}).to_string();
     let sent = InferenceRequest::parse(relative.as_bytes(), Intake::Queue(accepted)).unwrap();
     assert_eq!(sent.deadline, Some(accepted + chrono::Duration::seconds(10)), "on the queue: from the send");
+}
+
+/// A schema as OpenAI's structured-output examples write one.
+fn person_format() -> serde_json::Value {
+    json!({"type": "json_schema", "json_schema": {"name": "person", "strict": true, "schema": {
+        "type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+        "required": ["name", "age"], "additionalProperties": false}}})
+}
+
+fn chat(fields: serde_json::Value) -> Result<InferenceRequest, RequestError> {
+    let mut body = json!({"requestId": ID, "messages": [{"role": "user", "content": "Ann is 31."}]});
+    body.as_object_mut().unwrap().extend(fields.as_object().unwrap().clone());
+    parse(body)
+}
+
+#[test]
+fn what_the_engines_honour_is_taken_and_survives_the_queue() {
+    let tool = json!({"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}});
+    let request = chat(json!({
+        "responseFormat": person_format(), "seed": 7, "stop": ["\n\n", "END"], "presencePenalty": -2,
+        "frequencyPenalty": 1.5, "logprobs": true, "topLogprobs": 20, "tools": [tool],
+        "toolChoice": {"type": "function", "function": {"name": "get_weather"}}, "parallelToolCalls": false,
+        "user": "u-1", "metadata": {"job": "extract"},
+    }))
+    .unwrap();
+    let sampling = request.sampling;
+    assert_eq!(
+        (
+            sampling.seed,
+            sampling.presence_penalty,
+            sampling.frequency_penalty,
+            sampling.logprobs,
+            sampling.top_logprobs
+        ),
+        (Some(7), Some(-2.0), Some(1.5), true, Some(20))
+    );
+    assert_eq!(request.output.stop, ["\n\n", "END"]);
+    assert_eq!(request.output.response_format, Some(person_format()));
+    assert_eq!((request.output.tools.len(), request.output.parallel_tool_calls), (1, Some(false)));
+    assert_eq!(request.labels.user.as_deref(), Some("u-1"));
+    let again = InferenceRequest::parse(request.to_queue_body().as_bytes(), Intake::Queue(Utc::now())).unwrap();
+    assert_eq!(again, request);
+    assert_eq!(chat(json!({"stop": "END", "responseFormat": {"type": "text"}})).unwrap().output.stop, ["END"]);
+    assert_eq!(chat(json!({"responseFormat": {"type": "text"}})).unwrap().output.response_format, None);
+}
+
+#[test]
+fn content_parts_and_the_developer_role_are_a_chat_as_openai_writes_it() {
+    let request = chat(json!({"messages": [
+        {"role": "developer", "content": [{"type": "text", "text": "Be brief."}]},
+        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}], "name": "ann"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "42"},
+    ]}))
+    .unwrap();
+    let Input::Messages(messages) = &request.input else { panic!("a chat") };
+    let roles: Vec<(&str, &str)> = messages.iter().map(|m| (m.role.as_str(), m.content.as_str())).collect();
+    assert_eq!(roles, [("system", "Be brief."), ("user", "a\nb"), ("assistant", ""), ("tool", "42")]);
+    assert_eq!(messages[3].tool_call_id.as_deref(), Some("call_1"));
+}
+
+#[test]
+fn each_output_and_sampling_control_is_checked_naming_its_path() {
+    let tool = |name: &str| json!({"type": "function", "function": {"name": name}});
+    let metadata: serde_json::Map<String, serde_json::Value> = (0..17).map(|i| (format!("k{i}"), json!("v"))).collect();
+    let remote = json!({"type": "json_schema", "json_schema": {"name": "x",
+        "schema": {"$ref": "http://127.0.0.1:9/schema.json"}}});
+    let big =
+        json!({"type": "json_schema", "json_schema": {"name": "x", "schema": {"description": "x".repeat(70_000)}}});
+    let cases = [
+        (json!({"responseFormat": {"type": "xml"}}), "responseFormat.type: must be"),
+        (json!({"responseFormat": {"type": "json_schema"}}), "responseFormat.json_schema: required"),
+        (
+            json!({"responseFormat": {"type": "json_schema", "json_schema": {"schema": {}}}}),
+            "responseFormat.json_schema.name",
+        ),
+        (
+            json!({"responseFormat": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": 12}}}}),
+            "responseFormat.json_schema.schema: not a valid JSON Schema",
+        ),
+        (json!({"responseFormat": remote}), "responseFormat.json_schema.schema: not a valid JSON Schema"),
+        (json!({"responseFormat": big}), "responseFormat: larger than 64 KiB"),
+        (json!({"responseFormat": {"type": "json_object", "schema": {}}}), "responseFormat.schema: unknown field"),
+        (json!({"stop": ["a", "b", "c", "d", "e"]}), "stop: a non-empty string or a list of 1 to 4"),
+        (json!({"stop": ""}), "stop: a non-empty string"),
+        (json!({"presencePenalty": 2.5}), "presencePenalty: must be a number from -2.0 to 2.0"),
+        (json!({"frequencyPenalty": -3}), "frequencyPenalty: must be a number from -2.0 to 2.0"),
+        (json!({"seed": 1.5}), "seed: must be an integer"),
+        (json!({"logprobs": true, "topLogprobs": 21}), "topLogprobs: must be an integer from 0 to 20"),
+        (json!({"topLogprobs": 2}), "topLogprobs: needs logprobs: true"),
+        (json!({"tools": [{"type": "web_search"}]}), "tools[0].type: \"web_search\" tools are not served"),
+        (json!({"tools": [tool("a b")]}), "tools[0].function.name: required"),
+        (json!({"tools": [tool("f"), tool("f")]}), "tools[1].function.name: another tool has this name"),
+        (json!({"tools": (0..129).map(|i| tool(&format!("f{i}"))).collect::<Vec<_>>()}), "tools: at most 128 tools"),
+        (
+            json!({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "nope"}}}]}),
+            "tools[0].function.parameters: not a valid JSON Schema",
+        ),
+        (
+            json!({"tools": [tool("f")], "toolChoice": {"type": "function", "function": {"name": "g"}}}),
+            "toolChoice: names a function",
+        ),
+        (json!({"toolChoice": "required"}), "toolChoice: needs tools"),
+        (json!({"parallelToolCalls": true}), "parallelToolCalls: needs tools"),
+        (json!({"metadata": metadata}), "metadata: at most 16 pairs"),
+        (json!({"metadata": {"k".repeat(65): "v"}}), "metadata: key"),
+        (json!({"metadata": {"k": "v".repeat(513)}}), "metadata: \"k\": a value longer than 512"),
+        (json!({"metadata": {"k": 1}}), "metadata: \"k\": values must be strings"),
+        (json!({"user": 7}), "user: must be a string"),
+        (
+            json!({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}),
+            "messages[0].content[0].type: \"image_url\" is not supported",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x", "tool_call_id": "c"}]}),
+            "messages[0].tool_call_id: only a tool message",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "x", "tool_calls": []}]}),
+            "messages[0].tool_calls: only an assistant",
+        ),
+    ];
+    for (fields, expected) in cases {
+        let error = chat(fields.clone()).expect_err(&format!("{fields} should be refused"));
+        assert!(error.to_string().starts_with(expected), "{fields}: got {error}");
+    }
+    let remote = chat(json!({"responseFormat": remote})).unwrap_err().to_string();
+    assert!(remote.contains("gpuinfer never fetches a schema"), "{remote}");
+    let on_a_prompt = parse(json!({"requestId": ID, "prompt": "hi", "tools": [tool("f")]})).unwrap_err();
+    assert!(on_a_prompt.to_string().starts_with("tools: need messages"), "{on_a_prompt}");
+}
+
+#[test]
+fn an_answer_is_held_to_its_format() {
+    let request = chat(json!({"responseFormat": person_format()})).unwrap();
+    assert_eq!(request.output.check_answer(r#"{"name": "Ann", "age": 31}"#), Ok(()));
+    let wrong = request.output.check_answer(r#"{"name": "Ann", "age": "31"}"#).unwrap_err();
+    assert!(wrong.starts_with("the answer does not match its schema") && wrong.contains("/age"), "{wrong}");
+    let cut = request.output.check_answer(r#"{"name": "An"#).unwrap_err();
+    assert!(cut.starts_with("the answer is not JSON"), "{cut}");
+    let object = chat(json!({"responseFormat": {"type": "json_object"}})).unwrap();
+    assert_eq!(object.output.check_answer(" {\"a\": 1}\n"), Ok(()));
+    assert!(object.output.check_answer("[1]").is_err());
+    assert_eq!(chat(json!({})).unwrap().output.check_answer("free text"), Ok(()));
 }

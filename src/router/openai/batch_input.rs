@@ -7,9 +7,11 @@ use serde_json::{Map, Value, json};
 use tokio::io::AsyncBufReadExt;
 use tokio_util::io::StreamReader;
 
+use super::error::OpenAiError;
+use super::response_input::{self, Create};
 use super::settings::ModelTiers;
 use crate::contract::batch_line::BatchLine;
-use crate::contract::request::{InferenceRequest, Intake, MAX_REQUEST_BYTES, RequestError};
+use crate::contract::request::{InferenceRequest, Intake, MAX_REQUEST_BYTES, Origin, RequestError};
 use crate::contract::tier::Priority;
 use crate::ports::ByteChunks;
 
@@ -18,6 +20,7 @@ use crate::ports::ByteChunks;
 pub(crate) enum Endpoint {
     ChatCompletions,
     Completions,
+    Responses,
 }
 
 impl Endpoint {
@@ -25,6 +28,7 @@ impl Endpoint {
         match text {
             "/v1/chat/completions" => Some(Endpoint::ChatCompletions),
             "/v1/completions" => Some(Endpoint::Completions),
+            "/v1/responses" => Some(Endpoint::Responses),
             _ => None,
         }
     }
@@ -33,6 +37,7 @@ impl Endpoint {
         match self {
             Endpoint::ChatCompletions => "/v1/chat/completions",
             Endpoint::Completions => "/v1/completions",
+            Endpoint::Responses => "/v1/responses",
         }
     }
 
@@ -41,12 +46,34 @@ impl Endpoint {
         match self {
             Endpoint::ChatCompletions => "messages",
             Endpoint::Completions => "prompt",
+            Endpoint::Responses => "input",
         }
     }
 }
 
-/// The body fields a line may carry besides its input; any other is refused by name.
-const BODY_FIELDS: [&str; 7] = ["model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "n", "stream"];
+/// The body fields a line may carry besides its input and those of `RENAMED`; any other is refused by name.
+const BODY_FIELDS: [&str; 6] = ["model", "max_tokens", "max_completion_tokens", "n", "stream", "store"];
+
+/// The request fields a line's body carries under OpenAI's names, and the pipeline's name of each.
+const RENAMED: [(&str, &str); 14] = [
+    ("temperature", "temperature"),
+    ("top_p", "topP"),
+    ("seed", "seed"),
+    ("presence_penalty", "presencePenalty"),
+    ("frequency_penalty", "frequencyPenalty"),
+    ("logprobs", "logprobs"),
+    ("top_logprobs", "topLogprobs"),
+    ("response_format", "responseFormat"),
+    ("stop", "stop"),
+    ("tools", "tools"),
+    ("tool_choice", "toolChoice"),
+    ("parallel_tool_calls", "parallelToolCalls"),
+    ("user", "user"),
+    ("metadata", "metadata"),
+];
+
+/// The most alternatives a /v1/completions line's `logprobs` asks for, as OpenAI bounds it there.
+const MAX_COMPLETION_LOGPROBS: u64 = 5;
 
 /// A line that fails its checks: OpenAI's batch error entry.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -139,12 +166,15 @@ pub(crate) fn check(
     if let Some(other) = object.keys().next() {
         return Err(fail(other, format!("{other}: unknown field (a line has custom_id, method, url, body)")));
     }
-    let (model, request) = request_of(body, endpoint, models).map_err(|(param, message)| fail(&param, message))?;
-    let mut request = request;
+    let made = match endpoint {
+        Endpoint::Responses => response_request(body, models),
+        _ => request_of(body, endpoint, models),
+    };
+    let (model, mut request) = made.map_err(|(param, message)| fail(&param, message))?;
     request.request_id = line.request_id(key);
     request.priority = Priority::Batch;
     request.deadline = Some(expires_at);
-    request.batch = Some(line);
+    request.origin = Origin::BatchLine(line);
     if request.to_queue_body().len() > MAX_REQUEST_BYTES {
         return Err(fail("body", format!("body: larger than a queue message ({MAX_REQUEST_BYTES} bytes) once queued")));
     }
@@ -159,9 +189,28 @@ fn request_of(
 ) -> Result<(String, InferenceRequest), (String, String)> {
     let param = |name: &str| format!("body.{name}");
     let input_field = endpoint.input_field();
-    if let Some(other) = body.keys().find(|k| *k != input_field && !BODY_FIELDS.contains(&k.as_str())) {
-        let supported = format!("{input_field}, {}", BODY_FIELDS.join(", "));
+    // As in OpenAI's API, null is "not given".
+    body.retain(|_, value| !value.is_null());
+    let known =
+        |k: &str| k == input_field || BODY_FIELDS.contains(&k) || RENAMED.iter().any(|(theirs, _)| *theirs == k);
+    if let Some(other) = body.keys().find(|k| !known(k)) {
+        let renamed = RENAMED.iter().map(|(theirs, _)| *theirs);
+        let supported = [input_field].into_iter().chain(BODY_FIELDS).chain(renamed).collect::<Vec<_>>().join(", ");
         return Err((param(other), format!("body.{other}: not supported by gpuinfer (supported: {supported})")));
+    }
+    if body.remove("store").is_some_and(|store| !store.is_boolean()) {
+        return Err((param("store"), "body.store: true or false (every result is stored either way)".into()));
+    }
+    if endpoint == Endpoint::Completions
+        && let Some(logprobs) = body.remove("logprobs")
+    {
+        // /v1/completions counts alternatives in `logprobs` itself (0 to 5).
+        let Some(n) = logprobs.as_u64().filter(|n| *n <= MAX_COMPLETION_LOGPROBS) else {
+            let why = format!("body.logprobs: an integer from 0 to {MAX_COMPLETION_LOGPROBS} on /v1/completions");
+            return Err((param("logprobs"), why));
+        };
+        body.insert("logprobs".into(), json!(true));
+        body.insert("top_logprobs".into(), json!(n));
     }
     let model = match body.remove("model") {
         Some(Value::String(model)) if !model.is_empty() => model,
@@ -184,10 +233,11 @@ fn request_of(
         }
         (one, other) => one.or(other),
     };
-    for (ours, value) in
-        [("maxTokens", max_tokens), ("temperature", body.remove("temperature")), ("topP", body.remove("top_p"))]
-    {
-        if let Some(value) = value {
+    if let Some(max_tokens) = max_tokens {
+        request.insert("maxTokens".into(), max_tokens);
+    }
+    for (theirs, ours) in RENAMED {
+        if let Some(value) = body.remove(theirs) {
             request.insert(ours.into(), value);
         }
     }
@@ -197,15 +247,42 @@ fn request_of(
     let parsed = InferenceRequest::from_value(Value::Object(request), Intake::Api(Utc::now()));
     parsed.map(|request| (model, request)).map_err(|error| match error {
         RequestError::Invalid { field, problem } => {
-            let name = match field.as_str() {
-                "maxTokens" => "max_tokens",
-                "topP" => "top_p",
-                other => other,
-            };
-            (param(name), format!("body.{name}: {problem}"))
+            let name = openai_name(&field);
+            (param(&name), format!("body.{name}: {problem}"))
         }
         other => (param(input_field), other.to_string()),
     })
+}
+
+/// The pipeline request a Responses body asks for (checked as POST /v1/responses checks it), and its model; else the
+/// parameter at fault and why. A line stands alone: it continues no earlier response.
+fn response_request(
+    body: Map<String, Value>,
+    models: &ModelTiers,
+) -> Result<(String, InferenceRequest), (String, String)> {
+    let refused = |error: OpenAiError| {
+        let param = format!("body.{}", error.param.as_deref().unwrap_or("input"));
+        (param, format!("body.{}", error.message))
+    };
+    let ask = response_input::read(Value::Object(body).to_string().as_bytes(), models).map_err(refused)?;
+    if ask.previous_response_id.is_some() {
+        let why = "body.previous_response_id: a batch line stands alone; give the earlier turns in its input";
+        return Err(("body.previous_response_id".into(), why.into()));
+    }
+    let Create { request, record } = ask.create(Vec::new(), Utc::now()).map_err(refused)?;
+    Ok((record.model, request))
+}
+
+/// A refused field of the pipeline's request (`responseFormat.json_schema.name`) under OpenAI's name for it
+/// (`response_format.json_schema.name`).
+fn openai_name(field: &str) -> String {
+    let head_end = field.find(['.', '[']).unwrap_or(field.len());
+    let (head, rest) = field.split_at(head_end);
+    let head = match head {
+        "maxTokens" => "max_tokens",
+        ours => RENAMED.iter().find(|(_, name)| *name == ours).map_or(ours, |(theirs, _)| theirs),
+    };
+    format!("{head}{rest}")
 }
 
 #[cfg(test)]
@@ -242,6 +319,48 @@ mod tests {
     }
 
     #[test]
+    fn a_line_takes_openais_names_for_what_the_engines_honour() {
+        let body = json!({"model": "m", "messages": [{"role": "developer", "content": [{"type": "text", "text": "x"}]}],
+            "response_format": {"type": "json_object"}, "seed": 1, "stop": "END", "presence_penalty": 0.5,
+            "frequency_penalty": 0.5, "logprobs": true, "top_logprobs": 2, "user": "u", "metadata": {"k": "v"},
+            "store": false, "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "auto",
+            "parallel_tool_calls": true, "n": 1, "temperature": null});
+        let text = json!({"custom_id": "a", "method": "POST", "url": "/v1/chat/completions", "body": body}).to_string();
+        let request = checked(&text, Endpoint::ChatCompletions).unwrap().request;
+        assert_eq!((request.sampling.seed, request.sampling.top_logprobs), (Some(1), Some(2)));
+        assert_eq!(request.output.response_format, Some(json!({"type": "json_object"})));
+        assert_eq!((request.output.stop.len(), request.output.tools.len()), (1, 1));
+        assert_eq!(request.labels.metadata.unwrap()["k"], "v");
+        let completion = r#"{"custom_id":"a","method":"POST","url":"/v1/completions","body":{"model":"m","prompt":"x","logprobs":3,"stop":["a"]}}"#;
+        let sampling = checked(completion, Endpoint::Completions).unwrap().request.sampling;
+        assert_eq!((sampling.logprobs, sampling.top_logprobs), (true, Some(3)), "/v1/completions counts in logprobs");
+    }
+
+    #[test]
+    fn a_refused_control_is_named_as_openai_names_it() {
+        let body = |extra: Value| {
+            let mut body = json!({"model": "m", "messages": [{"role": "user", "content": "x"}]});
+            body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            json!({"custom_id": "a", "method": "POST", "url": "/v1/chat/completions", "body": body}).to_string()
+        };
+        let schema = json!({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": 3}}});
+        for (extra, param) in [
+            (json!({"response_format": schema}), "body.response_format.json_schema.schema"),
+            (json!({"top_logprobs": 2}), "body.top_logprobs"),
+            (json!({"presence_penalty": 9}), "body.presence_penalty"),
+            (json!({"tool_choice": "required"}), "body.tool_choice"),
+            (json!({"store": "yes"}), "body.store"),
+            (json!({"modalities": ["audio"]}), "body.modalities"),
+        ] {
+            let error = checked(&body(extra.clone()), Endpoint::ChatCompletions).unwrap_err();
+            assert_eq!(error.param.as_deref(), Some(param), "{extra}: {}", error.message);
+            assert!(error.message.starts_with(param), "{}", error.message);
+        }
+        let completion = r#"{"custom_id":"a","method":"POST","url":"/v1/completions","body":{"model":"m","prompt":"x","logprobs":6}}"#;
+        assert_eq!(checked(completion, Endpoint::Completions).unwrap_err().param.as_deref(), Some("body.logprobs"));
+    }
+
+    #[test]
     fn an_unmapped_model_is_left_to_the_heuristics() {
         let text =
             r#"{"custom_id":"a","method":"POST","url":"/v1/completions","body":{"model":"gemma","prompt":"Once"}}"#;
@@ -256,8 +375,8 @@ mod tests {
             (r#"{"custom_id":"a","method":"GET","url":"/v1/chat/completions","body":{}}"#, "method"),
             (r#"{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"messages":[]}}"#, "body.model"),
             (
-                r#"{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m","messages":[{"role":"user","content":"x"}],"logprobs":true}}"#,
-                "body.logprobs",
+                r#"{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m","messages":[{"role":"user","content":"x"}],"audio":{}}}"#,
+                "body.audio",
             ),
             (
                 r#"{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":99999}}"#,

@@ -13,8 +13,13 @@ use super::batch_input::{self, Endpoint, LineLabel};
 use super::files::{self, FileObject};
 use super::objects::unix_now;
 use super::owner::write_owned;
+use super::response_input::{self, Create};
+use super::response_object::response_object;
+use super::response_record::ResponseRecord;
+use super::settings::ModelTiers;
 use crate::contract::batch_line::BatchLine;
 use crate::contract::error_body;
+use crate::contract::openai_response::response_id;
 use crate::contract::request_id::RequestId;
 use crate::ports::{ObjectStore, ResultStore, StoreError};
 
@@ -72,7 +77,7 @@ pub(crate) async fn assemble(
             let id = BatchLine { id: batch.batch_id.to_owned(), line: u32::try_from(index).unwrap_or(u32::MAX) }
                 .request_id(batch.line_key);
             let document = results.get(id).await?;
-            Ok::<_, StoreError>(place(&batch_input::label(&text), id, document.as_deref(), batch))
+            Ok::<_, StoreError>(place(&text, id, document.as_deref(), batch))
         })
         .buffered(READS_IN_FLIGHT);
     while let Some(line) = placed.try_next().await? {
@@ -117,9 +122,10 @@ async fn store(
     Ok(Some(record))
 }
 
-/// The output or error line of one request from its stored document.
-fn place(label: &LineLabel, id: RequestId, document: Option<&[u8]>, batch: Finishing<'_>) -> Placed {
-    let document: Value = document.and_then(|d| serde_json::from_slice(d).ok()).unwrap_or_default();
+/// The output or error line of the request of input line `text` from its stored document.
+fn place(text: &str, id: RequestId, stored: Option<&[u8]>, batch: Finishing<'_>) -> Placed {
+    let label = &batch_input::label(text);
+    let document: Value = stored.and_then(|d| serde_json::from_slice(d).ok()).unwrap_or_default();
     let line = |response: Value, error: Value| {
         json!({
             "id": format!("batch_req_{}", id.uuid().simple()),
@@ -132,7 +138,10 @@ fn place(label: &LineLabel, id: RequestId, document: Option<&[u8]>, batch: Finis
     let message = document["error"]["message"].as_str().unwrap_or("no result was stored for this request");
     match (document["status"].as_str(), code) {
         (Some("success"), _) => {
-            let body = completion_body(&document, label, id, batch.endpoint);
+            let body = match batch.endpoint {
+                Endpoint::Responses => response_body(text, id, stored),
+                _ => completion_body(&document, label, id, batch.endpoint),
+            };
             Placed::Output(line(json!({ "status_code": 200, "request_id": id, "body": body }), Value::Null))
         }
         (_, "canceled") if !batch.expired => Placed::Nowhere,
@@ -148,6 +157,17 @@ fn place(label: &LineLabel, id: RequestId, document: Option<&[u8]>, batch: Finis
     }
 }
 
+/// The Response object of a `/v1/responses` line, made from the line's body (checked again as its create was) and
+/// its stored document.
+fn response_body(text: &str, id: RequestId, stored: Option<&[u8]>) -> Value {
+    let body = serde_json::from_str::<Value>(text).map(|line| line["body"].to_string()).unwrap_or_default();
+    let ask = response_input::read(body.as_bytes(), &ModelTiers::default());
+    match ask.and_then(|ask| ask.create(Vec::new(), chrono::Utc::now())) {
+        Ok(Create { record, .. }) => response_object(&ResponseRecord { id: response_id(id), ..record }, stored),
+        Err(_) => Value::Null,
+    }
+}
+
 /// The endpoint's own answer, rebuilt from a result document: a chat completion or a text completion.
 fn completion_body(document: &Value, label: &LineLabel, id: RequestId, endpoint: Endpoint) -> Value {
     let result = &document["result"];
@@ -157,17 +177,23 @@ fn completion_body(document: &Value, label: &LineLabel, id: RequestId, endpoint:
         "completion_tokens": result["usage"]["completionTokens"],
         "total_tokens": result["usage"]["totalTokens"],
     });
-    let (text, finish_reason) = (&result["text"], &result["finishReason"]);
+    let (text, finish_reason, logprobs) = (&result["text"], &result["finishReason"], &result["logprobs"]);
     let (object, prefix, choice) = match endpoint {
-        Endpoint::ChatCompletions => (
-            "chat.completion",
-            "chatcmpl",
-            json!({ "index": 0, "message": { "role": "assistant", "content": text }, "finish_reason": finish_reason, "logprobs": null }),
-        ),
-        Endpoint::Completions => (
+        Endpoint::ChatCompletions => {
+            let mut message = json!({ "role": "assistant", "content": text });
+            if let Some(calls) = result.get("toolCalls") {
+                // An answer that only calls tools has no content, as OpenAI's.
+                let content = if text.as_str().is_some_and(|t| !t.is_empty()) { text.clone() } else { Value::Null };
+                message = json!({ "role": "assistant", "content": content, "tool_calls": calls });
+            }
+            let choice =
+                json!({ "index": 0, "message": message, "finish_reason": finish_reason, "logprobs": logprobs });
+            ("chat.completion", "chatcmpl", choice)
+        }
+        Endpoint::Completions | Endpoint::Responses => (
             "text_completion",
             "cmpl",
-            json!({ "index": 0, "text": text, "finish_reason": finish_reason, "logprobs": null }),
+            json!({ "index": 0, "text": text, "finish_reason": finish_reason, "logprobs": logprobs }),
         ),
     };
     json!({
@@ -198,15 +224,14 @@ mod tests {
         }
     }
 
-    fn label() -> LineLabel {
-        LineLabel { custom_id: "req-1".into(), model: "small".into() }
-    }
+    /// An input line, custom_id `req-1`, model `small`.
+    const LINE: &str = r#"{"custom_id":"req-1","method":"POST","url":"/v1/chat/completions","body":{"model":"small"}}"#;
 
     #[test]
     fn a_success_becomes_an_openai_chat_completion() {
         let id = RequestId::new_v4();
         let document = json!({"requestId": id, "status": "success", "model": "gemma", "result": {"text": "hi", "finishReason": "stop", "usage": {"promptTokens": 3, "completionTokens": 1, "totalTokens": 4}}});
-        let Placed::Output(line) = place(&label(), id, Some(document.to_string().as_bytes()), finishing(false)) else {
+        let Placed::Output(line) = place(LINE, id, Some(document.to_string().as_bytes()), finishing(false)) else {
             panic!("not an output line")
         };
         assert_eq!(line["custom_id"], "req-1");
@@ -224,12 +249,12 @@ mod tests {
         let id = RequestId::new_v4();
         let rejected =
             json!({"status": "error", "error": {"code": "engine_rejected", "message": "too long"}}).to_string();
-        let Placed::Errors(line) = place(&label(), id, Some(rejected.as_bytes()), finishing(false)) else { panic!() };
+        let Placed::Errors(line) = place(LINE, id, Some(rejected.as_bytes()), finishing(false)) else { panic!() };
         assert_eq!(line["response"]["status_code"], 400);
         assert_eq!(line["response"]["body"]["error"]["message"], "too long");
         let canceled = json!({"status": "error", "error": {"code": "canceled", "message": "x"}}).to_string();
-        assert_eq!(place(&label(), id, Some(canceled.as_bytes()), finishing(false)), Placed::Nowhere);
-        let Placed::Errors(line) = place(&label(), id, Some(canceled.as_bytes()), finishing(true)) else { panic!() };
+        assert_eq!(place(LINE, id, Some(canceled.as_bytes()), finishing(false)), Placed::Nowhere);
+        let Placed::Errors(line) = place(LINE, id, Some(canceled.as_bytes()), finishing(true)) else { panic!() };
         assert_eq!(line["error"]["code"], "batch_expired");
     }
 

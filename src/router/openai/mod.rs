@@ -8,7 +8,8 @@
 //!   canceled or expired; `batch_record`: a batch as stored; `batch_input`: input lines → pipeline requests;
 //!   `batch_output`: the output and error files; `models`: model → tier, GET /v1/models; `ids`: object ids
 //! - `responses`: the Responses API (background mode) on the pipeline; `response_input`: a create's body → pipeline
-//!   request; `response_record`: what is kept of a response, its id; `response_object`: the Response object
+//!   request; `response_record`: what is kept of a response, its id; `response_object`: the Response object;
+//!   `response_shape`: Responses' shapes of formats, tools and function-call items
 //! - `upkeep`: what runs with no client asking (running batches finished, events due sent)
 //! - `owner`: the project each stored object belongs to, and who sees it (each key its own project's); `objects`:
 //!   what every object shares (its store, `created_at`, `metadata`); `error`: errors in OpenAI's shape
@@ -31,6 +32,7 @@ pub(crate) mod owner;
 pub(crate) mod response_input;
 pub(crate) mod response_object;
 pub(crate) mod response_record;
+pub(crate) mod response_shape;
 pub(crate) mod responses;
 pub mod settings;
 pub mod upkeep;

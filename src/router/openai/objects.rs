@@ -5,6 +5,7 @@ use axum::http::StatusCode;
 use serde_json::{Map, Value};
 
 use super::error::OpenAiError;
+use crate::contract::labels::check_metadata;
 use crate::ports::ObjectStore;
 use crate::router::state::AppState;
 
@@ -19,20 +20,14 @@ pub(crate) fn objects(state: &AppState) -> Result<&dyn ObjectStore, OpenAiError>
     })
 }
 
-/// OpenAI's metadata limits.
-const MAX_METADATA_PAIRS: usize = 16;
-
-/// An object's `metadata` as a client sent it: at most 16 string values; absent or null is none.
+/// An object's `metadata` as a client sent it (`contract::request::check_metadata`'s bounds); absent or null is
+/// none.
 pub(crate) fn metadata(value: Option<Value>) -> Result<Option<Map<String, Value>>, OpenAiError> {
     match value {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::Object(pairs)) if pairs.len() <= MAX_METADATA_PAIRS && pairs.values().all(Value::is_string) => {
-            Ok(Some(pairs))
-        }
-        Some(_) => Err(OpenAiError::invalid_param(
-            "metadata",
-            format!("metadata: an object of at most {MAX_METADATA_PAIRS} string values"),
-        )),
+        Some(value) => check_metadata(value)
+            .map(Some)
+            .map_err(|why| OpenAiError::invalid_param("metadata", format!("metadata: {why}"))),
     }
 }
 

@@ -1,25 +1,32 @@
 //! POST /v1/responses's body: the fields gpuinfer runs, each checked (any other refused by name, in OpenAI's error
 //! shape), and the pipeline request and the record it becomes. A response is a chat: `instructions` first as a
-//! system message, then `input` (a string, or messages whose content is a string or `input_text` parts).
+//! system message, then the conversation it continues (`previous_response_id`), then `input` (a string, or items:
+//! messages whose content is a string or text parts, function calls and their outputs).
 
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
 use super::error::OpenAiError;
 use super::objects::metadata;
-use super::response_record::{InputMessage, ResponseRecord};
+use super::response_record::{AnswerShape, Asked, ResponseRecord};
+use super::response_shape::{InputItem, chat_tool, chat_tool_choice, response_format};
 use super::settings::ModelTiers;
 use crate::contract::openai_response::response_id;
-use crate::contract::request::{InferenceRequest, Intake, RequestError};
+use crate::contract::request::{InferenceRequest, Intake, Origin, RequestError};
 
 /// The fields a create may carry; any other is refused by name.
-const FIELDS: [&str; 11] = [
+const FIELDS: [&str; 16] = [
     "model",
     "input",
     "instructions",
     "max_output_tokens",
     "temperature",
     "top_p",
+    "text",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "previous_response_id",
     "metadata",
     "store",
     "background",
@@ -30,6 +37,21 @@ const FIELDS: [&str; 11] = [
 /// Roles an input message may have (`developer` runs as `system`).
 const ROLES: [&str; 4] = ["user", "assistant", "system", "developer"];
 
+/// A create's body, checked, before the conversation it continues is known.
+#[derive(Debug)]
+pub(crate) struct Ask {
+    /// The response it continues, whose turns the handler reads (`previous_response_id`).
+    pub(crate) previous_response_id: Option<String>,
+    model: String,
+    asked: Asked,
+    shape: AnswerShape,
+    metadata: Map<String, Value>,
+    /// The pipeline request's fields other than its messages.
+    fields: Map<String, Value>,
+    service_tier: &'static str,
+    background: bool,
+}
+
 /// A checked create: the request it runs as, and the record kept for the Response object.
 #[derive(Debug)]
 pub(crate) struct Create {
@@ -37,8 +59,8 @@ pub(crate) struct Create {
     pub(crate) record: ResponseRecord,
 }
 
-/// Checks a create's body, accepted at `now`, and makes its request (a new id) and record.
-pub(crate) fn read(body: &[u8], models: &ModelTiers, now: DateTime<Utc>) -> Result<Create, OpenAiError> {
+/// Checks a create's body.
+pub(crate) fn read(body: &[u8], models: &ModelTiers) -> Result<Ask, OpenAiError> {
     let Ok(Value::Object(mut ask)) = crate::contract::request::parse_json(body) else {
         return Err(OpenAiError::invalid("body: a JSON object with model and input"));
     };
@@ -85,16 +107,18 @@ pub(crate) fn read(body: &[u8], models: &ModelTiers, now: DateTime<Utc>) -> Resu
         Some(Value::String(text)) => Some(text),
         Some(_) => return Err(OpenAiError::invalid_param("instructions", "instructions: must be a string")),
     };
-    let input = input_messages(ask.remove("input"))?;
+    let previous_response_id = match ask.remove("previous_response_id") {
+        None => None,
+        Some(Value::String(id)) => Some(id),
+        Some(_) => {
+            let why = "previous_response_id: the id of an earlier response (resp_…)";
+            return Err(OpenAiError::invalid_param("previous_response_id", why));
+        }
+    };
+    let input = input_items(ask.remove("input"))?;
     let metadata = metadata(ask.remove("metadata"))?.unwrap_or_default();
     let (service_tier, priority) = lane(ask.remove("service_tier"))?;
-    let system = instructions.iter().map(|text| json!({ "role": "system", "content": text }));
-    let chat = input.iter().map(|m| {
-        let role = if m.role == "developer" { "system" } else { m.role.as_str() };
-        json!({ "role": role, "content": m.text })
-    });
-    let mut fields = Map::new();
-    fields.insert("messages".into(), system.chain(chat).collect());
+    let (mut fields, shape) = answer_fields(&mut ask)?;
     fields.insert("priority".into(), json!(priority));
     for (theirs, ours) in [("max_output_tokens", "maxTokens"), ("temperature", "temperature"), ("top_p", "topP")] {
         if let Some(value) = ask.remove(theirs) {
@@ -104,23 +128,68 @@ pub(crate) fn read(body: &[u8], models: &ModelTiers, now: DateTime<Utc>) -> Resu
     if let Some(tier) = models.tier_of(&model) {
         fields.insert("route".into(), json!(tier));
     }
-    // Sent without a requestId: the router makes one (`RequestId::router_made`), which the response id maps.
-    let mut request = InferenceRequest::from_value(Value::Object(fields), Intake::Api(now)).map_err(refusal)?;
-    request.response = true;
-    let record = ResponseRecord {
-        id: response_id(request.request_id),
-        created_at: now.timestamp(),
-        model,
-        instructions,
-        input,
-        metadata,
-        limits: request.sampling.into(),
-        service_tier: service_tier.into(),
-        background,
-        // The caller's project, which the handler gives it.
-        owner: None,
-    };
-    Ok(Create { request, record })
+    let asked = Asked { instructions, input, previous_response_id: previous_response_id.clone(), context: vec![] };
+    Ok(Ask { previous_response_id, model, asked, shape, metadata, fields, service_tier, background })
+}
+
+impl Ask {
+    /// The request and record of this create, accepted at `now`, continuing `context` (the earlier turns, in order).
+    pub(crate) fn create(self, context: Vec<InputItem>, now: DateTime<Utc>) -> Result<Create, OpenAiError> {
+        let Ask { model, mut asked, shape, metadata, mut fields, service_tier, background, .. } = self;
+        asked.context = context;
+        let system = asked.instructions.iter().map(|text| json!({ "role": "system", "content": text }));
+        let turns = asked.context.iter().chain(&asked.input).map(InputItem::chat_message);
+        fields.insert("messages".into(), system.chain(turns).collect());
+        // Sent without a requestId: the router makes one (`RequestId::router_made`), which the response id maps.
+        let mut request = InferenceRequest::from_value(Value::Object(fields), Intake::Api(now)).map_err(refusal)?;
+        request.origin = Origin::Response;
+        let record = ResponseRecord {
+            id: response_id(request.request_id),
+            created_at: now.timestamp(),
+            model,
+            asked,
+            metadata,
+            limits: request.sampling.into(),
+            shape,
+            service_tier: service_tier.into(),
+            background,
+            // The caller's project, which the handler gives it.
+            owner: None,
+        };
+        Ok(Create { request, record })
+    }
+}
+
+/// `text`, `tools`, `tool_choice` and `parallel_tool_calls`: the pipeline request's fields for them (chat's
+/// shapes, as `responseFormat`, `tools`, …), and the shape the Response object echoes.
+fn answer_fields(ask: &mut Map<String, Value>) -> Result<(Map<String, Value>, AnswerShape), OpenAiError> {
+    let mut fields = Map::new();
+    let mut shape = AnswerShape::default();
+    if let Some(text) = ask.remove("text") {
+        if let Some(format) = response_format(&text)? {
+            fields.insert("responseFormat".into(), format);
+        }
+        shape.text = text;
+    }
+    if let Some(tools) = ask.remove("tools") {
+        let Value::Array(list) = &tools else {
+            return Err(OpenAiError::invalid_param("tools", "tools: a list of function tools"));
+        };
+        let chat: Result<Vec<Value>, _> =
+            list.iter().enumerate().map(|(i, tool)| chat_tool(tool, &format!("tools[{i}]"))).collect();
+        fields.insert("tools".into(), Value::Array(chat?));
+        shape.tools = list.clone();
+        shape.tool_choice = json!("auto");
+    }
+    if let Some(choice) = ask.remove("tool_choice") {
+        fields.insert("toolChoice".into(), chat_tool_choice(&choice));
+        shape.tool_choice = choice;
+    }
+    if let Some(parallel) = ask.remove("parallel_tool_calls") {
+        shape.parallel_tool_calls = parallel.as_bool().unwrap_or_default();
+        fields.insert("parallelToolCalls".into(), parallel);
+    }
+    Ok((fields, shape))
 }
 
 /// `service_tier` as the Response object names it, and the lane it picks.
@@ -136,15 +205,15 @@ fn lane(service_tier: Option<Value>) -> Result<(&'static str, &'static str), Ope
     }
 }
 
-/// `input`: a string (one user message) or a list of messages.
-fn input_messages(input: Option<Value>) -> Result<Vec<InputMessage>, OpenAiError> {
+/// `input`: a string (one user message) or a list of items.
+fn input_items(input: Option<Value>) -> Result<Vec<InputItem>, OpenAiError> {
     let invalid = |param: &str, what: &str| OpenAiError::invalid_param(param, format!("{param}: {what}"));
     let items = match input {
         Some(Value::String(text)) if !text.trim().is_empty() => {
-            return Ok(vec![InputMessage { role: "user".into(), text }]);
+            return Ok(vec![InputItem::Message { role: "user".into(), text }]);
         }
         Some(Value::Array(items)) if !items.is_empty() => items,
-        _ => return Err(invalid("input", "required, a non-empty string or a list of messages")),
+        _ => return Err(invalid("input", "required, a non-empty string or a list of items")),
     };
     items
         .into_iter()
@@ -152,10 +221,14 @@ fn input_messages(input: Option<Value>) -> Result<Vec<InputMessage>, OpenAiError
         .map(|(i, item)| {
             let param = format!("input[{i}]");
             let Value::Object(mut item) = item else {
-                return Err(invalid(&param, "must be a message, an object with role and content"));
+                return Err(invalid(&param, "must be an item: a message, a function_call or a function_call_output"));
             };
+            if let Some(function_item) = InputItem::function_item(&item, &param) {
+                return function_item;
+            }
             if item.remove("type").is_some_and(|kind| kind != json!("message")) {
-                return Err(invalid(&format!("{param}.type"), "only \"message\" items are supported"));
+                let why = "\"message\", \"function_call\" and \"function_call_output\" items are supported";
+                return Err(invalid(&format!("{param}.type"), why));
             }
             if let Some(other) = item.keys().find(|k| !["role", "content"].contains(&k.as_str())) {
                 return Err(invalid(&format!("{param}.{other}"), "unknown field (a message has type, role, content)"));
@@ -165,7 +238,7 @@ fn input_messages(input: Option<Value>) -> Result<Vec<InputMessage>, OpenAiError
                 _ => return Err(invalid(&format!("{param}.role"), &format!("must be one of {}", ROLES.join(", ")))),
             };
             let text = content_text(item.remove("content"), &format!("{param}.content"))?;
-            Ok(InputMessage { role, text })
+            Ok(InputItem::Message { role, text })
         })
         .collect()
 }
@@ -193,13 +266,19 @@ fn content_text(content: Option<Value>, param: &str) -> Result<String, OpenAiErr
 fn refusal(error: RequestError) -> OpenAiError {
     match error {
         RequestError::Invalid { field, problem } => {
-            let name = match field.as_str() {
-                "maxTokens" => "max_output_tokens",
-                "topP" => "top_p",
-                "temperature" => "temperature",
-                _ => "input",
+            let head = field.split(['.', '[']).next().unwrap_or_default();
+            let name = match head {
+                "maxTokens" => "max_output_tokens".to_owned(),
+                "topP" => "top_p".to_owned(),
+                "temperature" => "temperature".to_owned(),
+                "responseFormat" => "text.format".to_owned(),
+                "toolChoice" => "tool_choice".to_owned(),
+                "parallelToolCalls" => "parallel_tool_calls".to_owned(),
+                // A chat tool's path (`tools[0].function.name`) is the Responses tool's without `function`.
+                "tools" => field.replacen(".function", "", 1),
+                _ => "input".to_owned(),
             };
-            OpenAiError::invalid_param(name, format!("{name}: {problem}"))
+            OpenAiError::invalid_param(&name, format!("{name}: {problem}"))
         }
         other => OpenAiError::too_large(other.to_string()),
     }
@@ -215,7 +294,7 @@ mod tests {
     use crate::contract::tier::{Priority, Tier};
 
     fn read_body(body: Value) -> Result<Create, OpenAiError> {
-        read(body.to_string().as_bytes(), &ModelTiers::parse("big-model=large").unwrap(), Utc::now())
+        read(body.to_string().as_bytes(), &ModelTiers::parse("big-model=large").unwrap())?.create(vec![], Utc::now())
     }
 
     fn param(body: Value) -> Option<String> {
@@ -242,7 +321,7 @@ mod tests {
             (record.model.as_str(), record.background, record.limits.max_output_tokens),
             ("big-model", true, 12)
         );
-        assert_eq!(record.input, [InputMessage { role: "user".into(), text: "Hi".into() }]);
+        assert_eq!(record.asked.input, [InputItem::Message { role: "user".into(), text: "Hi".into() }]);
         assert_eq!(record.metadata["k"], "v");
     }
 
@@ -256,7 +335,10 @@ mod tests {
         let Input::Messages(messages) = &create.request.input else { panic!("a chat") };
         let roles: Vec<(&str, &str)> = messages.iter().map(|m| (m.role.as_str(), m.content.as_str())).collect();
         assert_eq!(roles, [("system", "Rules."), ("user", "a\nb")]);
-        assert_eq!(create.record.input[0].role, "developer", "listed as sent");
+        assert!(
+            matches!(&create.record.asked.input[0], InputItem::Message { role, .. } if role == "developer"),
+            "listed as sent"
+        );
         assert_eq!((create.request.route, create.request.priority), (None, Priority::High));
         assert!(!create.record.background, "OpenAI's default");
     }
@@ -270,9 +352,18 @@ mod tests {
             body
         };
         let cases = [
-            (with("tools", json!([{"type": "web_search"}])), "tools"),
+            (with("tools", json!([{"type": "web_search"}])), "tools[0].type"),
             (with("reasoning", json!({"effort": "low"})), "reasoning"),
-            (with("previous_response_id", json!("resp_x")), "previous_response_id"),
+            (with("previous_response_id", json!(7)), "previous_response_id"),
+            (with("text", json!({"format": {"type": "xml"}})), "text.format.type"),
+            (
+                with("text", json!({"format": {"type": "json_schema", "name": "x", "schema": {"type": 1}}})),
+                "text.format",
+            ),
+            (with("tools", json!([{"type": "function", "name": "a b"}])), "tools[0].name"),
+            (with("tools", json!([{"type": "file_search"}])), "tools[0].type"),
+            (with("tool_choice", json!("required")), "tool_choice"),
+            (with("input", json!([{"type": "function_call", "call_id": "c"}])), "input[0]"),
             (with("stream", json!(true)), "stream"),
             (with("store", json!(false)), "store"),
             (with("max_output_tokens", json!(99_999)), "max_output_tokens"),
@@ -280,13 +371,68 @@ mod tests {
             (with("metadata", json!({"k": 1})), "metadata"),
             (with("input", json!([{"role": "user", "content": [{"type": "input_image"}]}])), "input[0].content[0]"),
             (with("input", json!([{"role": "tool", "content": "x"}])), "input[0].role"),
-            (with("input", json!([{"type": "function_call_output", "output": "x"}])), "input[0].type"),
+            (with("input", json!([{"type": "item_reference", "id": "x"}])), "input[0].type"),
             (with("input", json!("")), "input"),
             (json!({"input": "Hi"}), "model"),
         ];
         for (body, expected) in cases {
             assert_eq!(param(body.clone()).as_deref(), Some(expected), "{body}");
         }
+    }
+
+    #[test]
+    fn formats_tools_and_function_items_run_in_chats_shape_and_are_kept_as_sent() {
+        let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+        let format = json!({"type": "json_schema", "name": "count", "schema": schema, "strict": true});
+        let tool = json!({"type": "function", "name": "add", "description": null, "parameters": {"type": "object"}, "strict": true});
+        let input = json!([
+            {"role": "user", "content": "1+1?"},
+            {"type": "function_call", "call_id": "call_1", "name": "add", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "call_1", "output": "2"},
+        ]);
+        let create = read_body(json!({"model": "m", "input": input, "text": {"format": format}, "tools": [tool],
+            "tool_choice": {"type": "function", "name": "add"}, "parallel_tool_calls": false}))
+        .unwrap();
+        let output = &create.request.output;
+        assert_eq!(
+            output.response_format,
+            Some(json!({"type": "json_schema", "json_schema": {"name": "count", "schema": schema, "strict": true}}))
+        );
+        assert_eq!(
+            output.tools,
+            [
+                json!({"type": "function", "function": {"name": "add", "parameters": {"type": "object"}, "strict": true}})
+            ]
+        );
+        assert_eq!(output.tool_choice, Some(json!({"type": "function", "function": {"name": "add"}})));
+        let Input::Messages(messages) = &create.request.input else { panic!("a chat") };
+        let roles: Vec<&str> = messages.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["user", "assistant", "tool"]);
+        assert_eq!(create.record.shape.text["format"], format, "echoed as sent");
+        assert_eq!(create.record.shape.tools, [tool]);
+        assert_eq!(create.request.origin, Origin::Response);
+    }
+
+    #[test]
+    fn a_continued_response_reads_its_context_before_its_input_and_keeps_it() {
+        let ask = read(
+            json!({"model": "m", "input": "And doubled?", "instructions": "Be brief.", "previous_response_id": "resp_1"})
+                .to_string()
+                .as_bytes(),
+            &ModelTiers::default(),
+        )
+        .unwrap();
+        assert_eq!(ask.previous_response_id.as_deref(), Some("resp_1"));
+        let context = vec![
+            InputItem::Message { role: "user".into(), text: "2+2?".into() },
+            InputItem::Message { role: "assistant".into(), text: "4".into() },
+        ];
+        let create = ask.create(context.clone(), Utc::now()).unwrap();
+        let Input::Messages(messages) = &create.request.input else { panic!("a chat") };
+        let said: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
+        assert_eq!(said, ["Be brief.", "2+2?", "4", "And doubled?"]);
+        assert_eq!(create.record.asked.context, context);
+        assert_eq!(create.record.asked.previous_response_id.as_deref(), Some("resp_1"));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 
 use super::response_record::ResponseRecord;
+use super::response_shape::{InputItem, answer_items};
 use crate::contract::openai_response::{Standing, Stored};
 use crate::contract::outcome::{ErrorCode, ErrorDetail, Generation};
 
@@ -18,7 +19,7 @@ pub(crate) fn response_object(record: &ResponseRecord, document: Option<&[u8]>) 
     match &standing {
         Standing::Completed(generation) | Standing::Incomplete(generation) => {
             let done = matches!(standing, Standing::Completed(_));
-            output.push(message(&record.id, generation, done));
+            output = output_items(&record.id, generation, done);
             usage = json!({
                 "input_tokens": generation.usage.prompt_tokens,
                 "input_tokens_details": { "cached_tokens": 0 },
@@ -46,20 +47,20 @@ pub(crate) fn response_object(record: &ResponseRecord, document: Option<&[u8]>) 
         "completed_at": completed_at,
         "error": error,
         "incomplete_details": incomplete,
-        "instructions": record.instructions,
+        "instructions": record.asked.instructions,
         "max_output_tokens": record.limits.max_output_tokens,
         "metadata": record.metadata,
         "model": record.model,
         "output": output,
-        "parallel_tool_calls": false,
-        "previous_response_id": null,
+        "parallel_tool_calls": record.shape.parallel_tool_calls,
+        "previous_response_id": record.asked.previous_response_id,
         "reasoning": null,
         "service_tier": record.service_tier,
         "store": true,
         "temperature": record.limits.temperature,
-        "text": { "format": { "type": "text" } },
-        "tool_choice": "none",
-        "tools": [],
+        "text": record.shape.text,
+        "tool_choice": record.shape.tool_choice,
+        "tools": record.shape.tools,
         "top_p": record.limits.top_p,
         "truncation": "disabled",
         "usage": usage,
@@ -67,16 +68,28 @@ pub(crate) fn response_object(record: &ResponseRecord, document: Option<&[u8]>) 
     })
 }
 
-/// The one assistant message of a finished response.
-fn message(response_id: &str, generation: &Generation, completed: bool) -> Value {
-    let id = format!("msg_{}", response_id.trim_start_matches("resp_"));
-    json!({
-        "type": "message",
-        "id": id,
-        "status": if completed { "completed" } else { "incomplete" },
-        "role": "assistant",
-        "content": [{ "type": "output_text", "text": generation.text, "annotations": [], "logprobs": [] }],
-    })
+/// The output of a finished response: its assistant message (when it has text, or called no function), then a
+/// `function_call` item for each function it called.
+fn output_items(response_id: &str, generation: &Generation, completed: bool) -> Vec<Value> {
+    let stem = response_id.trim_start_matches("resp_");
+    let status = if completed { "completed" } else { "incomplete" };
+    let message = (!generation.text.is_empty() || generation.tool_calls.is_none()).then(|| {
+        json!({
+            "type": "message",
+            "id": format!("msg_{stem}"),
+            "status": status,
+            "role": "assistant",
+            "content": [{ "type": "output_text", "text": generation.text, "annotations": [], "logprobs": [] }],
+        })
+    });
+    let calls = answer_items(generation).into_iter().enumerate().filter_map(|(i, item)| match item {
+        InputItem::FunctionCall { call_id, name, arguments } => Some(json!({
+            "type": "function_call", "id": format!("fc_{stem}_{i}"), "call_id": call_id, "name": name,
+            "arguments": arguments, "status": status,
+        })),
+        _ => None,
+    });
+    message.into_iter().chain(calls).collect()
 }
 
 /// OpenAI's code for a failure: the engine's refusal (a prompt past its context) is the prompt's fault, the rest
@@ -84,6 +97,7 @@ fn message(response_id: &str, generation: &Generation, completed: bool) -> Value
 fn error_code(code: ErrorCode) -> &'static str {
     match code {
         ErrorCode::EngineRejected => "invalid_prompt",
+        ErrorCode::InvalidOutput => "invalid_output",
         _ => "server_error",
     }
 }
@@ -108,17 +122,17 @@ mod tests {
 
     use super::*;
     use crate::contract::request_id::RequestId;
-    use crate::router::openai::response_record::ResponseLimits;
+    use crate::router::openai::response_record::{AnswerShape, Asked, ResponseLimits};
 
     fn record() -> ResponseRecord {
         ResponseRecord {
             id: "resp_0123".into(),
             created_at: 1_700_000_000,
             model: "small".into(),
-            instructions: Some("Be brief.".into()),
-            input: vec![],
+            asked: Asked { instructions: Some("Be brief.".into()), ..Asked::default() },
             metadata: Map::new(),
             limits: ResponseLimits { max_output_tokens: 16, temperature: 0.7, top_p: 1.0 },
+            shape: AnswerShape::default(),
             service_tier: "default".into(),
             background: true,
             owner: Some("team-a".into()),
@@ -131,6 +145,19 @@ mod tests {
                        "usage": {"promptTokens": 3, "completionTokens": 2, "totalTokens": 5}}})
         .to_string()
         .into_bytes()
+    }
+
+    #[test]
+    fn a_response_that_called_a_function_answers_with_a_function_call_item() {
+        let call = json!({"id": "call_1", "type": "function", "function": {"name": "add", "arguments": "{\"a\":1}"}});
+        let document = json!({"requestId": RequestId::new_v4(), "status": "success", "timestamp": "2026-01-01T00:00:00Z",
+            "result": {"text": "", "finishReason": "tool_calls", "toolCalls": [call],
+                       "usage": {"promptTokens": 3, "completionTokens": 2, "totalTokens": 5}}});
+        let object = response_object(&record(), Some(document.to_string().as_bytes()));
+        assert_eq!(object["status"], "completed");
+        let item = json!({"type": "function_call", "id": "fc_0123_0", "call_id": "call_1", "name": "add",
+            "arguments": "{\"a\":1}", "status": "completed"});
+        assert_eq!(object["output"], json!([item]));
     }
 
     #[test]

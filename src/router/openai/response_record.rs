@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use super::error::OpenAiError;
 use super::owner::{Owned, visible_to, write_owned};
+use super::response_shape::InputItem;
 use crate::contract::openai_response::request_id;
 use crate::contract::request::Sampling;
 use crate::contract::request_id::RequestId;
@@ -17,13 +18,6 @@ use crate::router::api_keys::Caller;
 /// Where response records are kept (beside the results, expired with them).
 pub(crate) const PREFIX: &str = "responses/";
 
-/// One message of a response's input, as the client sent it: its role and its text.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct InputMessage {
-    pub(crate) role: String,
-    pub(crate) text: String,
-}
-
 /// A response's record: the fields of the Response object that are the client's, and when it was created.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct ResponseRecord {
@@ -31,16 +25,58 @@ pub(crate) struct ResponseRecord {
     pub(crate) created_at: i64,
     /// The model as the client named it.
     pub(crate) model: String,
-    pub(crate) instructions: Option<String>,
-    pub(crate) input: Vec<InputMessage>,
+    #[serde(flatten)]
+    pub(crate) asked: Asked,
     pub(crate) metadata: Map<String, Value>,
     #[serde(flatten)]
     pub(crate) limits: ResponseLimits,
+    #[serde(flatten)]
+    pub(crate) shape: AnswerShape,
     pub(crate) service_tier: String,
     pub(crate) background: bool,
     /// The project the response belongs to.
     #[serde(default, skip_serializing)]
     pub(crate) owner: Option<String>,
+}
+
+/// What the response was asked: its instructions and input as sent, and the conversation it continues.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Asked {
+    pub(crate) instructions: Option<String>,
+    pub(crate) input: Vec<InputItem>,
+    /// The response this one continues (`previous_response_id`).
+    #[serde(default)]
+    pub(crate) previous_response_id: Option<String>,
+    /// The earlier turns it continues, in order: each one's input and answer (their instructions are not carried).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) context: Vec<InputItem>,
+}
+
+/// What the answer may be, as the client wrote it in Responses' shapes (echoed by the Response object).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct AnswerShape {
+    #[serde(default = "plain_text")]
+    pub(crate) text: Value,
+    #[serde(default)]
+    pub(crate) tools: Vec<Value>,
+    #[serde(default = "no_tool_choice")]
+    pub(crate) tool_choice: Value,
+    #[serde(default)]
+    pub(crate) parallel_tool_calls: bool,
+}
+
+impl Default for AnswerShape {
+    fn default() -> Self {
+        AnswerShape { text: plain_text(), tools: Vec::new(), tool_choice: no_tool_choice(), parallel_tool_calls: false }
+    }
+}
+
+fn plain_text() -> Value {
+    serde_json::json!({ "format": { "type": "text" } })
+}
+
+fn no_tool_choice() -> Value {
+    Value::from("none")
 }
 
 /// The limits the request runs with (the pipeline's defaults where the client gave none).

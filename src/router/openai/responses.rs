@@ -16,11 +16,13 @@ use super::error::OpenAiError;
 use super::objects::objects;
 use super::response_input::{self, Create};
 use super::response_object::response_object;
-use super::response_record::{InputMessage, ResponseRecord, find, remove, save};
+use super::response_record::{Asked, ResponseRecord, find, remove, save};
+use super::response_shape::{InputItem, answer_items};
 use crate::callbacks::openai_events::EventType;
+use crate::contract::openai_response::{Standing, Stored};
 use crate::contract::outcome::Ending;
 use crate::contract::request_id::RequestId;
-use crate::ports::StoreError;
+use crate::ports::{ObjectStore, StoreError};
 use crate::router::api_keys::Caller;
 use crate::router::infer::{Admitted, accepted, admit, lane};
 use crate::router::result_wait;
@@ -36,7 +38,12 @@ pub(crate) async fn create(
     body: Bytes,
 ) -> Result<Json<Value>, OpenAiError> {
     let objects = objects(&state)?;
-    let Create { request, record } = response_input::read(&body, &state.openai.models, Utc::now())?;
+    let ask = response_input::read(&body, &state.openai.models)?;
+    let context = match &ask.previous_response_id {
+        Some(previous) => conversation(&state, objects, &caller, previous).await?,
+        None => Vec::new(),
+    };
+    let Create { request, record } = ask.create(context, Utc::now())?;
     let record = ResponseRecord { owner: caller.project, ..record };
     let Admitted { request, body } = admit(&state, request).map_err(|e| OpenAiError::too_large(e.to_string()))?;
     // The model or the thresholds: a classifier call is not worth its wait for a response.
@@ -57,6 +64,28 @@ pub(crate) async fn create(
             .map_err(|e| OpenAiError::store(&e))?,
     };
     Ok(Json(response_object(&record, document.as_deref())))
+}
+
+/// The turns a response continuing `previous` reads, in order: the earlier ones `previous` continued, its input and
+/// its answer. Another project's response is answered as one that does not exist; one not finished is refused.
+async fn conversation(
+    state: &AppState,
+    objects: &dyn ObjectStore,
+    caller: &Caller,
+    previous: &str,
+) -> Result<Vec<InputItem>, OpenAiError> {
+    let (request_id, record) = find(objects, caller, previous).await?;
+    let document = state.store.get(request_id).await.map_err(|e| OpenAiError::store(&e))?;
+    let standing = Standing::of(document.as_deref().and_then(Stored::read));
+    let (Standing::Completed(answer) | Standing::Incomplete(answer)) = &standing else {
+        let why = format!(
+            "previous_response_id: {previous} is {}: a response continues one that has finished (poll it first)",
+            standing.status()
+        );
+        return Err(OpenAiError::invalid_param("previous_response_id", why));
+    };
+    let Asked { context, input, .. } = record.asked;
+    Ok(context.into_iter().chain(input).chain(answer_items(answer)).collect())
 }
 
 /// GET /v1/responses/{id}
@@ -134,7 +163,9 @@ pub(crate) async fn input_items(
     Query(query): Query<ItemsQuery>,
 ) -> Result<Json<Value>, OpenAiError> {
     let (_, record) = find(objects(&state)?, &caller, &id).await?;
-    let mut items: Vec<Value> = record.input.iter().enumerate().map(|(i, m)| input_item(&record.id, i, m)).collect();
+    let stem = record.id.trim_start_matches("resp_");
+    let mut items: Vec<Value> =
+        record.asked.input.iter().enumerate().map(|(i, item)| item.listed(format!("msg_{stem}_{i}"))).collect();
     match query.order.as_deref() {
         None | Some("desc") => items.reverse(),
         Some("asc") => {}
@@ -150,17 +181,4 @@ pub(crate) async fn input_items(
     items.truncate(limit);
     let (first_id, last_id) = (items.first().map(|i| i["id"].clone()), items.last().map(|i| i["id"].clone()));
     Ok(Json(json!({ "object": "list", "data": items, "first_id": first_id, "last_id": last_id, "has_more": has_more })))
-}
-
-/// The `index`-th input message of response `id`, as OpenAI lists it: a message item (an assistant's earlier answer
-/// with output_text content, any other with input_text).
-fn input_item(id: &str, index: usize, message: &InputMessage) -> Value {
-    let kind = if message.role == "assistant" { "output_text" } else { "input_text" };
-    json!({
-        "type": "message",
-        "id": format!("msg_{}_{index}", id.trim_start_matches("resp_")),
-        "status": "completed",
-        "role": message.role,
-        "content": [{ "type": kind, "text": message.text }],
-    })
 }

@@ -1,0 +1,140 @@
+//! What OpenAI's clients send beyond a prompt, end to end on `gpuinfer dev` and the engine simulator: each control
+//! reaches the engine under the engine's own name, a request's labels come back with its result and never reach the
+//! engine, an answer that ignores its response format ends as an `invalid_output` error (never a success), a
+//! function call comes back as a Responses `function_call` item, and a response continued with
+//! `previous_response_id` sends the engine the earlier turn. On llama.cpp with the official client: batch_api.rs.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::support::dev::Dev;
+use crate::support::engine_process::EngineProcess;
+use crate::support::{eventually, free_port};
+
+struct Rig {
+    dev: Dev,
+    engine: EngineProcess,
+    http: reqwest::Client,
+    _data: tempfile::TempDir,
+}
+
+/// The simulator answering each request in 200 ms.
+async fn rig() -> Rig {
+    let engine = EngineProcess::start(&["--latency-ms", "200"]);
+    let data = tempfile::tempdir().unwrap();
+    let dev = Dev::start(data.path(), free_port(), &engine.url, &["--classifier", "none"]);
+    let http = reqwest::Client::new();
+    dev.ready(&http).await;
+    Rig { dev, engine, http, _data: data }
+}
+
+impl Rig {
+    async fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let mut request = self.http.request(method, format!("{}{path}", self.dev.url));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        (response.status(), response.json().await.unwrap_or_default())
+    }
+
+    /// The stored document of an accepted /infer request, once there.
+    async fn result(&self, request_id: &str) -> Value {
+        let path = format!("/results/{request_id}");
+        eventually(Duration::from_secs(30), "the result document", || async {
+            let (status, document) = self.send(reqwest::Method::GET, &path, None).await;
+            (status == StatusCode::OK).then_some(document)
+        })
+        .await
+    }
+
+    /// A waited-for response (not background), created from `body`.
+    async fn respond(&self, body: Value) -> Value {
+        let (status, response) = self.send(reqwest::Method::POST, "/v1/responses", Some(body)).await;
+        assert_eq!(status, StatusCode::OK, "{response}");
+        assert_ne!(response["status"], "queued", "waited for: {response}");
+        response
+    }
+}
+
+fn person_format() -> Value {
+    json!({"type": "json_schema", "json_schema": {"name": "person", "strict": true, "schema": {"type": "object",
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name", "age"]}}})
+}
+
+/// The simulator answers `echo: …` whatever the format asks: the worker must not call that a success.
+#[tokio::test]
+async fn controls_reach_the_engine_labels_come_back_and_an_answer_off_its_format_is_an_error() {
+    let rig = rig().await;
+    let body = json!({"messages": [{"role": "developer", "content": "Extract."},
+                                   {"role": "user", "content": [{"type": "text", "text": "Ann is 31."}]}],
+        "responseFormat": person_format(), "seed": 7, "stop": ["END"], "presencePenalty": 0.5,
+        "frequencyPenalty": -0.5, "logprobs": true, "topLogprobs": 2, "user": "u-1", "metadata": {"job": "extract"}});
+    let (status, accepted) = rig.send(reqwest::Method::POST, "/infer", Some(body)).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
+    let document = rig.result(accepted["requestId"].as_str().unwrap()).await;
+    assert_eq!(
+        (document["status"].as_str(), document["error"]["code"].as_str()),
+        (Some("error"), Some("invalid_output"))
+    );
+    assert!(document["error"]["message"].as_str().unwrap().contains("not JSON"), "{document}");
+    assert_eq!((document["user"].as_str(), &document["metadata"]), (Some("u-1"), &json!({"job": "extract"})));
+
+    let sent = rig.engine.last_request().await;
+    assert_eq!(sent["response_format"], person_format());
+    assert_eq!((sent["seed"].as_i64(), &sent["stop"]), (Some(7), &json!(["END"])));
+    assert_eq!((sent["presence_penalty"].as_f64(), sent["frequency_penalty"].as_f64()), (Some(0.5), Some(-0.5)));
+    assert_eq!((sent["logprobs"].as_bool(), sent["top_logprobs"].as_u64()), (Some(true), Some(2)));
+    assert_eq!(sent["messages"][0], json!({"role": "system", "content": "Extract."}), "developer runs as system");
+    assert_eq!(sent["messages"][1]["content"], "Ann is 31.");
+    assert!(sent.get("user").is_none() && sent.get("metadata").is_none(), "labels stay with gpuinfer: {sent}");
+}
+
+#[tokio::test]
+async fn a_function_call_is_a_function_call_item_and_a_continued_response_sends_the_earlier_turn() {
+    let rig = rig().await;
+    let tool = json!({"type": "function", "name": "get_weather", "parameters": {"type": "object",
+        "properties": {"city": {"type": "string"}}}, "strict": false});
+    let first = rig
+        .respond(json!({"model": "small", "input": "Weather in Paris?", "tools": [tool], "tool_choice": "required"}))
+        .await;
+    assert_eq!(first["status"], "completed", "{first}");
+    let call = &first["output"][0];
+    assert_eq!((call["type"].as_str(), call["name"].as_str()), (Some("function_call"), Some("get_weather")), "{first}");
+    assert_eq!(first["tools"], json!([tool]), "echoed as sent");
+    let sent = rig.engine.last_request().await;
+    assert_eq!(sent["tools"][0]["function"]["name"], "get_weather", "chat's shape: {sent}");
+
+    let output = json!({"type": "function_call_output", "call_id": call["call_id"], "output": "18 °C, sunny"});
+    let second = rig
+        .respond(json!({"model": "small", "input": [output], "previous_response_id": first["id"], "instructions": "Be brief."}))
+        .await;
+    assert_eq!((second["status"].as_str(), &second["previous_response_id"]), (Some("completed"), &first["id"]));
+    assert_eq!(second["output"][0]["type"], "message", "no tool_choice this turn: {second}");
+    let sent = rig.engine.last_request().await;
+    let roles: Vec<&str> = sent["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool"], "instructions, the first turn, its call, the output");
+
+    let queued = json!({"model": "small", "input": "x", "background": true});
+    let (_, pending) = rig.send(reqwest::Method::POST, "/v1/responses", Some(queued)).await;
+    let unknown = format!("resp_{}", uuid::Uuid::new_v4().simple());
+    let (status, missing) = rig
+        .send(
+            reqwest::Method::POST,
+            "/v1/responses",
+            Some(json!({"model": "small", "input": "x", "previous_response_id": unknown})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{missing}");
+    // The simulator takes 200 ms a request: the background response is still queued.
+    let (status, refused) = rig
+        .send(
+            reqwest::Method::POST,
+            "/v1/responses",
+            Some(json!({"model": "small", "input": "x", "previous_response_id": pending["id"]})),
+        )
+        .await;
+    assert_eq!((status, refused["error"]["param"].as_str()), (StatusCode::BAD_REQUEST, Some("previous_response_id")));
+}
