@@ -129,6 +129,7 @@ async fn the_openai_client_runs_responses_on_the_router_lambda_with_keys_from_th
     assert_eq!((ran["created_status"].as_str(), ran["status"].as_str()), (Some("queued"), Some("completed")), "{ran}");
     assert!(ran["output_text"].as_str().is_some_and(|text| !text.trim().is_empty()), "{ran}");
     let first_response = ran["id"].as_str().unwrap().to_owned();
+    structured_output_travels_the_stack(base, &first).await;
     let uploaded = client(base, &["upload", "--api-key", &first]).await;
     assert_eq!(uploaded["same"], true, "a multipart body crosses the stand-in base64-encoded, and back: {uploaded}");
 
@@ -185,6 +186,50 @@ async fn the_openai_client_runs_responses_on_the_router_lambda_with_keys_from_th
         let signed = key.sign(&delivery.id, delivery.timestamp.parse().unwrap(), &delivery.body);
         assert_eq!(delivery.signature, signed, "signed with the stack's secret: {delivery:?}");
     }
+}
+
+/// What a response's answer must be travels router → SQS → worker → S3 and back: the engine simulator ignores
+/// response formats, so a json_schema response fails `invalid_output`; it honours `tool_choice`, so a required
+/// function comes back as a `function_call` item.
+async fn structured_output_travels_the_stack(base: &str, key: &str) {
+    let http = reqwest::Client::new();
+    let ended = |body: Value| {
+        let http = &http;
+        async move {
+            let created: Value = http
+                .post(format!("{base}/v1/responses"))
+                .bearer_auth(key)
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let url = format!("{base}/v1/responses/{}", created["id"].as_str().unwrap_or_else(|| panic!("{created}")));
+            crate::support::eventually(Duration::from_secs(20), "the response to end", || async {
+                let response: Value = http.get(&url).bearer_auth(key).send().await.unwrap().json().await.unwrap();
+                (response["status"] != "queued").then_some(response)
+            })
+            .await
+        }
+    };
+    let format = json!({"type": "json_schema", "name": "answer", "schema": {"type": "object", "properties": {"n": {"type": "integer"}}}});
+    let failed =
+        ended(json!({"model": "small", "input": "Count.", "background": true, "text": {"format": format}})).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert!(failed["error"]["message"].as_str().unwrap().starts_with("invalid_output: "), "{failed}");
+    assert_eq!(failed["text"]["format"], format, "{failed}");
+    let tool = json!({"type": "function", "name": "count", "parameters": {"type": "object"}});
+    let called = ended(
+        json!({"model": "small", "input": "Count.", "background": true, "tools": [tool], "tool_choice": "required"}),
+    )
+    .await;
+    assert_eq!(
+        (called["status"].as_str(), called["output"][0]["type"].as_str()),
+        (Some("completed"), Some("function_call")),
+        "{called}"
+    );
 }
 
 /// `gpuinfer api-key` checks what it was given before it reads the store: without a secret it says where the stack

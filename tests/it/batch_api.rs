@@ -86,7 +86,7 @@ async fn dev_on_simulator(engine_flags: &[&str], flags: &[&str]) -> DevOnSimulat
     DevOnSimulator { dev, engine, data }
 }
 
-fn engine_url() -> String {
+pub(crate) fn engine_url() -> String {
     std::env::var("GPUINFER_TEST_ENGINE_URL").unwrap_or_else(|_| {
         panic!("this test needs the real local engine: run scripts/test.sh (GPUINFER_TEST_ENGINE_URL)")
     })

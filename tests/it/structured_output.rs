@@ -138,3 +138,43 @@ async fn a_function_call_is_a_function_call_item_and_a_continued_response_sends_
         .await;
     assert_eq!((status, refused["error"]["param"].as_str()), (StatusCode::BAD_REQUEST, Some("previous_response_id")));
 }
+
+/// The official `openai` client (tests/openai/structured_client.py) on `gpuinfer dev` in front of llama.cpp, which
+/// enforces a schema while it decodes: a Batch file mixing structured output, seed, stop, penalties, logprobs,
+/// content parts and a tool line completes with every line 200 and each structured line valid; a Batch file for
+/// /v1/responses; `responses.parse` with a Pydantic model, waited and background; a continued response.
+#[tokio::test]
+#[ignore = "needs the local engine and the openai client: scripts/test.sh"]
+async fn the_openai_client_gets_structured_output_and_every_control_through_batch_and_responses_on_llama_cpp() {
+    let data = tempfile::tempdir().unwrap();
+    let dev = Dev::start(data.path(), free_port(), &crate::batch_api::engine_url(), &["--classifier", "none"]);
+    dev.ready(&reqwest::Client::new()).await;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/openai/structured_client.py");
+    let output = tokio::process::Command::new(crate::batch_api::python())
+        .args([script, "--base-url", &dev.url])
+        .output()
+        .await
+        .expect("run the openai client");
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "structured_client.py failed: {}\nstdout: {stdout}\nstderr: {stderr}",
+        output.status
+    );
+    let ran: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("one JSON object");
+    let chat = &ran["chat_batch"];
+    let statuses = chat["statuses"].as_object().unwrap();
+    assert_eq!(statuses.len(), 7, "{ran}");
+    assert!(statuses.values().all(|status| status == 200), "{ran}");
+    let person = json!({"name": "Ann", "age": 31});
+    assert_eq!(chat["schema_answer"], person, "{ran}");
+    assert_eq!((chat["logprob_tokens"].as_u64(), chat["top_logprobs"].as_u64()), (Some(8), Some(2)), "{ran}");
+    let responses = &ran["responses_batch"];
+    assert_eq!((responses["object"].as_str(), &responses["answer"]), (Some("response"), &person), "{ran}");
+    let parsed = &ran["parsed"];
+    assert_eq!((&parsed["waited"], &parsed["background"]), (&person, &person), "{ran}");
+    assert_eq!(parsed["background_created"], "queued");
+    let continued = &ran["continued"];
+    assert_eq!(continued["previous_response_id"], continued["first_id"], "{ran}");
+    assert!(["completed", "incomplete"].contains(&continued["status"].as_str().unwrap()), "{ran}");
+}
