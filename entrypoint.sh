@@ -16,7 +16,8 @@
 #
 # Environment: MODEL_NAME (required), MODEL_S3_PATH (s3://bucket/prefix/, or s3://none/none/ for
 # the engine's own hub download), SERVED_MODEL_NAME, QUANTIZATION (awq|gptq|none), MAX_SEQ_LEN,
-# GPU_MEM_UTIL, TP_SIZE, ENGINE_PORT, MODEL_DIR; SHARED_MEMORY_DIR (default /dev/shm; tests point it
+# GPU_MEM_UTIL, TP_SIZE, ENGINE_PORT, MODEL_DIR, TOOL_CALL_PARSER (vLLM's parser of the model's tool calls,
+# which `tool_choice: "auto"` needs; empty: none, and "required" or a named function still work); SHARED_MEMORY_DIR (default /dev/shm; tests point it
 # elsewhere); ENGINE_CMD replaces the whole engine command line (tests and other engines); GPUINFER
 # is the gpuinfer binary. The worker reads the rest.
 #
@@ -106,6 +107,9 @@ else
         --tensor-parallel-size "${TP_SIZE:-1}")
     if [[ "${QUANTIZATION:-none}" != none ]]; then
         engine+=(--quantization "$QUANTIZATION")
+    fi
+    if [[ -n "${TOOL_CALL_PARSER:-}" ]]; then
+        engine+=(--enable-auto-tool-choice --tool-call-parser "$TOOL_CALL_PARSER")
     fi
 fi
 

@@ -40,7 +40,7 @@ use support::{
 /// llama.cpp engine, `sqs-sim-N` and `sqs-llama` the worker on SQS + S3 in moto (P1; `sqs-llama` also P6 as
 /// deployed), `stand-in-N` the worker on SQS + S3 in the aws-stand-in (P1 where moto is the bound), `p3` the worker's
 /// ceiling and its profile, `p4` the router, `f1` fetch-model (P6's memory row needs `p3` and
-/// `p4`).
+/// `p4`), `s1` the router's and the worker's CPU for a request with a 10 KB response schema.
 const ROWS: &[&str] = &[
     "sim-8",
     "sim-64",
@@ -55,6 +55,7 @@ const ROWS: &[&str] = &[
     "p3",
     "p4",
     "f1",
+    "s1",
 ];
 
 /// The rows this run measures: those `GPUINFER_BENCH_ROWS` names, or every row when it is unset or empty.
@@ -1075,6 +1076,9 @@ async fn main() {
     if selection.has("f1") {
         f1_row(&mut rows, &moto()).await;
     }
+    if selection.has("s1") {
+        s1_rows(&mut rows).await;
+    }
 
     if let Some(runs) = RUNS.get() {
         std::fs::remove_dir_all(runs).unwrap();
@@ -1239,4 +1243,111 @@ async fn f1_row(rows: &mut Vec<Row>, moto: &str) {
             details: "Mixed file sizes, moto S3.".into(),
         },
     );
+}
+
+/// A chat request of `TOKENS` tokens; with `schema`, its answer must be JSON valid against it (`responseFormat`).
+fn chat_request(i: usize, schema: Option<&Value>) -> Value {
+    let mut body = json!({"messages": [{"role": "user", "content": format!("Benchmark request {i}: a record.")}],
+                          "maxTokens": TOKENS});
+    if let Some(schema) = schema {
+        body["responseFormat"] = json!({"type": "json_schema", "json_schema": {"name": "record", "schema": schema}});
+    }
+    body
+}
+
+/// A response schema of about 10 KB: an object of 100 optional string properties, each described (the engine
+/// simulator's answer, `{}`, is valid against it).
+fn ten_kb_schema() -> Value {
+    let properties: serde_json::Map<String, Value> = (0..100)
+        .map(|i| {
+            (
+                format!("field_{i}"),
+                json!({"type": "string", "description": format!("Field {i} of the record, as the text states it.")}),
+            )
+        })
+        .collect();
+    json!({"type": "object", "properties": properties, "additionalProperties": false})
+}
+
+/// CPU-µs per request of the router (POST /infer to 202, on the aws-stand-in's SQS) and of the worker (lease to
+/// stored result, instant engine, embedded queue), plain chat requests against the same with a 10 KB schema.
+async fn schema_costs(requests: usize, schema: Option<&Value>) -> (f64, f64) {
+    let (_stand_in, stand_in_url) = aws_stand_in();
+    let env = router_env(&stand_in_url).await;
+    let port = free_port();
+    let router = gpuinfer(&["router", "--listen", &format!("127.0.0.1:{port}"), "--classifier", "none"], &env);
+    let http = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{port}/infer");
+    while http.post(&url).json(&chat_request(0, schema)).send().await.is_err() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let before = cpu_seconds(router.pid());
+    for i in 0..requests {
+        assert_eq!(http.post(&url).json(&chat_request(i, schema)).send().await.unwrap().status(), 202);
+    }
+    let router_us = (cpu_seconds(router.pid()) - before).as_secs_f64() * 1e6 / requests as f64;
+
+    let (_engine, engine_url) = simulator(4096, &["--latency-ms", "0", "--completion-tokens", "1"]);
+    let dir = run_dir();
+    let queue = LocalBackends::open(&dir).unwrap().lane_handles(Tier::Small).normal;
+    let bodies: Vec<String> = (0..requests)
+        .map(|i| {
+            let mut body = chat_request(i, schema);
+            body["requestId"] = json!(uuid::Uuid::new_v4());
+            body.to_string()
+        })
+        .collect();
+    let worker = gpuinfer(
+        &["worker", "--tier", "small", "--engine-url", &engine_url, "--concurrency", "64"],
+        &[("GPUINFER_DATA_DIR", dir.display().to_string()), ("GPUINFER_EMBEDDED_QUEUES", "true".into())],
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = cpu_seconds(worker.pid());
+    assert!(queue.send_many(&bodies).await.iter().all(Result::is_ok));
+    wait_for_results(&dir, requests, Duration::from_secs(300)).await;
+    let worker_us = (cpu_seconds(worker.pid()) - before).as_secs_f64() * 1e6 / requests as f64;
+    for file in result_files(&dir).take(3) {
+        let document: Value = serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+        assert_eq!(document["status"], "success", "the schema's answer is valid: {document}");
+    }
+    (router_us, worker_us)
+}
+
+/// S1: what a 10 KB response schema costs the router per request and the worker per result, each against the same
+/// chat request without one (3 rounds of each, alternated; means).
+async fn s1_rows(rows: &mut Vec<Row>) {
+    eprintln!("S1: router and worker CPU with a 10 KB response schema");
+    let schema = ten_kb_schema();
+    let schema_bytes = schema.to_string().len();
+    let (mut plain, mut with_schema) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        plain.push(schema_costs(2000, None).await);
+        with_schema.push(schema_costs(2000, Some(&schema)).await);
+    }
+    let means = |runs: &[(f64, f64)]| {
+        (mean(&runs.iter().map(|r| r.0).collect::<Vec<_>>()), mean(&runs.iter().map(|r| r.1).collect::<Vec<_>>()))
+    };
+    let ((router_plain, worker_plain), (router_schema, worker_schema)) = (means(&plain), means(&with_schema));
+    for (what, ours, reference) in [
+        ("router CPU per request", router_schema, router_plain),
+        ("worker CPU per result", worker_schema, worker_plain),
+    ] {
+        report(
+            rows,
+            Row {
+                id: "S1",
+                what: format!("{what}, {:.1} KB schema", schema_bytes as f64 / 1000.0),
+                ours: format!("{ours:.0} µs"),
+                reference: format!("{reference:.0} µs plain"),
+                ratio: ours / reference,
+                target: "none",
+                met: None,
+                capped_by: None,
+                details: "2,000 chat requests of each kind, 3 rounds alternated; the router on the SQS stand-in, \
+                          the worker on the embedded queue with an instant engine (the simulator answers `{}`, valid \
+                          against the schema, which the worker compiles and checks each answer against)."
+                    .into(),
+            },
+        );
+    }
 }

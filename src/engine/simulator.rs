@@ -353,7 +353,11 @@ async fn generate(state: &SimulatorState, behavior: &Behavior, reply: Reply, bod
         }
         Reply::Hang => unreachable!("answered above"),
         Reply::Ok => {
-            let text = format!("echo: {}", prompt.chars().take(24).collect::<String>());
+            // Asked for JSON, an empty object: valid JSON, which a schema may still refuse.
+            let text = match body["response_format"]["type"].as_str() {
+                Some("json_object" | "json_schema") => "{}".to_owned(),
+                _ => format!("echo: {}", prompt.chars().take(24).collect::<String>()),
+            };
             // As an engine does: "length" when the answer was cut at max_tokens, else "stop".
             let finish_reason = if behavior.completion_tokens >= max_tokens { "length" } else { "stop" };
             let choice = if let Some(name) = required_tool(body) {
@@ -379,8 +383,7 @@ async fn generate(state: &SimulatorState, behavior: &Behavior, reply: Reply, bod
 }
 
 /// The function a request obliges the model to call, as an engine honours `tool_choice`: the one it names, or the
-/// first tool when it says "required". The simulator calls it with no arguments; it ignores response formats (as an
-/// engine without structured output would).
+/// first tool when it says "required". The simulator calls it with no arguments.
 fn required_tool(body: &Value) -> Option<&str> {
     match &body["tool_choice"] {
         Value::String(mode) if mode == "required" => body["tools"][0]["function"]["name"].as_str(),

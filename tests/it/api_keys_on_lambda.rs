@@ -188,8 +188,8 @@ async fn the_openai_client_runs_responses_on_the_router_lambda_with_keys_from_th
     }
 }
 
-/// What a response's answer must be travels router → SQS → worker → S3 and back: the engine simulator ignores
-/// response formats, so a json_schema response fails `invalid_output`; it honours `tool_choice`, so a required
+/// What a response's answer must be travels router → SQS → worker → S3 and back: the engine simulator answers `{}`
+/// to a response format, so a response whose schema requires a field fails `invalid_output`; it honours `tool_choice`, so a required
 /// function comes back as a `function_call` item.
 async fn structured_output_travels_the_stack(base: &str, key: &str) {
     let http = reqwest::Client::new();
@@ -214,7 +214,7 @@ async fn structured_output_travels_the_stack(base: &str, key: &str) {
             .await
         }
     };
-    let format = json!({"type": "json_schema", "name": "answer", "schema": {"type": "object", "properties": {"n": {"type": "integer"}}}});
+    let format = json!({"type": "json_schema", "name": "answer", "schema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}});
     let failed =
         ended(json!({"model": "small", "input": "Count.", "background": true, "text": {"format": format}})).await;
     assert_eq!(failed["status"], "failed", "{failed}");

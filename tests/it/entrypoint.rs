@@ -463,3 +463,39 @@ async fn the_container_reports_its_cold_start_once_counted_from_the_image_pull()
     assert!(phases[5].unwrap() >= 5.0, "the total counts from the pull's start: {phases:?}");
     one_document(&read(&emf), "small", phases);
 }
+
+/// vLLM's "Tool Calling" page: `tool_choice: "auto"` needs `--enable-auto-tool-choice` and the `--tool-call-parser`
+/// of the model's tool-call format, while `required` and a named function need neither. The entrypoint passes both
+/// flags exactly when the tier names a parser (TOOL_CALL_PARSER, the template's `ToolCallParser`), and nothing for a
+/// model without a format (the default models). A stand-in `vllm` on PATH exits at once; the line the entrypoint
+/// logs before starting it shows the command line.
+#[tokio::test]
+async fn vllm_gets_auto_tool_choice_and_its_parser_only_when_the_tier_names_one() {
+    for (parser, flags) in [("mistral", " --enable-auto-tool-choice --tool-call-parser mistral"), ("", "")] {
+        let container = Container::new();
+        let bin = container.dir.path().join("bin");
+        fs::create_dir(&bin).unwrap();
+        fs::write(bin.join("vllm"), "#!/bin/sh\nexit 3\n").unwrap();
+        fs::set_permissions(&bin, Permissions::from_mode(0o755)).unwrap();
+        fs::set_permissions(bin.join("vllm"), Permissions::from_mode(0o755)).unwrap();
+        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+        let output = container
+            .entrypoint(free_port(), engine_simulator())
+            .env_remove("ENGINE_CMD")
+            .env("PATH", path)
+            .env("TOOL_CALL_PARSER", parser)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "the stand-in engine exited: so does the container");
+        let log = String::from_utf8_lossy(&output.stderr);
+        let started = log
+            .lines()
+            .find(|line| line.contains("starting the engine: vllm serve"))
+            .unwrap_or_else(|| panic!("{log}"));
+        assert!(
+            started.ends_with(&format!("--tensor-parallel-size 1{flags}")),
+            "TOOL_CALL_PARSER={parser:?}: {started}"
+        );
+    }
+}

@@ -41,6 +41,7 @@ mod local_queue;
 mod local_store;
 mod log_privacy;
 mod openai_events;
+mod openai_parameters;
 mod projects;
 mod refusals;
 mod responses;

@@ -1,6 +1,6 @@
 //! What OpenAI's clients send beyond a prompt, end to end on `gpuinfer dev` and the engine simulator: each control
 //! reaches the engine under the engine's own name, a request's labels come back with its result and never reach the
-//! engine, an answer that ignores its response format ends as an `invalid_output` error (never a success), a
+//! engine, an answer that does not fit its response format ends as an `invalid_output` error (never a success), a
 //! function call comes back as a Responses `function_call` item, and a response continued with
 //! `previous_response_id` sends the engine the earlier turn. On llama.cpp with the official client: batch_api.rs.
 
@@ -64,7 +64,8 @@ fn person_format() -> Value {
         "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name", "age"]}}})
 }
 
-/// The simulator answers `echo: …` whatever the format asks: the worker must not call that a success.
+/// The simulator answers `{}` to any response format: against a schema that requires fields, the worker must not
+/// call that a success.
 #[tokio::test]
 async fn controls_reach_the_engine_labels_come_back_and_an_answer_off_its_format_is_an_error() {
     let rig = rig().await;
@@ -79,7 +80,8 @@ async fn controls_reach_the_engine_labels_come_back_and_an_answer_off_its_format
         (document["status"].as_str(), document["error"]["code"].as_str()),
         (Some("error"), Some("invalid_output"))
     );
-    assert!(document["error"]["message"].as_str().unwrap().contains("not JSON"), "{document}");
+    let message = document["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with("the answer does not match its schema") && message.contains("name"), "{document}");
     assert_eq!((document["user"].as_str(), &document["metadata"]), (Some("u-1"), &json!({"job": "extract"})));
 
     let sent = rig.engine.last_request().await;

@@ -71,7 +71,7 @@ pub(crate) fn read(body: &[u8], models: &ModelTiers) -> Result<Ask, OpenAiError>
     };
     ask.retain(|name, value| !absent(name, value));
     if let Some(other) = ask.keys().find(|name| !FIELDS.contains(&name.as_str())) {
-        let supported = FIELDS[..FIELDS.len() - 1].join(", ");
+        let supported = FIELDS.join(", ");
         return Err(OpenAiError::invalid_param(
             other,
             format!("{other}: not supported by gpuinfer (supported: {supported})"),
