@@ -1,6 +1,7 @@
 //! docs/api.md's table of OpenAI's request parameters is what the code accepts: on each surface (a Batch line of
 //! /v1/chat/completions or /v1/completions, POST /v1/responses, POST /infer) every ✓ is among the fields the
-//! surface's own refusal lists as supported, every ✗ is not, and every field it supports has a row.
+//! surface's own refusal lists as supported, every ✗ is not, and every field it supports has a row; and the endpoints
+//! not served say what would serve them.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -119,4 +120,20 @@ async fn the_parameter_table_of_the_api_page_is_what_each_surface_accepts() {
         .filter(|name| !documented.contains(*name) && !PIPELINE_FIELDS.contains(&name.as_str()))
         .collect();
     assert!(undocumented.is_empty(), "/infer accepts {undocumented:?}, which docs/api.md's table lacks");
+}
+
+/// The OpenAI endpoints gpuinfer does not serve answer in OpenAI's shape, saying what would serve the call.
+#[tokio::test]
+async fn synchronous_completions_and_embeddings_say_what_would_serve_them() {
+    let f = fixture();
+    for (path, says) in [
+        ("/v1/chat/completions", "POST /v1/batches"),
+        ("/v1/completions", "POST /v1/responses"),
+        ("/v1/embeddings", "embedding model"),
+    ] {
+        let (status, refused) = call(&f.state, post_json(path, &json!({"model": "small"}))).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {refused}");
+        let message = refused["error"]["message"].as_str().unwrap_or_else(|| panic!("{path}: {refused}"));
+        assert!(message.contains(says), "{path}: {message}");
+    }
 }

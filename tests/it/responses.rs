@@ -15,14 +15,14 @@ use crate::support::process::ChildProcess;
 use crate::support::{eventually, free_port};
 
 /// `gpuinfer dev` with `flags` in front of the engine simulator started with `engine_flags`.
-struct DevOnSimulator {
-    dev: Dev,
-    engine: EngineProcess,
+pub(crate) struct DevOnSimulator {
+    pub(crate) dev: Dev,
+    pub(crate) engine: EngineProcess,
     http: reqwest::Client,
     _data: tempfile::TempDir,
 }
 
-async fn dev_on_simulator(engine_flags: &[&str], flags: &[&str]) -> DevOnSimulator {
+pub(crate) async fn dev_on_simulator(engine_flags: &[&str], flags: &[&str]) -> DevOnSimulator {
     let engine = EngineProcess::start(engine_flags);
     let data = tempfile::tempdir().unwrap();
     let dev = Dev::start(data.path(), free_port(), &engine.url, flags);
@@ -32,7 +32,7 @@ async fn dev_on_simulator(engine_flags: &[&str], flags: &[&str]) -> DevOnSimulat
 }
 
 impl DevOnSimulator {
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+    pub(crate) async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
         let mut request = self.http.request(method, format!("{}{path}", self.dev.url));
         if let Some(body) = body {
             request = request.json(&body);

@@ -9,54 +9,31 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use crate::responses::{DevOnSimulator, dev_on_simulator};
 use crate::support::dev::Dev;
-use crate::support::engine_process::EngineProcess;
 use crate::support::{eventually, free_port};
 
-struct Rig {
-    dev: Dev,
-    engine: EngineProcess,
-    http: reqwest::Client,
-    _data: tempfile::TempDir,
+/// `gpuinfer dev` on the simulator answering each request in 200 ms.
+async fn rig() -> DevOnSimulator {
+    dev_on_simulator(&["--latency-ms", "200"], &["--classifier", "none"]).await
 }
 
-/// The simulator answering each request in 200 ms.
-async fn rig() -> Rig {
-    let engine = EngineProcess::start(&["--latency-ms", "200"]);
-    let data = tempfile::tempdir().unwrap();
-    let dev = Dev::start(data.path(), free_port(), &engine.url, &["--classifier", "none"]);
-    let http = reqwest::Client::new();
-    dev.ready(&http).await;
-    Rig { dev, engine, http, _data: data }
+/// The stored document of an accepted /infer request, once there.
+async fn result(rig: &DevOnSimulator, request_id: &str) -> Value {
+    let path = format!("/results/{request_id}");
+    eventually(Duration::from_secs(30), "the result document", || async {
+        let (status, document) = rig.call(reqwest::Method::GET, &path, None).await;
+        (status == StatusCode::OK).then_some(document)
+    })
+    .await
 }
 
-impl Rig {
-    async fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
-        let mut request = self.http.request(method, format!("{}{path}", self.dev.url));
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.unwrap();
-        (response.status(), response.json().await.unwrap_or_default())
-    }
-
-    /// The stored document of an accepted /infer request, once there.
-    async fn result(&self, request_id: &str) -> Value {
-        let path = format!("/results/{request_id}");
-        eventually(Duration::from_secs(30), "the result document", || async {
-            let (status, document) = self.send(reqwest::Method::GET, &path, None).await;
-            (status == StatusCode::OK).then_some(document)
-        })
-        .await
-    }
-
-    /// A waited-for response (not background), created from `body`.
-    async fn respond(&self, body: Value) -> Value {
-        let (status, response) = self.send(reqwest::Method::POST, "/v1/responses", Some(body)).await;
-        assert_eq!(status, StatusCode::OK, "{response}");
-        assert_ne!(response["status"], "queued", "waited for: {response}");
-        response
-    }
+/// A waited-for response (not background), created from `body`.
+async fn respond(rig: &DevOnSimulator, body: Value) -> Value {
+    let (status, response) = rig.call(reqwest::Method::POST, "/v1/responses", Some(body)).await;
+    assert_eq!(status, StatusCode::OK, "{response}");
+    assert_ne!(response["status"], "queued", "waited for: {response}");
+    response
 }
 
 fn person_format() -> Value {
@@ -73,9 +50,9 @@ async fn controls_reach_the_engine_labels_come_back_and_an_answer_off_its_format
                                    {"role": "user", "content": [{"type": "text", "text": "Ann is 31."}]}],
         "responseFormat": person_format(), "seed": 7, "stop": ["END"], "presencePenalty": 0.5,
         "frequencyPenalty": -0.5, "logprobs": true, "topLogprobs": 2, "user": "u-1", "metadata": {"job": "extract"}});
-    let (status, accepted) = rig.send(reqwest::Method::POST, "/infer", Some(body)).await;
+    let (status, accepted) = rig.call(reqwest::Method::POST, "/infer", Some(body)).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
-    let document = rig.result(accepted["requestId"].as_str().unwrap()).await;
+    let document = result(&rig, accepted["requestId"].as_str().unwrap()).await;
     assert_eq!(
         (document["status"].as_str(), document["error"]["code"].as_str()),
         (Some("error"), Some("invalid_output"))
@@ -99,9 +76,11 @@ async fn a_function_call_is_a_function_call_item_and_a_continued_response_sends_
     let rig = rig().await;
     let tool = json!({"type": "function", "name": "get_weather", "parameters": {"type": "object",
         "properties": {"city": {"type": "string"}}}, "strict": false});
-    let first = rig
-        .respond(json!({"model": "small", "input": "Weather in Paris?", "tools": [tool], "tool_choice": "required"}))
-        .await;
+    let first = respond(
+        &rig,
+        json!({"model": "small", "input": "Weather in Paris?", "tools": [tool], "tool_choice": "required"}),
+    )
+    .await;
     assert_eq!(first["status"], "completed", "{first}");
     let call = &first["output"][0];
     assert_eq!((call["type"].as_str(), call["name"].as_str()), (Some("function_call"), Some("get_weather")), "{first}");
@@ -110,9 +89,11 @@ async fn a_function_call_is_a_function_call_item_and_a_continued_response_sends_
     assert_eq!(sent["tools"][0]["function"]["name"], "get_weather", "chat's shape: {sent}");
 
     let output = json!({"type": "function_call_output", "call_id": call["call_id"], "output": "18 °C, sunny"});
-    let second = rig
-        .respond(json!({"model": "small", "input": [output], "previous_response_id": first["id"], "instructions": "Be brief."}))
-        .await;
+    let second = respond(
+        &rig,
+        json!({"model": "small", "input": [output], "previous_response_id": first["id"], "instructions": "Be brief."}),
+    )
+    .await;
     assert_eq!((second["status"].as_str(), &second["previous_response_id"]), (Some("completed"), &first["id"]));
     assert_eq!(second["output"][0]["type"], "message", "no tool_choice this turn: {second}");
     let sent = rig.engine.last_request().await;
@@ -120,10 +101,10 @@ async fn a_function_call_is_a_function_call_item_and_a_continued_response_sends_
     assert_eq!(roles, ["system", "user", "assistant", "tool"], "instructions, the first turn, its call, the output");
 
     let queued = json!({"model": "small", "input": "x", "background": true});
-    let (_, pending) = rig.send(reqwest::Method::POST, "/v1/responses", Some(queued)).await;
+    let (_, pending) = rig.call(reqwest::Method::POST, "/v1/responses", Some(queued)).await;
     let unknown = format!("resp_{}", uuid::Uuid::new_v4().simple());
     let (status, missing) = rig
-        .send(
+        .call(
             reqwest::Method::POST,
             "/v1/responses",
             Some(json!({"model": "small", "input": "x", "previous_response_id": unknown})),
@@ -132,7 +113,7 @@ async fn a_function_call_is_a_function_call_item_and_a_continued_response_sends_
     assert_eq!(status, StatusCode::NOT_FOUND, "{missing}");
     // The simulator takes 200 ms a request: the background response is still queued.
     let (status, refused) = rig
-        .send(
+        .call(
             reqwest::Method::POST,
             "/v1/responses",
             Some(json!({"model": "small", "input": "x", "previous_response_id": pending["id"]})),

@@ -10,6 +10,7 @@
 //! - `responses`: the Responses API (background mode) on the pipeline; `response_input`: a create's body → pipeline
 //!   request; `response_record`: what is kept of a response, its id; `response_object`: the Response object;
 //!   `response_shape`: Responses' shapes of formats, tools and function-call items
+//! - `unserved`: the OpenAI endpoints refused with what would serve them (synchronous completions, embeddings)
 //! - `upkeep`: what runs with no client asking (running batches finished, events due sent)
 //! - `owner`: the project each stored object belongs to, and who sees it (each key its own project's); `objects`:
 //!   what every object shares (its store, `created_at`, `metadata`); `error`: errors in OpenAI's shape
@@ -35,6 +36,7 @@ pub(crate) mod response_record;
 pub(crate) mod response_shape;
 pub(crate) mod responses;
 pub mod settings;
+pub(crate) mod unserved;
 pub mod upkeep;
 pub(crate) mod upload_parts;
 pub mod uploads;
@@ -73,4 +75,7 @@ pub(crate) fn endpoints() -> Router<Arc<AppState>> {
         .route("/v1/responses/{response_id}/cancel", post(responses::cancel))
         .route("/v1/responses/{response_id}/input_items", get(responses::input_items))
         .route("/v1/models", get(models::list))
+        .route("/v1/chat/completions", post(unserved::completions))
+        .route("/v1/completions", post(unserved::completions))
+        .route("/v1/embeddings", post(unserved::embeddings))
 }
