@@ -160,4 +160,9 @@ async fn the_openai_client_gets_structured_output_and_every_control_through_batc
     let continued = &ran["continued"];
     assert_eq!(continued["previous_response_id"], continued["first_id"], "{ran}");
     assert!(["completed", "incomplete"].contains(&continued["status"].as_str().unwrap()), "{ran}");
+    assert_eq!(
+        (ran["logprobs"]["tokens"].as_u64(), ran["logprobs"]["alternatives"].as_u64()),
+        (Some(4), Some(2)),
+        "{ran}"
+    );
 }

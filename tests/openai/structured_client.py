@@ -11,7 +11,7 @@ non-zero.
    and each structured line valid against its schema.
 2. A Batch file for /v1/responses whose line asks for a JSON schema.
 3. responses.parse(text_format=Person), waited for and in the background.
-4. A response continued with previous_response_id.
+4. A response continued with previous_response_id, and one with its output text's log probabilities.
 """
 
 import argparse
@@ -117,6 +117,13 @@ def parsed(c, timeout):
             "background": Person.model_validate_json(ended.output_text).model_dump()}
 
 
+def logprobs(c):
+    r = c.responses.create(model="small", input="Say hi.", max_output_tokens=4, top_logprobs=2,
+                           include=["message.output_text.logprobs"])
+    tokens = r.output[0].content[0].logprobs
+    return {"tokens": len(tokens), "alternatives": len(tokens[0].top_logprobs)}
+
+
 def continued(c):
     first = c.responses.create(model="small", input="My name is Ann.", max_output_tokens=16)
     second = c.responses.create(model="small", input="What is my name?", previous_response_id=first.id,
@@ -136,6 +143,7 @@ def main():
         "responses_batch": responses_batch(c, args.timeout),
         "parsed": parsed(c, args.timeout),
         "continued": continued(c),
+        "logprobs": logprobs(c),
     }))
 
 

@@ -15,13 +15,16 @@ use crate::contract::openai_response::response_id;
 use crate::contract::request::{InferenceRequest, Intake, Origin, RequestError};
 
 /// The fields a create may carry; any other is refused by name.
-const FIELDS: [&str; 16] = [
+const FIELDS: [&str; 19] = [
     "model",
     "input",
     "instructions",
     "max_output_tokens",
     "temperature",
     "top_p",
+    "top_logprobs",
+    "include",
+    "truncation",
     "text",
     "tools",
     "tool_choice",
@@ -120,6 +123,11 @@ pub(crate) fn read(body: &[u8], models: &ModelTiers) -> Result<Ask, OpenAiError>
     let (service_tier, priority) = lane(ask.remove("service_tier"))?;
     let (mut fields, shape) = answer_fields(&mut ask)?;
     fields.insert("priority".into(), json!(priority));
+    check_include_and_truncation(&mut ask)?;
+    if let Some(top) = ask.remove("top_logprobs") {
+        fields.insert("logprobs".into(), json!(true));
+        fields.insert("topLogprobs".into(), top);
+    }
     for (theirs, ours) in [("max_output_tokens", "maxTokens"), ("temperature", "temperature"), ("top_p", "topP")] {
         if let Some(value) = ask.remove(theirs) {
             fields.insert(ours.into(), value);
@@ -190,6 +198,27 @@ fn answer_fields(ask: &mut Map<String, Value>) -> Result<(Map<String, Value>, An
         fields.insert("parallelToolCalls".into(), parallel);
     }
     Ok((fields, shape))
+}
+
+/// `include` may ask for the output text's log probabilities only (the one extra gpuinfer has; they come with
+/// `top_logprobs`); `truncation` may only be `disabled`, as gpuinfer never drops input to fit the context.
+fn check_include_and_truncation(ask: &mut Map<String, Value>) -> Result<(), OpenAiError> {
+    if let Some(include) = ask.remove("include") {
+        let known = |item: &Value| item == "message.output_text.logprobs";
+        if !include.as_array().is_some_and(|items| items.iter().all(known)) {
+            let why = "include: only [\"message.output_text.logprobs\"] (with top_logprobs): gpuinfer keeps no other \
+                       extra (no reasoning, search or files)";
+            return Err(OpenAiError::invalid_param("include", why));
+        }
+    }
+    match ask.remove("truncation") {
+        None => Ok(()),
+        Some(truncation) if truncation == "disabled" => Ok(()),
+        Some(_) => Err(OpenAiError::invalid_param(
+            "truncation",
+            "truncation: \"disabled\" only: gpuinfer never drops input; the engine refuses a prompt over its context",
+        )),
+    }
 }
 
 /// `service_tier` as the Response object names it, and the lane it picks.
@@ -270,6 +299,7 @@ fn refusal(error: RequestError) -> OpenAiError {
             let name = match head {
                 "maxTokens" => "max_output_tokens".to_owned(),
                 "topP" => "top_p".to_owned(),
+                "topLogprobs" => "top_logprobs".to_owned(),
                 "temperature" => "temperature".to_owned(),
                 "responseFormat" => "text.format".to_owned(),
                 "toolChoice" => "tool_choice".to_owned(),
@@ -355,6 +385,9 @@ mod tests {
             (with("tools", json!([{"type": "web_search"}])), "tools[0].type"),
             (with("reasoning", json!({"effort": "low"})), "reasoning"),
             (with("previous_response_id", json!(7)), "previous_response_id"),
+            (with("include", json!(["reasoning.encrypted_content"])), "include"),
+            (with("truncation", json!("auto")), "truncation"),
+            (with("top_logprobs", json!(21)), "top_logprobs"),
             (with("text", json!({"format": {"type": "xml"}})), "text.format.type"),
             (
                 with("text", json!({"format": {"type": "json_schema", "name": "x", "schema": {"type": 1}}})),

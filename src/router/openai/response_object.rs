@@ -62,6 +62,7 @@ pub(crate) fn response_object(record: &ResponseRecord, document: Option<&[u8]>) 
         "tool_choice": record.shape.tool_choice,
         "tools": record.shape.tools,
         "top_p": record.limits.top_p,
+        "top_logprobs": record.limits.top_logprobs.unwrap_or(0),
         "truncation": "disabled",
         "usage": usage,
         "user": null,
@@ -79,7 +80,8 @@ fn output_items(response_id: &str, generation: &Generation, completed: bool) -> 
             "id": format!("msg_{stem}"),
             "status": status,
             "role": "assistant",
-            "content": [{ "type": "output_text", "text": generation.text, "annotations": [], "logprobs": [] }],
+            "content": [{ "type": "output_text", "text": generation.text, "annotations": [],
+                          "logprobs": token_logprobs(generation) }],
         })
     });
     let calls = answer_items(generation).into_iter().enumerate().filter_map(|(i, item)| match item {
@@ -90,6 +92,21 @@ fn output_items(response_id: &str, generation: &Generation, completed: bool) -> 
         _ => None,
     });
     message.into_iter().chain(calls).collect()
+}
+
+/// The answer's tokens with their log probabilities (and alternatives) as the output text carries them: the engine's
+/// chat `logprobs.content`, without the engine's own token ids; empty when none were asked for.
+fn token_logprobs(generation: &Generation) -> Value {
+    let tokens = generation.logprobs.as_ref().and_then(|l| l["content"].as_array()).cloned().unwrap_or_default();
+    let entry =
+        |token: &Value| json!({ "token": token["token"], "logprob": token["logprob"], "bytes": token["bytes"] });
+    let with_alternatives = |token: &Value| {
+        let mut out = entry(token);
+        let alternatives = token["top_logprobs"].as_array().map(|a| a.iter().map(entry).collect::<Vec<_>>());
+        out["top_logprobs"] = json!(alternatives.unwrap_or_default());
+        out
+    };
+    Value::Array(tokens.iter().map(with_alternatives).collect())
 }
 
 /// OpenAI's code for a failure: the engine's refusal (a prompt past its context) is the prompt's fault, the rest
@@ -131,7 +148,7 @@ mod tests {
             model: "small".into(),
             asked: Asked { instructions: Some("Be brief.".into()), ..Asked::default() },
             metadata: Map::new(),
-            limits: ResponseLimits { max_output_tokens: 16, temperature: 0.7, top_p: 1.0 },
+            limits: ResponseLimits { max_output_tokens: 16, temperature: 0.7, top_p: 1.0, top_logprobs: None },
             shape: AnswerShape::default(),
             service_tier: "default".into(),
             background: true,
@@ -158,6 +175,19 @@ mod tests {
         let item = json!({"type": "function_call", "id": "fc_0123_0", "call_id": "call_1", "name": "add",
             "arguments": "{\"a\":1}", "status": "completed"});
         assert_eq!(object["output"], json!([item]));
+    }
+
+    #[test]
+    fn the_output_text_carries_the_engines_log_probabilities_without_its_token_ids() {
+        let token = json!({"id": 7, "token": "Hi", "bytes": [72, 105], "logprob": -0.5,
+                           "top_logprobs": [{"id": 7, "token": "Hi", "bytes": [72, 105], "logprob": -0.5}]});
+        let document = json!({"status": "success", "timestamp": "2026-01-01T00:00:00Z",
+            "result": {"text": "Hi", "finishReason": "stop", "logprobs": {"content": [token]},
+                       "usage": {"promptTokens": 3, "completionTokens": 1, "totalTokens": 4}}});
+        let object = response_object(&record(), Some(document.to_string().as_bytes()));
+        let expected = json!([{"token": "Hi", "logprob": -0.5, "bytes": [72, 105],
+                               "top_logprobs": [{"token": "Hi", "logprob": -0.5, "bytes": [72, 105]}]}]);
+        assert_eq!(object["output"][0]["content"][0]["logprobs"], expected);
     }
 
     #[test]

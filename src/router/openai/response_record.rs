@@ -85,6 +85,8 @@ pub(crate) struct ResponseLimits {
     pub(crate) max_output_tokens: u32,
     pub(crate) temperature: f64,
     pub(crate) top_p: f64,
+    #[serde(default)]
+    pub(crate) top_logprobs: Option<u8>,
 }
 
 impl From<Sampling> for ResponseLimits {
@@ -93,6 +95,7 @@ impl From<Sampling> for ResponseLimits {
             max_output_tokens: sampling.max_tokens,
             temperature: sampling.temperature,
             top_p: sampling.top_p,
+            top_logprobs: sampling.top_logprobs,
         }
     }
 }
