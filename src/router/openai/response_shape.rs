@@ -1,12 +1,15 @@
-//! The Responses API's own shapes of what a chat request carries, both ways: `text.format` and function `tools`
-//! (flat, where chat nests them), `tool_choice`, and the items of a turn that called functions (`function_call`,
-//! `function_call_output`), read into chat messages and written as output items.
+//! The Responses API's own shapes of what a chat request carries, both ways: `input` and its items (messages with
+//! text parts, and those of a turn that called functions: `function_call`, `function_call_output`), read into chat
+//! messages and written as items; `text.format` and function `tools` (flat, where chat nests them), `tool_choice`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::error::OpenAiError;
 use crate::contract::outcome::Generation;
+
+/// Roles an input message may have (`developer` runs as `system`).
+const ROLES: [&str; 4] = ["user", "assistant", "system", "developer"];
 
 /// One item of a response's input or of the context it continues, as kept in its record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -135,4 +138,61 @@ pub(crate) fn chat_tool_choice(choice: &Value) -> Value {
         Some(name) => json!({ "type": "function", "function": { "name": name } }),
         None => choice.clone(),
     }
+}
+
+/// `input`: a string (one user message) or a list of items.
+pub(crate) fn input_items(input: Option<Value>) -> Result<Vec<InputItem>, OpenAiError> {
+    let invalid = |param: &str, what: &str| OpenAiError::invalid_param(param, format!("{param}: {what}"));
+    let items = match input {
+        Some(Value::String(text)) if !text.trim().is_empty() => {
+            return Ok(vec![InputItem::Message { role: "user".into(), text }]);
+        }
+        Some(Value::Array(items)) if !items.is_empty() => items,
+        _ => return Err(invalid("input", "required, a non-empty string or a list of items")),
+    };
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let param = format!("input[{i}]");
+            let Value::Object(mut item) = item else {
+                return Err(invalid(&param, "must be an item: a message, a function_call or a function_call_output"));
+            };
+            if let Some(function_item) = InputItem::function_item(&item, &param) {
+                return function_item;
+            }
+            if item.remove("type").is_some_and(|kind| kind != json!("message")) {
+                let why = "\"message\", \"function_call\" and \"function_call_output\" items are supported";
+                return Err(invalid(&format!("{param}.type"), why));
+            }
+            if let Some(other) = item.keys().find(|k| !["role", "content"].contains(&k.as_str())) {
+                return Err(invalid(&format!("{param}.{other}"), "unknown field (a message has type, role, content)"));
+            }
+            let role = match item.remove("role") {
+                Some(Value::String(role)) if ROLES.contains(&role.as_str()) => role,
+                _ => return Err(invalid(&format!("{param}.role"), &format!("must be one of {}", ROLES.join(", ")))),
+            };
+            let text = content_text(item.remove("content"), &format!("{param}.content"))?;
+            Ok(InputItem::Message { role, text })
+        })
+        .collect()
+}
+
+/// A message's content: a string, or text parts (`input_text`, or `output_text` as an earlier answer's), joined by
+/// new lines.
+fn content_text(content: Option<Value>, param: &str) -> Result<String, OpenAiError> {
+    let parts = match content {
+        Some(Value::String(text)) => return Ok(text),
+        Some(Value::Array(parts)) if !parts.is_empty() => parts,
+        _ => return Err(OpenAiError::invalid_param(param, format!("{param}: a string or a list of input_text parts"))),
+    };
+    let texts = parts.iter().enumerate().map(|(j, part)| match (part["type"].as_str(), part["text"].as_str()) {
+        (Some("input_text" | "output_text"), Some(text)) => Ok(text),
+        (kind, _) => {
+            let kind = kind.unwrap_or("a part without a type");
+            let message = format!("{param}[{j}]: {kind} is not supported (text only: {{type: input_text, text}})");
+            Err(OpenAiError::invalid_param(&format!("{param}[{j}]"), message))
+        }
+    });
+    Ok(texts.collect::<Result<Vec<_>, _>>()?.join("\n"))
 }
