@@ -1343,9 +1343,9 @@ async fn s1_rows(rows: &mut Vec<Row>) {
                 target: "none",
                 met: None,
                 capped_by: None,
-                details: "2,000 chat requests of each kind, 3 rounds alternated; the router on the SQS stand-in, \
-                          the worker on the embedded queue with an instant engine (the simulator answers `{}`, valid \
-                          against the schema, which the worker compiles and checks each answer against)."
+                details: "2,000 chat requests of each kind, 3 rounds alternated, one schema for all (as a batch's \
+                          lines share one: each process compiles it once); the router on the SQS stand-in, the worker \
+                          on the embedded queue with an instant engine, whose `{}` the worker checks against the schema."
                     .into(),
             },
         );

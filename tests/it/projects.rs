@@ -1,7 +1,7 @@
 //! Each key sees its own project's: on a router with keys of two projects (`a`, with two keys, and `b`), neither
-//! project lists, reads, downloads, cancels or deletes the other's files, uploads, batches and responses (a 404 in
-//! OpenAI's shape, word for word the answer for an id that does not exist), while the project's second key sees
-//! them and ends them; and the official `openai` client of one project gets `NotFoundError` for the other's
+//! project lists, reads, downloads, cancels, deletes or continues the other's files, uploads, batches and responses
+//! (a 404 in OpenAI's shape, word for word the answer for an id that does not exist), while the project's second key
+//! sees them and ends them; and the official `openai` client of one project gets `NotFoundError` for the other's
 //! (tests/openai/two_projects_client.py).
 
 use std::sync::Arc;
@@ -139,6 +139,7 @@ async fn invisible(state: &Arc<AppState>, other: &str, made: &Made) {
         |id: &str| post(&format!("/v1/responses/{id}/cancel")),
         |id: &str| delete(&format!("/v1/responses/{id}")),
         |id: &str| get(&format!("/v1/responses/{id}/input_items")),
+        |id: &str| post_json("/v1/responses", &json!({"model": "small", "input": "x", "previous_response_id": id})),
     ] {
         as_if_missing(state, other, ask, response, not_found).await;
     }

@@ -2,6 +2,9 @@
 //! sequences, and the function tools the model may call. Each is checked at the edge (a schema compiles, nothing it
 //! names is ever fetched, sizes bounded) and an answer is held to its format once generated.
 
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
+
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -201,17 +204,34 @@ impl jsonschema::Retrieve for NoFetch {
     }
 }
 
+/// Schemas compiled in this process, by their JSON text: requests that share one (a batch's lines) compile it once.
+static COMPILED: LazyLock<Mutex<HashMap<String, Arc<jsonschema::Validator>>>> = LazyLock::new(Mutex::default);
+/// Most compiled schemas kept; past it the cache starts again.
+const MAX_COMPILED: usize = 64;
+
 /// The schema compiled, with every reference resolved within it; else why it does not compile, with where.
-fn compile(schema: &Value) -> Result<jsonschema::Validator, String> {
+fn compile(schema: &Value) -> Result<Arc<jsonschema::Validator>, String> {
     if !schema.is_object() && !schema.is_boolean() {
         return Err(format!("must be a JSON Schema (an object), got {}", kind(schema)));
     }
-    jsonschema::options().with_retriever(NoFetch).build(schema).map_err(|error| {
+    let text = schema.to_string();
+    let compiled = || COMPILED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(validator) = compiled().get(&text) {
+        return Ok(Arc::clone(validator));
+    }
+    let validator = jsonschema::options().with_retriever(NoFetch).build(schema).map_err(|error| {
         let at = error.schema_path().to_string();
         let at = if at.is_empty() { error.instance_path().to_string() } else { at };
         let place = if at.is_empty() { String::new() } else { format!(" (at {at})") };
         format!("not a valid JSON Schema{place}: {}", shorten(&error.to_string(), 300))
-    })
+    })?;
+    let validator = Arc::new(validator);
+    let mut cache = compiled();
+    if cache.len() >= MAX_COMPILED {
+        cache.clear();
+    }
+    cache.insert(text, Arc::clone(&validator));
+    Ok(validator)
 }
 
 impl Output {
