@@ -38,7 +38,7 @@ pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
 pub(crate) const MAX_DEADLINE_SECONDS: f64 = 24.0 * 3600.0;
 
 /// The fields a request may have; any other is refused by name.
-pub const FIELDS: [&str; 23] = [
+pub const FIELDS: [&str; 24] = [
     "requestId",
     "prompt",
     "messages",
@@ -48,6 +48,7 @@ pub const FIELDS: [&str; 23] = [
     "seed",
     "presencePenalty",
     "frequencyPenalty",
+    "logitBias",
     "logprobs",
     "topLogprobs",
     "responseFormat",

@@ -165,6 +165,7 @@ fn engine_body(model: &str, request: &InferenceRequest) -> Value {
         ("seed", sampling.seed.map(|seed| json!(seed))),
         ("presence_penalty", sampling.presence_penalty.map(|p| json!(p))),
         ("frequency_penalty", sampling.frequency_penalty.map(|p| json!(p))),
+        ("logit_bias", sampling.logit_bias.clone().map(Value::Object)),
         ("logprobs", logprobs),
         ("top_logprobs", top_logprobs),
     ];

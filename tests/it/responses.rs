@@ -189,7 +189,7 @@ async fn refused_fields_answer_400_in_openais_shape_naming_the_field() {
         (
             "text",
             json!({"format": {"type": "json_schema", "name": "x", "schema": {"$ref": "https://example.com/s"}}}),
-            "text.format",
+            "text.format.schema",
         ),
         ("stream", json!(true), "stream"),
         ("store", json!(false), "store"),

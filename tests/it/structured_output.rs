@@ -49,7 +49,7 @@ async fn controls_reach_the_engine_labels_come_back_and_an_answer_off_its_format
     let body = json!({"messages": [{"role": "developer", "content": "Extract."},
                                    {"role": "user", "content": [{"type": "text", "text": "Ann is 31."}]}],
         "responseFormat": person_format(), "seed": 7, "stop": ["END"], "presencePenalty": 0.5,
-        "frequencyPenalty": -0.5, "logprobs": true, "topLogprobs": 2, "user": "u-1", "metadata": {"job": "extract"}});
+        "frequencyPenalty": -0.5, "logitBias": {"13": -100}, "logprobs": true, "topLogprobs": 2, "user": "u-1", "metadata": {"job": "extract"}});
     let (status, accepted) = rig.call(reqwest::Method::POST, "/infer", Some(body)).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{accepted}");
     let document = result(&rig, accepted["requestId"].as_str().unwrap()).await;
@@ -66,6 +66,7 @@ async fn controls_reach_the_engine_labels_come_back_and_an_answer_off_its_format
     assert_eq!((sent["seed"].as_i64(), &sent["stop"]), (Some(7), &json!(["END"])));
     assert_eq!((sent["presence_penalty"].as_f64(), sent["frequency_penalty"].as_f64()), (Some(0.5), Some(-0.5)));
     assert_eq!((sent["logprobs"].as_bool(), sent["top_logprobs"].as_u64()), (Some(true), Some(2)));
+    assert_eq!(sent["logit_bias"], json!({"13": -100}));
     assert_eq!(sent["messages"][0], json!({"role": "system", "content": "Extract."}), "developer runs as system");
     assert_eq!(sent["messages"][1]["content"], "Ann is 31.");
     assert!(sent.get("user").is_none() && sent.get("metadata").is_none(), "labels stay with gpuinfer: {sent}");

@@ -71,7 +71,7 @@ def chat_batch(c, timeout):
         chat_line("schema", response_format={"type": "json_schema", "json_schema": PERSON_SCHEMA}),
         chat_line("object", response_format={"type": "json_object"}),
         chat_line("seed-stop", seed=42, stop=["\n\n", "END"], user="user-1", metadata={"job": "extract"}, store=False),
-        chat_line("penalties", presence_penalty=0.5, frequency_penalty=0.5),
+        chat_line("penalties", presence_penalty=0.5, frequency_penalty=0.5, logit_bias={"100": -50}),
         chat_line("logprobs", logprobs=True, top_logprobs=2, max_tokens=8),
         chat_line("parts", messages=[
             {"role": "developer", "content": [{"type": "text", "text": "Answer in one short sentence."}]},

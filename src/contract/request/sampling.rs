@@ -1,5 +1,5 @@
 //! How the model samples its answer: its length, temperature and nucleus, and what the engines also honour (a seed,
-//! the presence and frequency penalties, log probabilities with their alternatives).
+//! the presence and frequency penalties, biases of given tokens, log probabilities with their alternatives).
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -14,7 +14,7 @@ pub(crate) const DEFAULT_TOP_P: f64 = 1.0;
 /// Most alternatives a token's log probability comes with (`topLogprobs`), as OpenAI bounds it.
 pub(crate) const MAX_TOP_LOGPROBS: u64 = 20;
 
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Sampling {
     pub max_tokens: u32,
@@ -27,6 +27,9 @@ pub struct Sampling {
     pub presence_penalty: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub frequency_penalty: Option<f64>,
+    /// Token id (as the engine's tokenizer numbers them, a decimal string) → bias from −100 to 100.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logit_bias: Option<Map<String, Value>>,
     /// Whether the answer comes with each token's log probability.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub logprobs: bool,
@@ -45,6 +48,7 @@ impl Sampling {
             seed: None,
             presence_penalty: None,
             frequency_penalty: None,
+            logit_bias: None,
             logprobs: false,
             top_logprobs: None,
         }
@@ -82,6 +86,7 @@ pub(super) fn take_sampling(object: &mut Map<String, Value>) -> Result<Sampling,
     };
     let presence_penalty = penalty(object, "presencePenalty")?;
     let frequency_penalty = penalty(object, "frequencyPenalty")?;
+    let logit_bias = object.remove("logitBias").map(check_logit_bias).transpose()?;
     let logprobs = match object.remove("logprobs") {
         None => false,
         Some(Value::Bool(logprobs)) => logprobs,
@@ -103,5 +108,26 @@ pub(super) fn take_sampling(object: &mut Map<String, Value>) -> Result<Sampling,
     if top_logprobs.is_some() && !logprobs {
         return Err(RequestError::invalid("topLogprobs", "needs logprobs: true"));
     }
-    Ok(Sampling { max_tokens, temperature, top_p, seed, presence_penalty, frequency_penalty, logprobs, top_logprobs })
+    Ok(Sampling {
+        max_tokens,
+        temperature,
+        top_p,
+        seed,
+        presence_penalty,
+        frequency_penalty,
+        logit_bias,
+        logprobs,
+        top_logprobs,
+    })
+}
+
+/// `logitBias`: an object of token ids (decimal strings) to biases from −100 to 100, as OpenAI takes it.
+fn check_logit_bias(value: Value) -> Result<Map<String, Value>, RequestError> {
+    let invalid =
+        || RequestError::invalid("logitBias", "an object of token ids (\"1234\") to numbers from -100 to 100");
+    let Value::Object(biases) = value else { return Err(invalid()) };
+    let fits = |(token, bias): (&String, &Value)| {
+        token.parse::<u32>().is_ok() && bias.as_f64().is_some_and(|b| (-100.0..=100.0).contains(&b))
+    };
+    if biases.iter().all(fits) { Ok(biases) } else { Err(invalid()) }
 }

@@ -233,12 +233,12 @@ fn what_the_engines_honour_is_taken_and_survives_the_queue() {
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}});
     let request = chat(json!({
         "responseFormat": person_format(), "seed": 7, "stop": ["\n\n", "END"], "presencePenalty": -2,
-        "frequencyPenalty": 1.5, "logprobs": true, "topLogprobs": 20, "tools": [tool],
+        "frequencyPenalty": 1.5, "logitBias": {"50256": -100, "13": 2.5}, "logprobs": true, "topLogprobs": 20, "tools": [tool],
         "toolChoice": {"type": "function", "function": {"name": "get_weather"}}, "parallelToolCalls": false,
         "user": "u-1", "metadata": {"job": "extract"},
     }))
     .unwrap();
-    let sampling = request.sampling;
+    let sampling = &request.sampling;
     assert_eq!(
         (
             sampling.seed,
@@ -249,6 +249,7 @@ fn what_the_engines_honour_is_taken_and_survives_the_queue() {
         ),
         (Some(7), Some(-2.0), Some(1.5), true, Some(20))
     );
+    assert_eq!(sampling.logit_bias.as_ref().map(|b| b["50256"].clone()), Some(json!(-100)));
     assert_eq!(request.output.stop, ["\n\n", "END"]);
     assert_eq!(request.output.response_format, Some(person_format()));
     assert_eq!((request.output.tools.len(), request.output.parallel_tool_calls), (1, Some(false)));
@@ -302,6 +303,8 @@ fn each_output_and_sampling_control_is_checked_naming_its_path() {
         (json!({"presencePenalty": 2.5}), "presencePenalty: must be a number from -2.0 to 2.0"),
         (json!({"frequencyPenalty": -3}), "frequencyPenalty: must be a number from -2.0 to 2.0"),
         (json!({"seed": 1.5}), "seed: must be an integer"),
+        (json!({"logitBias": {"50256": -101}}), "logitBias: an object of token ids"),
+        (json!({"logitBias": {"a token": 1}}), "logitBias: an object of token ids"),
         (json!({"logprobs": true, "topLogprobs": 21}), "topLogprobs: must be an integer from 0 to 20"),
         (json!({"topLogprobs": 2}), "topLogprobs: needs logprobs: true"),
         (json!({"tools": [{"type": "web_search"}]}), "tools[0].type: \"web_search\" tools are not served"),

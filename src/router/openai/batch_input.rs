@@ -55,12 +55,13 @@ impl Endpoint {
 const BODY_FIELDS: [&str; 6] = ["model", "max_tokens", "max_completion_tokens", "n", "stream", "store"];
 
 /// The request fields a line's body carries under OpenAI's names, and the pipeline's name of each.
-const RENAMED: [(&str, &str); 14] = [
+const RENAMED: [(&str, &str); 15] = [
     ("temperature", "temperature"),
     ("top_p", "topP"),
     ("seed", "seed"),
     ("presence_penalty", "presencePenalty"),
     ("frequency_penalty", "frequencyPenalty"),
+    ("logit_bias", "logitBias"),
     ("logprobs", "logprobs"),
     ("top_logprobs", "topLogprobs"),
     ("response_format", "responseFormat"),

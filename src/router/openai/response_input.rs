@@ -154,7 +154,7 @@ impl Ask {
             model,
             asked,
             metadata,
-            limits: request.sampling.into(),
+            limits: (&request.sampling).into(),
             shape,
             service_tier: service_tier.into(),
             background,
@@ -241,7 +241,10 @@ fn refusal(error: RequestError) -> OpenAiError {
                 "topP" => "top_p".to_owned(),
                 "topLogprobs" => "top_logprobs".to_owned(),
                 "temperature" => "temperature".to_owned(),
-                "responseFormat" => "text.format".to_owned(),
+                // `text.format` is chat's `json_schema` object, flattened.
+                "responseFormat" => {
+                    format!("text.format{}", field["responseFormat".len()..].replacen(".json_schema", "", 1))
+                }
                 "toolChoice" => "tool_choice".to_owned(),
                 "parallelToolCalls" => "parallel_tool_calls".to_owned(),
                 // A chat tool's path (`tools[0].function.name`) is the Responses tool's without `function`.
@@ -331,8 +334,9 @@ mod tests {
             (with("text", json!({"format": {"type": "xml"}})), "text.format.type"),
             (
                 with("text", json!({"format": {"type": "json_schema", "name": "x", "schema": {"type": 1}}})),
-                "text.format",
+                "text.format.schema",
             ),
+            (with("text", json!({"format": {"type": "json_schema", "schema": {}}})), "text.format.name"),
             (with("tools", json!([{"type": "function", "name": "a b"}])), "tools[0].name"),
             (with("tools", json!([{"type": "file_search"}])), "tools[0].type"),
             (with("tool_choice", json!("required")), "tool_choice"),

@@ -89,8 +89,8 @@ pub(crate) struct ResponseLimits {
     pub(crate) top_logprobs: Option<u8>,
 }
 
-impl From<Sampling> for ResponseLimits {
-    fn from(sampling: Sampling) -> Self {
+impl From<&Sampling> for ResponseLimits {
+    fn from(sampling: &Sampling) -> Self {
         ResponseLimits {
             max_output_tokens: sampling.max_tokens,
             temperature: sampling.temperature,
