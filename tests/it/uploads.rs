@@ -2,13 +2,14 @@
 //! 64 MiB (OpenAI's limit), an upload at most 1,000 parts; each refusal is a 400 in OpenAI's error shape naming why,
 //! and completion still checks the parts' total.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use serde_json::{Value, json};
 
-use crate::support::router::{call, fixture};
+use crate::support::router::{call, fixture, get};
 use gpuinfer::router::state::AppState;
 
 const BOUNDARY: &str = "gpuinfer-test-boundary";
@@ -96,6 +97,33 @@ async fn a_part_that_would_take_the_upload_past_its_announced_bytes_is_refused()
     let parts = json!({"part_ids": [part["id"]]});
     let (status, body) = call(&f.state, post_json(&format!("/v1/uploads/{short}/complete"), &parts)).await;
     assert!(refused(status, &body, "bytes").contains("60"), "{body}");
+}
+
+/// Completes of one upload that race (a client retrying, or many at once) store one file: its id is the upload's,
+/// so every racer writes the same bytes under the same key; a complete after the upload completed is refused.
+#[tokio::test]
+async fn completes_that_race_store_one_file() {
+    let f = fixture();
+    let content = line_of(200);
+    let upload = open(&f.state, 200).await;
+    let (_, part) = add_part(&f.state, &upload, &content).await;
+    let parts = json!({"part_ids": [part["id"]]});
+    let path = format!("/v1/uploads/{upload}/complete");
+    let completes = (0..20).map(|_| call(&f.state, post_json(&path, &parts)));
+    let answers = futures_util::future::join_all(completes).await;
+    let completed: BTreeSet<&str> = answers
+        .iter()
+        .filter(|(status, _)| *status == StatusCode::OK)
+        .map(|(_, done)| done["file"]["id"].as_str().unwrap())
+        .collect();
+    let statuses: Vec<StatusCode> = answers.iter().map(|(status, _)| *status).collect();
+    assert_eq!(completed.len(), 1, "the completes that answered 200 name one file: {completed:?}, {statuses:?}");
+    let (_, listed) = call(&f.state, get("/v1/files")).await;
+    let files: Vec<&Value> = listed["data"].as_array().unwrap().iter().collect();
+    assert_eq!(files.len(), 1, "{listed}");
+    assert_eq!((files[0]["id"].as_str(), files[0]["bytes"].as_u64()), (completed.first().copied(), Some(200)));
+    let (status, again) = call(&f.state, post_json(&path, &parts)).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{again}");
 }
 
 /// OpenAI: "Each Part can be at most 64 MB" (its clients send parts of 64 MiB): a part of 64 MiB is taken, one byte

@@ -193,7 +193,9 @@ pub(crate) async fn complete(
     }
     let joined = upload_parts::joined(objects, &id, &completion.part_ids);
     let (owner, filename) = (upload.owner.as_deref(), upload.declared.filename.clone());
-    let mut file = files::store_input(objects, owner, ids::new("file-"), filename, joined).await?;
+    // The file's id is the upload's: completes that race store one file, each the same bytes under the same key.
+    let file_id = format!("file-{}", id.trim_start_matches("upload_"));
+    let mut file = files::store_input(objects, owner, file_id, filename, joined).await?;
     files::expire_after(objects, &mut file, upload.expires_after.as_ref()).await?;
     upload.status = "completed".into();
     upload.file = Some(file);
