@@ -37,6 +37,7 @@ mod iam_enforced;
 mod inject_xid;
 mod lambda_router;
 mod lanes;
+mod list_pages;
 mod local_queue;
 mod local_store;
 mod log_privacy;

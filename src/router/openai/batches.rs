@@ -189,7 +189,7 @@ pub(crate) async fn list(
     Extension(caller): Extension<Caller>,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Value>, OpenAiError> {
-    let limit = query.limit.unwrap_or(20).clamp(1, 100);
+    let cursor = query.cursor(20, 100)?;
     let theirs = |batch: &Batch| caller.owns(batch.owner());
-    Ok(Json(files::page(objects(&state)?, PREFIX, query.after.as_deref(), limit, theirs).await?))
+    Ok(Json(files::page(objects(&state)?, PREFIX, cursor, theirs).await?))
 }

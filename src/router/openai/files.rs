@@ -187,17 +187,42 @@ pub(crate) async fn create(
 pub(crate) struct ListQuery {
     pub(crate) after: Option<String>,
     pub(crate) limit: Option<usize>,
+    pub(crate) order: Option<String>,
     pub(crate) purpose: Option<String>,
 }
 
-/// A page of a list, newest first, in OpenAI's list shape: of the records `{prefix}{id}.json`, those whose id comes
-/// after the cursor `after` (ids sort by creation, so a cursor deleted meanwhile still places the page), read in
-/// order until `limit` of them pass `keep`. Only the page's records (and those `keep` refuses) are read.
+/// Which page of a list: after which id, how many, in which order of creation.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Cursor<'a> {
+    after: Option<&'a str>,
+    limit: usize,
+    oldest_first: bool,
+}
+
+impl ListQuery {
+    /// The page this query asks for: `limit` from 1 to `max` (`default` when absent), `order` `desc` (newest first,
+    /// the default) or `asc`; else a 400 naming the parameter, as OpenAI answers.
+    pub(super) fn cursor(&self, default: usize, max: usize) -> Result<Cursor<'_>, OpenAiError> {
+        let limit = self.limit.unwrap_or(default);
+        if !(1..=max).contains(&limit) {
+            return Err(OpenAiError::invalid_param("limit", format!("limit: from 1 to {max}, got {limit}")));
+        }
+        let oldest_first = match self.order.as_deref() {
+            None | Some("desc") => false,
+            Some("asc") => true,
+            Some(_) => return Err(OpenAiError::invalid_param("order", "order: \"asc\" or \"desc\"")),
+        };
+        Ok(Cursor { after: self.after.as_deref(), limit, oldest_first })
+    }
+}
+
+/// A page of a list in OpenAI's list shape: of the records `{prefix}{id}.json`, in the cursor's order, those whose id
+/// comes after the cursor's `after` (ids sort by creation, so a cursor deleted meanwhile still places the page), read
+/// in order until `limit` of them pass `keep`. Only the page's records (and those `keep` refuses) are read.
 pub(super) async fn page<T: Serialize + serde::de::DeserializeOwned>(
     objects: &dyn ObjectStore,
     prefix: &str,
-    after: Option<&str>,
-    limit: usize,
+    Cursor { after, limit, oldest_first }: Cursor<'_>,
     keep: impl Fn(&T) -> bool,
 ) -> Result<Value, OpenAiError> {
     if after.is_some_and(str::is_empty) {
@@ -207,9 +232,11 @@ pub(super) async fn page<T: Serialize + serde::de::DeserializeOwned>(
     let mut ids: Vec<&str> = keys
         .iter()
         .filter_map(|key| key.strip_prefix(prefix)?.strip_suffix(".json"))
-        .filter(|id| !id.contains('/') && after.is_none_or(|after| *id < after))
+        .filter(|id| {
+            !id.contains('/') && after.is_none_or(|after| if oldest_first { *id > after } else { *id < after })
+        })
         .collect();
-    ids.sort_unstable_by(|a, b| b.cmp(a));
+    ids.sort_unstable_by(|a, b| if oldest_first { a.cmp(b) } else { b.cmp(a) });
     let (mut data, mut has_more) = (Vec::new(), false);
     for id in ids {
         let record =
@@ -226,18 +253,18 @@ pub(super) async fn page<T: Serialize + serde::de::DeserializeOwned>(
     Ok(json!({ "object": "list", "data": data, "first_id": first_id, "last_id": last_id, "has_more": has_more }))
 }
 
-/// GET /v1/files: the caller's files, newest first (`after`, `limit`, `purpose`).
+/// GET /v1/files: the caller's files, newest first unless `order=asc` (`after`, `limit`, `purpose`).
 pub(crate) async fn list(
     State(state): State<Arc<AppState>>,
     Extension(caller): Extension<Caller>,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Value>, OpenAiError> {
-    let limit = query.limit.unwrap_or(10_000).clamp(1, 10_000);
+    let cursor = query.cursor(10_000, 10_000)?;
     let now = unix_now();
     let wanted = |file: &FileObject| {
         caller.owns(file.owner()) && query.purpose.as_ref().is_none_or(|p| *p == file.purpose) && !file.expired_by(now)
     };
-    Ok(Json(page(objects(&state)?, PREFIX, query.after.as_deref(), limit, wanted).await?))
+    Ok(Json(page(objects(&state)?, PREFIX, cursor, wanted).await?))
 }
 
 /// The record of file `id` when `caller` may see it, or 404 (also once it expired).

@@ -176,7 +176,10 @@ pub(crate) async fn input_items(
         let at = at.ok_or_else(|| OpenAiError::invalid_param("after", "after: the id of an item of this response"))?;
         items.drain(..=at);
     }
-    let limit = query.limit.unwrap_or(20).clamp(1, 100);
+    let limit = query.limit.unwrap_or(20);
+    if !(1..=100).contains(&limit) {
+        return Err(OpenAiError::invalid_param("limit", format!("limit: from 1 to 100, got {limit}")));
+    }
     let has_more = items.len() > limit;
     items.truncate(limit);
     let (first_id, last_id) = (items.first().map(|i| i["id"].clone()), items.last().map(|i| i["id"].clone()));
