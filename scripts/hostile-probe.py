@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Hostile clients against a real `gpuinfer dev` on loopback (docs/reliability.md, "Hostile clients: the probe set").
 
-Starts engine simulators and `gpuinfer dev` instances on 127.0.0.1 only, runs eleven probes (malformed forms, load,
+Starts engine simulators and `gpuinfer dev` instances on 127.0.0.1 only, runs twelve probes (malformed forms, load,
 stalled readers, borrowed body budget, slow headers and trickled bodies, Transfer-Encoding with Content-Length, ids
-differing in case, cancel, upload bounds, callback addresses, SIGTERM and restart), prints one figure line per probe
+differing in case, cancel, upload bounds, racing upload completes and list pages, callback addresses, SIGTERM and
+restart), prints one figure line per probe
 and a markdown table, and exits 1 naming each promise that did not hold.
 
     python3 scripts/hostile-probe.py [--binary target/debug/gpuinfer] [--keep-logs]
@@ -978,6 +979,35 @@ def probe_uploads(dev):
     return row
 
 
+def probe_races_and_pages(dev, completes=20):
+    row = Row(12, "racing completes, list pages")
+    line = b'{"custom_id": "a", "method": "POST", "url": "/v1/completions", "body": {"model": "small", "prompt": "hi"}}\n'
+    with RssPeak(dev.pid) as rss:
+        files_before = len((call(dev.port, "GET", "/v1/files").json or {}).get("data", []))
+        opened = call(dev.port, "POST", "/v1/uploads", json.dumps(
+            {"filename": "race.jsonl", "purpose": "batch", "bytes": len(line), "mime_type": "text/jsonl"}))
+        upload = (opened.json or {}).get("id", "upload_missing")
+        part = (post_form(dev.port, f"/v1/uploads/{upload}/parts", [("data", line, "part")]).json or {}).get("id")
+        body = json.dumps({"part_ids": [part]})
+        with concurrent.futures.ThreadPoolExecutor(completes) as pool:
+            answers = list(pool.map(lambda _: call(dev.port, "POST", f"/v1/uploads/{upload}/complete", body),
+                                    range(completes)))
+        files_after = len((call(dev.port, "GET", "/v1/files").json or {}).get("data", []))
+        pages = [call(dev.port, "GET", path) for path in
+                 ("/v1/files?limit=0", "/v1/files?limit=10001", "/v1/batches?limit=101", "/v1/files?order=up")]
+    row.rss = rss.mib
+    ok = [answer for answer in answers if answer.status == 200]
+    named = {((answer.json or {}).get("file") or {}).get("id") for answer in ok}
+    stored = files_after - files_before
+    row.figures = (f"{completes} completes of one upload at once: {len(ok)} answered 200 naming {len(named)} "
+                   f"file(s), {stored} stored; limit 0, 10001, 101 and order=up: {[p.status for p in pages]}")
+    row.held = f"{stored} file(s) from {completes} completes; {sum(p.status == 400 for p in pages)}/4 pages refused"
+    row.refuse = f"{max(p.seconds for p in pages) * 1000:.0f} ms (slowest page refusal)"
+    row.must(stored == 1 and len(named) == 1, f"one upload stores one file ({stored} stored, {len(named)} named)")
+    row.must(all(p.status == 400 for p in pages), f"pages out of range are 400 ({[p.status for p in pages]})")
+    return row
+
+
 CALLBACK_LITERALS = [
     "127.0.0.1", "127.1", "127.0.0.1.", "0x7f.1", "0x7f000001", "2130706433", "0177.0.0.1", "017700000001",
     "%31%32%37.0.0.1", "\uff11\uff12\uff17.\uff10.\uff10.\uff11", "127.0.0.1:0", "[::1]", "[0:0:0:0:0:0:0:1]",
@@ -1144,6 +1174,7 @@ def main():
         run(probe_case, slow_dev, engine)
         run(probe_cancel, slow_dev, engine, slow)
         run(probe_uploads, main_dev)
+        run(probe_races_and_pages, main_dev)
         run(probe_callbacks, slow_dev)
         for process in (main_dev, slow_dev):
             process.stop()
