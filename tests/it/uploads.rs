@@ -126,6 +126,30 @@ async fn completes_that_race_store_one_file() {
     assert_eq!(status, StatusCode::CONFLICT, "{again}");
 }
 
+/// Names and metadata are bounded, so every list page is: a file name at most 256 characters (an upload's and a
+/// multipart file's), a batch's metadata as OpenAI bounds it (values of at most 512 characters).
+#[tokio::test]
+async fn file_names_and_batch_metadata_are_bounded() {
+    let f = fixture();
+    let long = "n".repeat(257);
+    let opening = |name: &str| json!({"filename": name, "purpose": "batch", "bytes": 10, "mime_type": "text/jsonl"});
+    let (status, body) = call(&f.state, post_json("/v1/uploads", &opening(&long))).await;
+    assert!(refused(status, &body, "filename").contains("256"), "{body}");
+    let (status, body) = call(&f.state, post_json("/v1/uploads", &opening(&long[1..]))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let line = line_of(100);
+    let upload = form(&[("purpose", None, b"batch"), ("file", Some(&long), &line)]);
+    let (status, body) = call(&f.state, post_form("/v1/files", upload)).await;
+    refused(status, &body, "filename");
+    let upload = form(&[("purpose", None, b"batch"), ("file", Some("in.jsonl"), &line)]);
+    let (_, file) = call(&f.state, post_form("/v1/files", upload)).await;
+    let batch = |metadata: Value| json!({"input_file_id": file["id"], "endpoint": "/v1/completions", "completion_window": "24h", "metadata": metadata});
+    let (status, body) = call(&f.state, post_json("/v1/batches", &batch(json!({"k": "v".repeat(513)})))).await;
+    assert!(refused(status, &body, "metadata").contains("512"), "{body}");
+    let (status, body) = call(&f.state, post_json("/v1/batches", &batch(json!({"k".repeat(65): "v"})))).await;
+    assert!(refused(status, &body, "metadata").contains("64"), "{body}");
+}
+
 /// OpenAI: "Each Part can be at most 64 MB" (its clients send parts of 64 MiB): a part of 64 MiB is taken, one byte
 /// more is refused with a 400 naming the limit, also on an upload that has room for it.
 #[tokio::test]

@@ -87,6 +87,19 @@ pub fn content_key(id: &str) -> String {
 }
 
 /// Stores a checked batch input file of the project `owner`: its content from `chunks`, then its record. A refused
+/// Longest file name kept (as most file systems bound one): a name is part of every list page that holds its file.
+pub(crate) const MAX_FILENAME_CHARS: usize = 256;
+
+/// A file's name as a client gives it, refused past `MAX_FILENAME_CHARS`.
+pub(super) fn check_filename(filename: &str) -> Result<(), OpenAiError> {
+    let chars = filename.chars().count();
+    if chars > MAX_FILENAME_CHARS {
+        let why = format!("filename: at most {MAX_FILENAME_CHARS} characters, got {chars}");
+        return Err(OpenAiError::invalid_param("filename", why));
+    }
+    Ok(())
+}
+
 /// file leaves nothing.
 pub(super) async fn store_input(
     objects: &dyn ObjectStore,
@@ -160,6 +173,7 @@ pub(crate) async fn create(
                     check_purpose(purpose.as_deref())?; // refused before a byte is kept
                 }
                 let filename = field.file_name().unwrap_or("input.jsonl").to_owned();
+                check_filename(&filename)?;
                 let chunks = Box::pin(field.map_err(std::io::Error::other));
                 let owner = caller.project.as_deref();
                 file = Some(store_input(objects, owner, ids::new("file-"), filename, chunks).await?);

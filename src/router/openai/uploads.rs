@@ -122,6 +122,7 @@ pub(crate) async fn create(
     let opening: Opening = serde_json::from_slice(&body)
         .map_err(|e| OpenAiError::invalid(format!("body: filename, purpose, bytes and mime_type ({e})")))?;
     files::check_purpose(Some(&opening.declared.purpose))?;
+    files::check_filename(&opening.declared.filename)?;
     let expires_after = opening.expires_after.map(ExpiresAfter::checked).transpose()?;
     if opening.declared.bytes > MAX_FILE_BYTES {
         return Err(OpenAiError::invalid_param(
