@@ -10,7 +10,8 @@
 //! targets: loopback (127.0.0.0/8, ::1), private networks (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16), shared
 //! address space (100.64.0.0/10) and unique-local IPv6 (fc00::/7). An IPv6 address that carries an IPv4 one
 //! (IPv4-mapped ::ffff:0:0/96, IPv4-translated ::ffff:0:0:0/96, IPv4-compatible ::/96, NAT64 64:ff9b::/96, 6to4
-//! 2002::/16) is judged by the IPv4 address it carries. Port 0 is refused.
+//! 2002::/16) is judged by the IPv4 address it carries. A localhost name (RFC 6761) is loopback, judged without a
+//! lookup. Port 0 is refused.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -63,6 +64,8 @@ impl OutboundPolicy {
         let host = url.host_str().unwrap_or_default();
         match host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
             Ok(address) => self.check_address(host, address),
+            // RFC 6761: a localhost name is loopback wherever it is looked up; judged without a lookup.
+            Err(_) if is_localhost(host) => self.check_address(host, IpAddr::V4(Ipv4Addr::LOCALHOST)),
             Err(_) => Ok(()),
         }
     }
@@ -104,6 +107,12 @@ impl Resolve for GuardedResolver {
             Ok(Box::new(addresses.into_iter()) as Addrs)
         })
     }
+}
+
+/// Whether `host` is `localhost` or a name under it, with or without the root's trailing dot, in any case.
+fn is_localhost(host: &str) -> bool {
+    let name = host.trim_end_matches('.').to_ascii_lowercase();
+    name == "localhost" || name.ends_with(".localhost")
 }
 
 /// What a host name resolved to, when it is not an address itself.
@@ -288,5 +297,18 @@ mod tests {
         let policy = OutboundPolicy { allow_http: true, allow_private: true };
         assert_eq!(policy.check_url(&Url::parse("https://example.com:0/hook").unwrap()), Err(Refusal::PortZero));
         assert_eq!(policy.check_url(&Url::parse("https://example.com:8443/hook").unwrap()), Ok(()));
+    }
+
+    /// RFC 6761: localhost names are loopback; refused at the URL, with no lookup, as a loopback address is.
+    #[test]
+    fn localhost_names_are_loopback_without_a_lookup() {
+        let production = OutboundPolicy::default();
+        for host in ["localhost", "localhost.", "LocalHost", "api.localhost", "a.b.localhost."] {
+            let url = Url::parse(&format!("https://{host}/hook")).unwrap();
+            assert!(matches!(production.check_url(&url), Err(Refusal::Address { .. })), "{host}");
+            let local = OutboundPolicy { allow_http: true, allow_private: true };
+            assert_eq!(local.check_url(&url), Ok(()), "{host}: allowed where private targets are");
+        }
+        assert_eq!(production.check_url(&Url::parse("https://notlocalhost.example/hook").unwrap()), Ok(()));
     }
 }
