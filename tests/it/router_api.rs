@@ -116,13 +116,20 @@ fn clone_state(f: &Fixture) -> AppState {
     }
 }
 
+/// Other media types get 415, and so does a charset other than UTF-8 (RFC 8259 §8.1: JSON between systems is
+/// UTF-8), rather than UTF-8 bytes read under another name; `charset=utf-8` in any case is JSON as usual.
 #[tokio::test]
-async fn other_content_types_get_415() {
+async fn other_content_types_and_charsets_get_415() {
     let f = fixture();
-    let request = Request::post("/infer").header("content-type", "text/plain").body(Body::from("{}")).unwrap();
-    let (status, body) = call(&f.state, request).await;
-    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
-    assert!(body["error"].as_str().unwrap().starts_with("content-type:"));
+    for content_type in ["text/plain", "application/json; charset=utf-16", "application/json;charset=\"ISO-8859-1\""] {
+        let request = Request::post("/infer").header("content-type", content_type).body(Body::from("{}")).unwrap();
+        let (status, body) = call(&f.state, request).await;
+        assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{content_type}: {body}");
+        assert!(body["error"].as_str().unwrap().starts_with("content-type:"), "{body}");
+    }
+    let body = Body::from(r#"{"prompt": "hi"}"#);
+    let request = Request::post("/infer").header("content-type", "application/json; charset=UTF-8").body(body).unwrap();
+    assert_eq!(call(&f.state, request).await.0, StatusCode::ACCEPTED);
 }
 
 struct RefusingQueue;
