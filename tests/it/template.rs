@@ -700,7 +700,8 @@ const WARM_WINDOW_PATTERN: &str = r"^$|^cron\([^ ]+ [^ ]+ (\? [^ ]+ [^ ?]+|[^ ?]
 /// `ScalableTargetAction`'s MinCapacity may not exceed the target's MaxCapacity (0 until ImagePushed), and
 /// Application Auto Scaling does not restore the previous minimum when a window ends, so a second action does. Each
 /// tier's warm window is off by default, a pair of actions when set: MinCapacity 1 at its start, MinTaskCount at its
-/// end, only while the images are pushed and the tier would otherwise go to zero.
+/// end, only while the images are pushed and the tier would otherwise go to zero. CloudFormation's template Rules
+/// (checked before a stack is created or updated) refuse half a window.
 #[test]
 fn warm_windows_are_scheduled_actions_as_application_auto_scaling_takes_them() {
     let t = template();
@@ -716,6 +717,7 @@ fn warm_windows_are_scheduled_actions_as_application_auto_scaling_takes_them() {
             json!([
                 {"Condition": "ImageIsPushed"},
                 {"Fn::Not": [{"Fn::Equals": [{"Ref": start}, ""]}]},
+                {"Fn::Not": [{"Fn::Equals": [{"Ref": end}, ""]}]},
                 {"Fn::Equals": [{"Ref": min_tasks}, 0]}
             ]),
             "{tier}: a window only while MaxCapacity allows a task and MinTaskCount leaves the tier at zero"
@@ -738,6 +740,17 @@ fn warm_windows_are_scheduled_actions_as_application_auto_scaling_takes_them() {
         }
     }
     assert_eq!(p["WarmWindowTimezone"]["Default"], "Etc/UTC");
+
+    // Half a window (a start without an end sends a ScheduledAction without its required Schedule; an end without a
+    // start would be dropped unseen) fails the template's rule, which CloudFormation checks before any change.
+    let cron = "cron(0 8 ? * MON-FRI *)";
+    for (rule, prefix) in [("SmallWarmWindowWhole", ""), ("LargeWarmWindowWhole", "LargeModel")] {
+        let (start, end) = (format!("{prefix}WarmWindowStart"), format!("{prefix}WarmWindowEnd"));
+        for (given, whole) in [(vec![], true), (vec![&start, &end], true), (vec![&start], false), (vec![&end], false)] {
+            let overrides: Vec<(&str, &str)> = given.iter().map(|name| (name.as_str(), cron)).collect();
+            assert_eq!(Stack::new("s", &overrides).rule_holds(rule), whole, "{rule} with {given:?}");
+        }
+    }
 
     // Every cron the parameters and the docs give as an example follows the format; the rule itself tells them apart.
     let text = [

@@ -228,6 +228,13 @@ impl Stack {
         })
     }
 
+    /// Whether every assertion of the template's rule `name` holds for these parameters, as CloudFormation checks
+    /// them before it creates or updates anything.
+    pub fn rule_holds(&self, name: &str) -> bool {
+        let rule = self.template["Rules"].get(name).unwrap_or_else(|| panic!("template.yaml has no rule {name}"));
+        rule["Assertions"].as_array().unwrap().iter().all(|assertion| self.truth(&assertion["Assert"]))
+    }
+
     /// A condition of the template's Conditions section.
     fn condition(&self, name: &str) -> bool {
         let condition = self.template["Conditions"].get(name);
