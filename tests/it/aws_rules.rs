@@ -255,12 +255,28 @@ fn a_new_lambda_zip_reaches_the_functions() {
     assert!(read("buildspec.yml").contains("update-function-code"), "buildspec.yml deploys the zip it uploads");
 }
 
-/// Lambda Developer Guide, "Retaining records of asynchronous invocations", dead-letter queues: "your function's
-/// execution role" needs sqs:SendMessage on the queue, or Lambda cannot deliver a failed asynchronous invocation
-/// there. No emulator here runs Lambda's own delivery, so the grant is held by this test.
+/// Lambda Developer Guide, "Configuring error handling for asynchronous invocation": an asynchronous invocation that
+/// fails is retried twice unless the function's EventInvokeConfig sets MaximumRetryAttempts, then goes to its
+/// dead-letter queue if it has one ("Retaining records of asynchronous invocations"; the execution role then needs
+/// sqs:SendMessage there). The functions EventBridge schedules (invoked asynchronously) redo a failed minute the
+/// next minute: retries off, and no dead-letter target, so the requests' DLQ, whose alarm means a poison request,
+/// receives requests only. A function with a dead-letter queue must be allowed to send to it.
 #[test]
-fn a_lambda_with_a_dead_letter_queue_may_send_to_it() {
+fn scheduled_functions_retry_nothing_and_keep_failed_minutes_out_of_the_requests_dead_letter_queue() {
     let t = template();
+    let scheduled: Vec<String> = of_type(&t, "AWS::Events::Rule")
+        .flat_map(|(_, rule)| rule["Properties"]["Targets"].as_array().unwrap().clone())
+        .filter_map(|target| target["Arn"]["Fn::GetAtt"][0].as_str().map(str::to_owned))
+        .filter(|id| t["Resources"][id]["Type"] == "AWS::Lambda::Function")
+        .collect();
+    assert!(scheduled.contains(&"RouterFunction".to_owned()) && scheduled.contains(&"ScalerFunction".to_owned()));
+    for function in &scheduled {
+        let retries = of_type(&t, "AWS::Lambda::EventInvokeConfig")
+            .find(|(_, config)| config["Properties"]["FunctionName"] == json!({"Ref": function}))
+            .map(|(_, config)| config["Properties"]["MaximumRetryAttempts"].clone());
+        assert_eq!(retries, Some(json!(0)), "{function}: retries off");
+        assert!(t["Resources"][function]["Properties"].get("DeadLetterConfig").is_none(), "{function}");
+    }
     for (name, function) in of_type(&t, "AWS::Lambda::Function") {
         let Some(target) = function["Properties"].get("DeadLetterConfig").map(|c| &c["TargetArn"]) else {
             continue;

@@ -157,7 +157,6 @@ fn the_router_role_only_enqueues_reads_and_cancels_results_asks_one_model_and_wa
         ("s3:AbortMultipartUpload", output_bucket.clone()),
         ("s3:ListBucket", output_bucket),
         ("bedrock:InvokeModel", classify_resources()),
-        ("sqs:SendMessage", arn("DeadLetterQueue")),
         ("kms:Decrypt", arn("LogsKey")),
         ("ecs:DescribeServices", services.clone()),
         ("ecs:UpdateService", services),
