@@ -36,18 +36,12 @@ fn api_key(args: &[&str]) -> String {
 
 /// Runs one command of tests/openai/aws_keys_client.py against `base` and returns the JSON object it printed.
 async fn client(base: &str, args: &[&str]) -> Value {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/openai/aws_keys_client.py");
-    let output = tokio::process::Command::new(crate::batch_api::python())
-        .arg(script)
-        .args(["--base-url", base])
-        .args(args)
-        .output()
-        .await
-        .expect("run the openai client");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "aws_keys_client.py {args:?} failed\nstdout: {stdout}\nstderr: {stderr}");
-    serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("one JSON object")
+    crate::openai_events::openai_script("aws_keys_client.py", &[&["--base-url", base], args].concat()).await
+}
+
+/// POST `body` to `url` with `key`: the JSON answered.
+async fn post_with_key(http: &reqwest::Client, url: String, key: &str, body: &Value) -> Value {
+    http.post(url).bearer_auth(key).json(body).send().await.unwrap().json().await.unwrap()
 }
 
 /// Waits out the router's key cache, so the next request reads the secret again.
@@ -159,16 +153,7 @@ async fn the_openai_client_runs_responses_on_the_router_lambda_with_keys_from_th
     // A response on the large tier, which has no worker here, canceled while queued: the function records its event.
     let http = reqwest::Client::new();
     let create = json!({"model": "large", "input": "Wait.", "background": true});
-    let queued: Value = http
-        .post(format!("{base}/v1/responses"))
-        .bearer_auth(&second)
-        .json(&create)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let queued = post_with_key(&http, format!("{base}/v1/responses"), &second, &create).await;
     let canceled = queued["id"].as_str().unwrap().to_owned();
     let cancel = http.post(format!("{base}/v1/responses/{canceled}/cancel")).bearer_auth(&second).send().await.unwrap();
     assert_eq!(cancel.status(), 200);
@@ -196,16 +181,7 @@ async fn structured_output_travels_the_stack(base: &str, key: &str) {
     let ended = |body: Value| {
         let http = &http;
         async move {
-            let created: Value = http
-                .post(format!("{base}/v1/responses"))
-                .bearer_auth(key)
-                .json(&body)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let created = post_with_key(http, format!("{base}/v1/responses"), key, &body).await;
             let url = format!("{base}/v1/responses/{}", created["id"].as_str().unwrap_or_else(|| panic!("{created}")));
             crate::support::eventually(Duration::from_secs(20), "the response to end", || async {
                 let response: Value = http.get(&url).bearer_auth(key).send().await.unwrap().json().await.unwrap();

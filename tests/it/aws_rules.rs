@@ -255,9 +255,9 @@ fn a_new_lambda_zip_reaches_the_functions() {
     assert!(read("buildspec.yml").contains("update-function-code"), "buildspec.yml deploys the zip it uploads");
 }
 
-/// Lambda Developer Guide, "Configuring error handling for asynchronous invocation": an asynchronous invocation that
-/// fails is retried twice unless the function's EventInvokeConfig sets MaximumRetryAttempts, then goes to its
-/// dead-letter queue if it has one ("Retaining records of asynchronous invocations"; the execution role then needs
+/// Lambda Developer Guide, "How Lambda handles errors and retries with asynchronous invocation": a function error is
+/// run two more times by default (MaximumRetryAttempts, 0 to 2, in the function's EventInvokeConfig), then the event
+/// goes to its dead-letter queue if it has one ("Retaining records of asynchronous invocations"; the execution role then needs
 /// sqs:SendMessage there). The functions EventBridge schedules (invoked asynchronously) redo a failed minute the
 /// next minute: retries off, and no dead-letter target, so the requests' DLQ, whose alarm means a poison request,
 /// receives requests only. A function with a dead-letter queue must be allowed to send to it.

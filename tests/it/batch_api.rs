@@ -27,22 +27,8 @@ pub(crate) fn python() -> String {
 
 /// Runs one command of the client against `base` and returns the JSON object it printed.
 async fn client(base: &str, args: &[&str]) -> Value {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/openai/batch_client.py");
-    let output = tokio::process::Command::new(python())
-        .arg(script)
-        .args(["--base-url", base, "--api-key", KEY])
-        .args(args)
-        .output()
-        .await
-        .expect("run the openai client");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "batch_client.py {args:?} failed: {}\nstdout: {stdout}\nstderr: {}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("the client prints one JSON object")
+    let base_args = ["--base-url", base, "--api-key", KEY];
+    crate::openai_events::openai_script("batch_client.py", &[&base_args[..], args].concat()).await
 }
 
 async fn submit(base: &str, args: &[&str]) -> String {

@@ -247,20 +247,7 @@ async fn the_openai_client_runs_background_responses_on_gpuinfer_dev_with_llama_
     let flags = ["--classifier", "none", "--concurrency", "1", "--fixed-concurrency"];
     let dev = Dev::start(data.path(), free_port(), &engine_url, &flags);
     dev.ready(&reqwest::Client::new()).await;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/openai/responses_client.py");
-    let output = tokio::process::Command::new(crate::batch_api::python())
-        .args([script, "--base-url", &dev.url])
-        .output()
-        .await
-        .expect("run the openai client");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "responses_client.py failed: {}\nstdout: {stdout}\nstderr: {stderr}",
-        output.status
-    );
-    let ran: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("one JSON object");
+    let ran = crate::openai_events::openai_script("responses_client.py", &["--base-url", &dev.url]).await;
     assert_eq!((ran["created_status"].as_str(), ran["status"].as_str()), (Some("queued"), Some("completed")), "{ran}");
     assert!(!ran["output_text"].as_str().unwrap().trim().is_empty(), "{ran}");
     let usage = &ran["usage"];

@@ -9,6 +9,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use crate::openai_events::openai_script;
 use crate::responses::{DevOnSimulator, dev_on_simulator};
 use crate::support::dev::Dev;
 use crate::support::{eventually, free_port};
@@ -133,19 +134,7 @@ async fn the_openai_client_gets_structured_output_and_every_control_through_batc
     let data = tempfile::tempdir().unwrap();
     let dev = Dev::start(data.path(), free_port(), &crate::batch_api::engine_url(), &["--classifier", "none"]);
     dev.ready(&reqwest::Client::new()).await;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/openai/structured_client.py");
-    let output = tokio::process::Command::new(crate::batch_api::python())
-        .args([script, "--base-url", &dev.url])
-        .output()
-        .await
-        .expect("run the openai client");
-    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    assert!(
-        output.status.success(),
-        "structured_client.py failed: {}\nstdout: {stdout}\nstderr: {stderr}",
-        output.status
-    );
-    let ran: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("one JSON object");
+    let ran = openai_script("structured_client.py", &["--base-url", &dev.url]).await;
     let chat = &ran["chat_batch"];
     let statuses = chat["statuses"].as_object().unwrap();
     assert_eq!(statuses.len(), 7, "{ran}");

@@ -699,8 +699,9 @@ const WARM_WINDOW_PATTERN: &str = r"^$|^cron\([^ ]+ [^ ]+ (\? [^ ]+ [^ ?]+|[^ ?]
 /// `ScalableTargetAction`'s MinCapacity may not exceed the target's MaxCapacity (0 until ImagePushed), and
 /// Application Auto Scaling does not restore the previous minimum when a window ends, so a second action does. Each
 /// tier's warm window is off by default, a pair of actions when set: MinCapacity 1 at its start, MinTaskCount at its
-/// end, only while the images are pushed and the tier would otherwise go to zero. CloudFormation's template Rules
-/// (checked before a stack is created or updated) refuse half a window.
+/// end, only while the images are pushed and the tier would otherwise go to zero. CloudFormation User Guide,
+/// "CloudFormation template Rules syntax": a rule's assertions validate parameter values before CloudFormation creates
+/// or updates any resource, so the template's rules refuse half a window.
 #[test]
 fn warm_windows_are_scheduled_actions_as_application_auto_scaling_takes_them() {
     let t = template();

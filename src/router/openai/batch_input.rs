@@ -265,7 +265,7 @@ fn response_request(
         let param = format!("body.{}", error.param.as_deref().unwrap_or("input"));
         (param, format!("body.{}", error.message))
     };
-    let ask = response_input::read(Value::Object(body).to_string().as_bytes(), models).map_err(refused)?;
+    let ask = response_input::read_fields(body, models).map_err(refused)?;
     if ask.previous_response_id.is_some() {
         let why = "body.previous_response_id: a batch line stands alone; give the earlier turns in its input";
         return Err(("body.previous_response_id".into(), why.into()));

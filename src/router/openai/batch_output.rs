@@ -160,8 +160,9 @@ fn place(text: &str, id: RequestId, stored: Option<&[u8]>, batch: Finishing<'_>)
 /// The Response object of a `/v1/responses` line, made from the line's body (checked again as its create was) and
 /// its stored document.
 fn response_body(text: &str, id: RequestId, stored: Option<&[u8]>) -> Value {
-    let body = serde_json::from_str::<Value>(text).map(|line| line["body"].to_string()).unwrap_or_default();
-    let ask = response_input::read(body.as_bytes(), &ModelTiers::default());
+    let Ok(Value::Object(mut line)) = serde_json::from_str::<Value>(text) else { return Value::Null };
+    let Some(Value::Object(body)) = line.remove("body") else { return Value::Null };
+    let ask = response_input::read_fields(body, &ModelTiers::default());
     match ask.and_then(|ask| ask.create(Vec::new(), chrono::Utc::now())) {
         Ok(Create { record, .. }) => response_object(&ResponseRecord { id: response_id(id), ..record }, stored),
         Err(_) => Value::Null,

@@ -61,9 +61,14 @@ pub(crate) struct Create {
 
 /// Checks a create's body.
 pub(crate) fn read(body: &[u8], models: &ModelTiers) -> Result<Ask, OpenAiError> {
-    let Ok(Value::Object(mut ask)) = crate::contract::request::parse_json(body) else {
+    let Ok(Value::Object(ask)) = crate::contract::request::parse_json(body) else {
         return Err(OpenAiError::invalid("body: a JSON object with model and input"));
     };
+    read_fields(ask, models)
+}
+
+/// Checks a create's body already parsed (a Batch line's).
+pub(crate) fn read_fields(mut ask: Map<String, Value>, models: &ModelTiers) -> Result<Ask, OpenAiError> {
     // As in OpenAI's API, null is "not given"; so are no tools and no streaming.
     let (no_tools, no_stream) = (json!([]), json!(false));
     let absent = |name: &str, value: &Value| {
