@@ -122,15 +122,20 @@ impl ObjectStore for S3Store {
         self.create(self.object_key(key), bytes).await
     }
 
-    async fn get(&self, key: &str) -> Result<Option<(u64, ByteChunks<'static>)>, StoreError> {
+    async fn get_from(&self, key: &str, from: u64) -> Result<Option<(u64, ByteChunks<'static>)>, StoreError> {
         let key = self.object_key(key);
-        match self.client.get_object().bucket(&self.location.bucket).key(&key).send().await {
+        // GetObject's Range (RFC 9110 `bytes=N-`): a start at or past the end is 416 InvalidRange, read as no bytes.
+        let range = (from > 0).then(|| format!("bytes={from}-"));
+        match self.client.get_object().bucket(&self.location.bucket).key(&key).set_range(range).send().await {
             Ok(object) => {
                 let size = object.content_length().and_then(|n| u64::try_from(n).ok()).unwrap_or(0);
                 let reader = object.body.into_async_read();
                 Ok(Some((size, Box::pin(ReaderStream::new(reader)))))
             }
             Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => Ok(None),
+            Err(e) if e.as_service_error().and_then(|s| s.meta().code()) == Some("InvalidRange") => {
+                Ok(Some((0, Box::pin(futures_util::stream::empty()))))
+            }
             Err(e) => Err(self.unavailable("GetObject", &key)(e)),
         }
     }

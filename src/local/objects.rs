@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use async_trait::async_trait;
 use futures_util::StreamExt;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncSeekExt, AsyncWriteExt};
 use tokio_util::io::ReaderStream;
 
 use super::store::FileStore;
@@ -54,9 +54,9 @@ impl ObjectStore for FileStore {
         self.create(&path, bytes)
     }
 
-    async fn get(&self, key: &str) -> Result<Option<(u64, ByteChunks<'static>)>, StoreError> {
+    async fn get_from(&self, key: &str, from: u64) -> Result<Option<(u64, ByteChunks<'static>)>, StoreError> {
         let path = self.object_path(key)?;
-        let file = match tokio::fs::File::open(&path).await {
+        let mut file = match tokio::fs::File::open(&path).await {
             Ok(file) => file,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(object_error(e)),
@@ -65,7 +65,8 @@ impl ObjectStore for FileStore {
         if !metadata.is_file() {
             return Ok(None);
         }
-        Ok(Some((metadata.len(), Box::pin(ReaderStream::new(file)))))
+        file.seek(std::io::SeekFrom::Start(from)).await.map_err(object_error)?;
+        Ok(Some((metadata.len().saturating_sub(from), Box::pin(ReaderStream::new(file)))))
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {

@@ -57,7 +57,12 @@ pub trait ObjectStore: Send + Sync {
     /// Writes `bytes` at `key` unless something is there: first writer wins.
     async fn put_if_absent(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome, StoreError>;
     /// The object's size and its bytes, or None when there is no object at `key`.
-    async fn get(&self, key: &str) -> Result<Option<(u64, ByteChunks<'static>)>, StoreError>;
+    async fn get(&self, key: &str) -> Result<Option<(u64, ByteChunks<'static>)>, StoreError> {
+        self.get_from(key, 0).await
+    }
+    /// The object's bytes from offset `from` on (none past its end) and their count, or None when there is no
+    /// object at `key`: where a long read stopped, read on.
+    async fn get_from(&self, key: &str, from: u64) -> Result<Option<(u64, ByteChunks<'static>)>, StoreError>;
     /// The keys that start with `prefix`, in lexical order. Callers name a folder (`prefix` ends in `/`) holding
     /// objects only: the file adapter lists one folder level, S3 every key under the prefix.
     async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError>;

@@ -97,6 +97,33 @@ async fn s3_store_writes_once_under_the_prefix_and_reads_back() {
     );
 }
 
+/// A long read goes on where it stopped: GetObject with `Range: bytes=N-` (S3 API Reference, GetObject, Range); a
+/// start at or past the end (416 InvalidRange) is read as no bytes, a missing key as none.
+#[tokio::test]
+#[ignore = "needs moto: scripts/test.sh"]
+async fn s3_objects_read_on_from_an_offset() {
+    use gpuinfer::ports::ObjectStore;
+    use gpuinfer::ports::object_io::one_chunk;
+    let bucket = moto::bucket(&moto::unique("ranges")).await;
+    let store = S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}/results/")).unwrap());
+    store.put("files/f.jsonl", one_chunk(b"line one\nline two\n".to_vec())).await.unwrap();
+    let read = |from: u64| {
+        let store = &store;
+        async move {
+            let (size, chunks) = store.get_from("files/f.jsonl", from).await.unwrap().expect("the object");
+            let parts: Vec<_> = futures_util::TryStreamExt::try_collect(chunks).await.unwrap();
+            let bytes = parts.concat();
+            assert_eq!(size, bytes.len() as u64);
+            String::from_utf8(bytes).unwrap()
+        }
+    };
+    assert_eq!(read(0).await, "line one\nline two\n");
+    assert_eq!(read(9).await, "line two\n");
+    assert_eq!(read(18).await, "", "from the end");
+    assert_eq!(read(50).await, "", "past the end");
+    assert!(store.get_from("files/none.jsonl", 9).await.unwrap().is_none());
+}
+
 /// Real S3 answers 403, not 404, for a key that does not exist when the caller lacks s3:ListBucket (moto
 /// answers 404 either way): a store error must then name the permissions, not leave an opaque "service error".
 #[tokio::test]

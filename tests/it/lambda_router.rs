@@ -146,7 +146,7 @@ async fn batch_files_go_up_through_lambda_and_downloads_past_6_mb_are_redirected
     use gpuinfer::ports::ObjectStore;
     use gpuinfer::router::openai::files::{FileObject, content_key, record_key};
     let b64 = base64::engine::general_purpose::STANDARD;
-    let LambdaRouter { runtime, mut function, bucket, .. } = lambda_router("lambda-files").await;
+    let LambdaRouter { runtime, mut function, bucket, small, .. } = lambda_router("lambda-files").await;
 
     let jsonl = "{\"custom_id\":\"a\",\"method\":\"POST\",\"url\":\"/v1/completions\",\"body\":{\"model\":\"small\",\"prompt\":\"hi\"}}\n";
     let form = format!(
@@ -168,6 +168,27 @@ async fn batch_files_go_up_through_lambda_and_downloads_past_6_mb_are_redirected
         _ => answer["body"].as_str().unwrap().as_bytes().to_vec(),
     };
     assert_eq!(served, jsonl.as_bytes());
+
+    // A batch on it answers at once, `validating`: a function is frozen once it answers, so the schedule's upkeep
+    // checks and enqueues its lines.
+    let create = json!({"input_file_id": id, "endpoint": "/v1/completions", "completion_window": "24h"}).to_string();
+    let answer = runtime.invoke(http_event("POST", "/v1/batches", Some(&create))).await;
+    let batch = body(&answer);
+    assert_eq!((answer["statusCode"].as_u64(), batch["status"].as_str()), (Some(200), Some("validating")), "{answer}");
+    let retrieve = http_event("GET", &format!("/v1/batches/{}", batch["id"].as_str().unwrap()), None);
+    assert_eq!(
+        body(&runtime.invoke(retrieve.clone()).await)["status"],
+        "validating",
+        "nothing runs between invocations"
+    );
+    let answer = runtime.invoke(crate::aws_rules::upkeep_input()).await;
+    assert_eq!(answer["batches"], 1, "{answer}");
+    let admitted = body(&runtime.invoke(retrieve).await);
+    assert_eq!(
+        (admitted["status"].as_str(), admitted["request_counts"]["total"].as_u64()),
+        (Some("in_progress"), Some(1))
+    );
+    assert_eq!(moto::drain(&small.normal).await.len(), 1, "the batch's line, on the small tier");
 
     // A 7 MB file, stored as the Files API stores one.
     let store = S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}/results/")).unwrap());

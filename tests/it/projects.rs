@@ -75,6 +75,11 @@ async fn make(state: &Arc<AppState>, key: &str) -> Made {
     let part = id(send(state, key, part).await);
     let batch = json!({"input_file_id": file, "endpoint": "/v1/completions", "completion_window": "24h"});
     let batch = id(send(state, key, post_json("/v1/batches", &batch)).await);
+    crate::support::eventually(std::time::Duration::from_secs(10), "the batch admitted", || async {
+        let (_, batch) = send(state, key, get(&format!("/v1/batches/{batch}"))).await;
+        (batch["status"] != "validating").then_some(())
+    })
+    .await;
     let response = json!({"model": "small", "input": "Say hi.", "background": true});
     let response = id(send(state, key, post_json("/v1/responses", &response)).await);
     Made { file, upload, part, batch, response }
@@ -183,6 +188,31 @@ async fn neither_project_sees_the_others_objects_and_a_second_key_of_a_project_s
     assert!(!listed(&f.state, B, "/v1/files").await.contains(&made_file));
     ok(send(&f.state, A2, delete(&format!("/v1/files/{}", of_a.file))).await);
     assert_eq!(listed(&f.state, A, "/v1/files").await, [made_file]);
+}
+
+/// A list reads only the caller's own records (each project's index, built for what came before by the upkeep):
+/// with every record of a's made unreadable, b still lists its files and batches, and a's own list is what fails.
+#[tokio::test]
+async fn a_project_lists_without_reading_anything_another_project_owns() {
+    let f = router_with_keys();
+    let of_a: Vec<Made> = futures_util::future::join_all((0..3).map(|_| make(&f.state, A))).await;
+    let of_b = make(&f.state, B).await;
+    gpuinfer::router::openai::upkeep::upkeep(&f.state).await;
+    let results = f.backends.store.dir().to_path_buf();
+    for made in &of_a {
+        std::fs::write(results.join(format!("files/{}.json", made.file)), "not a record").unwrap();
+        std::fs::write(results.join(format!("batches/{}.json", made.batch)), "not a record").unwrap();
+    }
+    assert_eq!(listed(&f.state, B, "/v1/files?limit=1").await, [of_b.file.as_str()]);
+    assert_eq!(listed(&f.state, B, "/v1/batches?order=asc").await, [of_b.batch.as_str()]);
+    let (status, _) = send(&f.state, A, get("/v1/files")).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "a's own records are read, and unreadable");
+
+    // A file of b's deleted behind the API's back leaves a marker with no record: the list skips it, and forgets it.
+    std::fs::remove_file(results.join(format!("files/{}.json", of_b.file))).unwrap();
+    assert!(listed(&f.state, B, "/v1/files").await.is_empty());
+    let markers = std::fs::read_dir(results.join(format!("files/owners/{}", hex::encode("b")))).unwrap();
+    assert_eq!(markers.count(), 0, "the stale marker is gone");
 }
 
 /// The official client, one project's key against another's (`gpuinfer dev` on the engine simulator): client A's

@@ -57,12 +57,23 @@ def submit(args):
     endpoint = "/v1/chat/completions" if args.endpoint == "chat" else "/v1/completions"
     batch = c.batches.create(input_file_id=input_file.id, endpoint=endpoint, completion_window="24h",
                              metadata={"purpose": "gpuinfer test"})
-    assert batch.status == "in_progress", batch
+    batch = admitted(c, batch)
+    assert batch.status not in ("validating", "failed"), batch
     assert batch.request_counts.total == len(lines), batch.request_counts
     listed = [b.id for b in c.batches.list(limit=100)]
     assert batch.id in listed, listed
     models = [m.id for m in c.models.list()]
     print(json.dumps({"batch_id": batch.id, "input_file_id": input_file.id, "lines": len(lines), "models": models}))
+
+
+def admitted(c, batch):
+    """The batch once its lines were checked: a create answers at once, as OpenAI's, `validating` meanwhile."""
+    assert batch.status in ("validating", "in_progress", "failed"), batch
+    started = time.monotonic()
+    while batch.status == "validating" and time.monotonic() - started < 60:
+        time.sleep(0.1)
+        batch = c.batches.retrieve(batch.id)
+    return batch
 
 
 def read_lines(c, file_id):
@@ -126,7 +137,7 @@ def refusals(args):
         json.dumps({"custom_id": "b", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x"}}),
     ]).encode()
     f = c.files.create(file=("invalid-lines.jsonl", io.BytesIO(bad)), purpose="batch")
-    batch = c.batches.create(input_file_id=f.id, endpoint="/v1/completions", completion_window="24h")
+    batch = admitted(c, c.batches.create(input_file_id=f.id, endpoint="/v1/completions", completion_window="24h"))
     found["invalid_lines_status"] = batch.status
     found["invalid_lines_errors"] = [(e.line, e.param) for e in batch.errors.data]
     upload = c.uploads.create(bytes=10, filename="x.jsonl", mime_type="application/jsonl", purpose="batch")

@@ -2,7 +2,9 @@
 //! validates) and the pipeline request a line becomes.
 
 use chrono::{DateTime, Utc};
-use futures_util::{Stream, stream};
+use std::io::ErrorKind;
+
+use futures_util::{Stream, TryStreamExt, stream};
 use serde_json::{Map, Value, json};
 use tokio::io::AsyncBufReadExt;
 use tokio_util::io::StreamReader;
@@ -89,21 +91,50 @@ pub(crate) struct LineError {
 /// One non-blank line of the file: its number in the file and its text.
 pub(crate) type NumberedLine = (u64, String);
 
+/// Where a read of a file's lines stands: the byte offset of the next line, how many lines (blank ones too) come
+/// before it, and how many of those are not blank (the next line's index in the batch).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Position {
+    pub(crate) offset: u64,
+    pub(crate) number: u64,
+    pub(crate) index: u32,
+}
+
 /// The non-blank lines of a stored file, in order.
 pub(crate) fn lines(
     chunks: ByteChunks<'static>,
 ) -> impl Stream<Item = Result<NumberedLine, std::io::Error>> + Send + Unpin {
-    let reader = StreamReader::new(chunks);
-    let state = (reader.lines(), 0u64);
-    Box::pin(stream::unfold(state, |(mut lines, mut number)| async move {
+    lines_from(chunks, Position::default()).map_ok(|(line, _)| line)
+}
+
+/// The non-blank lines of the file read from `at` on (`chunks` start at its offset), each with the position after
+/// it.
+pub(crate) fn lines_from(
+    chunks: ByteChunks<'static>,
+    at: Position,
+) -> impl Stream<Item = Result<(NumberedLine, Position), std::io::Error>> + Send + Unpin {
+    let state = (StreamReader::new(chunks), at);
+    Box::pin(stream::unfold(state, |(mut reader, mut at)| async move {
         loop {
-            number += 1;
-            match lines.next_line().await {
-                Ok(Some(text)) if text.trim().is_empty() => continue,
-                Ok(Some(text)) => return Some((Ok((number, text)), (lines, number))),
-                Ok(None) => return None,
-                Err(error) => return Some((Err(error), (lines, number))),
+            let mut bytes = Vec::new();
+            let read = match reader.read_until(b'\n', &mut bytes).await {
+                Ok(0) => return None,
+                Ok(read) => read,
+                Err(error) => return Some((Err(error), (reader, at))),
+            };
+            at.offset += read as u64;
+            at.number += 1;
+            let text = match String::from_utf8(bytes) {
+                Ok(text) => text,
+                Err(error) => return Some((Err(std::io::Error::new(ErrorKind::InvalidData, error)), (reader, at))),
+            };
+            let text = text.strip_suffix('\n').map_or(text.as_str(), |t| t.strip_suffix('\r').unwrap_or(t));
+            if text.trim().is_empty() {
+                continue;
             }
+            let line = (at.number, text.to_owned());
+            at.index += 1;
+            return Some((Ok((line, at)), (reader, at)));
         }
     }))
 }

@@ -1,118 +1,64 @@
-//! A batch's lifecycle once POST /v1/batches checked its lines: its lines enqueued (again, when its creator stopped
-//! midway), the batch brought up to date from the marks workers leave per line, and once every line has ended its
+//! A batch's lifecycle once its lines are admitted (`batch_admission`): the batch brought up to date from the marks
+//! workers leave per line, and once every line has ended its
 //! output and error files built and its final status saved. A client's poll or the upkeep brings it up to date, so
 //! no long-lived process is needed, on Lambda as on one machine. Cancel and expiry end the lines not yet run by
 //! storing their cancel documents, which the workers honour.
 
 use std::collections::HashMap;
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::Utc;
 use futures_util::{StreamExt, TryStreamExt, stream};
 
-use super::batch_input::{self, LineError};
+use super::batch_input::LineError;
 use super::batch_output::{self, Finishing};
-use super::batch_record::{Batch, PREFIX, enqueued_key, find, line_key, save};
+use super::batch_record::{Batch, PREFIX, find, line_key, save};
 use super::error::OpenAiError;
 use super::files;
 use crate::callbacks::openai_events::EventType;
 use crate::contract::batch_line::{self, BatchLine, LineEnd};
-use crate::contract::tier::{Priority, Tier};
-use crate::infra::metrics::{self, Metric};
 use crate::ports::object_io::{one_chunk, read_all};
 use crate::ports::{ObjectStore, PutOutcome, StoreError};
 use crate::router::api_keys::Caller;
-use crate::router::routing;
 use crate::router::state::AppState;
 
-/// Lines per enqueue step, and steps in flight at once.
-const LINES_PER_SEND: usize = 100;
-const SENDS_IN_FLIGHT: usize = 8;
 /// Store calls in flight at once when a batch's remaining lines are canceled.
 const CANCELS_IN_FLIGHT: usize = 32;
-/// How long after a batch started the enqueue of its lines must have ended: the longest a router runs (API Gateway
-/// waits 30 s). A batch still without the mark of its enqueue by then lost its creator midway, and the next poll
-/// enqueues its lines again (a line already queued or run is run once: its request id is its own).
-const ENQUEUE_GRACE: Duration = Duration::minutes(5);
 
-/// Starts a batch whose lines all passed their checks: marked running and saved in progress, then every line
-/// enqueued. An enqueue that fails fails the batch, and ends the lines it sent before.
-pub(super) async fn start(
+/// Marks the batch `id` running, so that the upkeep finds the batches to step and bring up to date without reading
+/// every batch ever made.
+pub(super) async fn mark_running(objects: &dyn ObjectStore, id: &str) -> Result<(), OpenAiError> {
+    objects.put(&running_key(id), one_chunk(Vec::new())).await.map(drop).map_err(|e| OpenAiError::store(&e))
+}
+
+/// Fails a batch whose lines the queue refused, and ends the lines it took before the refusal (as canceled: those
+/// already run keep their results).
+pub(super) async fn failed_to_enqueue(
     state: &AppState,
     objects: &dyn ObjectStore,
     batch: &mut Batch,
-    key: &[u8],
 ) -> Result<(), OpenAiError> {
-    batch.status = "in_progress".into();
-    batch.times.in_progress_at = Some(Utc::now().timestamp());
-    objects.put(&running_key(&batch.id), one_chunk(Vec::new())).await.map_err(|e| OpenAiError::store(&e))?;
-    save(objects, batch).await?;
-    if let Err(error) = enqueue(state, objects, batch, Some(key)).await {
-        tracing::error!(batch_id = %batch.id, ?error, "enqueueing the batch failed");
-        batch.failed(vec![LineError {
-            code: "queue_unavailable",
-            message: "the queue refused the batch's requests; create it again".into(),
-            param: None,
-            line: 0,
-        }]);
-        save_ended(state, objects, batch).await?;
-        // Lines sent before the failure would still run: each is ended as canceled (those already run keep theirs).
-        let ended = HashMap::new();
-        if let Err(e) = end_remaining(state, objects, batch, &ended, "the batch failed to enqueue").await {
-            tracing::error!(batch_id = %batch.id, error = %e, "could not end the lines of a batch that failed to enqueue");
-        }
-        return Err(error);
+    batch.failed(vec![LineError {
+        code: "queue_unavailable",
+        message: "the queue refused the batch's requests; create it again".into(),
+        param: None,
+        line: 0,
+    }]);
+    save_ended(state, objects, batch).await?;
+    if let Err(e) = end_remaining(state, objects, batch, &HashMap::new(), "the batch failed to enqueue").await {
+        tracing::error!(batch_id = %batch.id, error = %e, "could not end the lines of a batch that failed to enqueue");
     }
-    objects.put_if_absent(&enqueued_key(&batch.id), b"").await.map_err(|e| OpenAiError::store(&e))?;
     Ok(())
 }
 
-/// The batch's input file, its size and content; a 400 once it was deleted.
+/// The batch's input file from byte `from` on, its size and content; a 400 once it was deleted.
 pub(super) async fn input(
     objects: &dyn ObjectStore,
     batch: &Batch,
+    from: u64,
 ) -> Result<(u64, crate::ports::ByteChunks<'static>), OpenAiError> {
-    let input =
-        objects.get(&files::content_key(&batch.order.input_file_id)).await.map_err(|e| OpenAiError::store(&e))?;
+    let key = files::content_key(&batch.order.input_file_id);
+    let input = objects.get_from(&key, from).await.map_err(|e| OpenAiError::store(&e))?;
     input.ok_or_else(|| OpenAiError::invalid_param("input_file_id", "input_file_id: the file was deleted"))
-}
-
-/// Sends every line to its tier's queue, `LINES_PER_SEND` at a time with `SENDS_IN_FLIGHT` sends at once. Each line
-/// is made into its request again as it is read: the checking pass kept only the count, so a large file is never
-/// held in memory.
-async fn enqueue(
-    state: &AppState,
-    objects: &dyn ObjectStore,
-    batch: &Batch,
-    key: Option<&[u8]>,
-) -> Result<(), OpenAiError> {
-    let (_, chunks) = input(objects, batch).await?;
-    let sends = batch_input::lines(chunks).enumerate().chunks(LINES_PER_SEND).map(|lines| async move {
-        let mut by_tier: HashMap<Tier, Vec<String>> = HashMap::new();
-        for (index, line) in lines {
-            let line = line.map_err(|e| OpenAiError::store(&StoreError::caused("reading the input file", e)))?;
-            let batch_line = BatchLine { id: batch.id.clone(), line: u32::try_from(index).unwrap_or(u32::MAX) };
-            let checked =
-                batch_input::check(&line, batch.endpoint(), &state.openai.models, (batch_line, key), batch.expires())
-                    .map_err(|e| OpenAiError::invalid(e.message))?;
-            // Thresholds only: a classifier call per line would make a large batch wait on the classifier.
-            let (tier, _) = routing::route(&checked.request, &state.routing, None).await;
-            by_tier.entry(tier).or_default().push(checked.request.to_queue_body());
-        }
-        for (tier, bodies) in by_tier {
-            let queue = state.queues.get(tier).get(Priority::Batch);
-            let sent = queue.send_many(&bodies).await;
-            if let Some(error) = sent.into_iter().find_map(Result::err) {
-                tracing::error!(batch_id = %batch.id, %tier, %error, "enqueue failed");
-                return Err(OpenAiError::queue());
-            }
-            state
-                .metrics
-                .emit(&[("Tier", tier.as_str())], &[Metric::count(metrics::ROUTED_REQUESTS, bodies.len() as u64)]);
-            state.enqueued(tier).await;
-        }
-        Ok(())
-    });
-    sends.buffer_unordered(SENDS_IN_FLIGHT).try_collect().await
 }
 
 /// The ended lines of a batch and how each ended, from their marks.
@@ -134,7 +80,6 @@ pub(super) async fn refresh(
     }
     let store_error = |e: StoreError| OpenAiError::store(&e);
     note_cancel(objects, &mut batch).await?;
-    resume_enqueue(state, objects, &batch).await?;
     let mut ended = ended_lines(objects, &batch.id).await.map_err(store_error)?;
     let count = |ended: &HashMap<u32, LineEnd>, end| ended.values().filter(|e| **e == end).count() as u64;
     let all_ended = ended.len() as u64 >= batch.request_counts.total;
@@ -204,8 +149,7 @@ pub(super) async fn save_ended(state: &AppState, objects: &dyn ObjectStore, batc
     objects.delete(&running_key(&batch.id)).await.map_err(|e| OpenAiError::store(&e))
 }
 
-/// Where running batches are marked, so that the upkeep finds the batches to bring up to date without reading every
-/// batch ever made.
+/// Where running batches (and those being admitted) are marked.
 fn running_prefix() -> String {
     format!("{PREFIX}running/")
 }
@@ -214,16 +158,25 @@ fn running_key(id: &str) -> String {
     format!("{}{id}", running_prefix())
 }
 
+/// The ids of the batches marked running.
+pub(crate) async fn running(objects: &dyn ObjectStore) -> Result<Vec<String>, OpenAiError> {
+    let prefix = running_prefix();
+    let marks = objects.list(&prefix).await.map_err(|e| OpenAiError::store(&e))?;
+    Ok(marks.iter().filter_map(|key| key.strip_prefix(&prefix)).map(str::to_owned).collect())
+}
+
 /// Brings every running batch up to date (see `refresh`): those whose lines have all ended are finished, and their
 /// event recorded, with no client polling. The number of batches looked at.
 pub(crate) async fn refresh_running(state: &AppState, objects: &dyn ObjectStore) -> Result<usize, OpenAiError> {
-    let prefix = running_prefix();
-    let running = objects.list(&prefix).await.map_err(|e| OpenAiError::store(&e))?;
-    for key in &running {
-        let Some(id) = key.strip_prefix(&prefix) else { continue };
+    let running = running(objects).await?;
+    for id in &running {
         // The upkeep works for every project.
         match find(objects, &Caller::default(), id).await {
-            Ok(batch) if !batch.is_running() => objects.delete(key).await.map_err(|e| OpenAiError::store(&e))?,
+            // Still being admitted (`batch_admission`).
+            Ok(batch) if batch.status == "validating" => {}
+            Ok(batch) if !batch.is_running() => {
+                objects.delete(&running_key(id)).await.map_err(|e| OpenAiError::store(&e))?;
+            }
             Ok(batch) => drop(refresh(state, objects, batch).await?),
             // A mark whose batch is gone (expired with the results) is left for the same lifecycle.
             Err(error) if error.is_not_found() => {}
@@ -251,6 +204,12 @@ pub(super) async fn cancel(objects: &dyn ObjectStore, batch: &mut Batch) -> Resu
     Ok(())
 }
 
+/// Whether the batch was canceled, its copy of the record brought up to date (see `note_cancel`).
+pub(super) async fn canceled(objects: &dyn ObjectStore, batch: &mut Batch) -> Result<bool, OpenAiError> {
+    note_cancel(objects, batch).await?;
+    Ok(batch.times.cancelling_at.is_some())
+}
+
 /// Takes in a cancel that `batch`'s copy of the record does not show yet.
 async fn note_cancel(objects: &dyn ObjectStore, batch: &mut Batch) -> Result<(), OpenAiError> {
     if batch.times.cancelling_at.is_some() {
@@ -264,23 +223,6 @@ async fn note_cancel(objects: &dyn ObjectStore, batch: &mut Batch) -> Result<(),
             batch.status = "cancelling".into();
         }
     }
-    Ok(())
-}
-
-/// Enqueues the lines of a batch whose creator stopped before its enqueue ended (see `ENQUEUE_GRACE`).
-async fn resume_enqueue(state: &AppState, objects: &dyn ObjectStore, batch: &Batch) -> Result<(), OpenAiError> {
-    let started = batch.times.in_progress_at.and_then(|at| DateTime::from_timestamp(at, 0)).unwrap_or_else(Utc::now);
-    if batch.status != "in_progress" || Utc::now() - started < ENQUEUE_GRACE {
-        return Ok(());
-    }
-    let key = enqueued_key(&batch.id);
-    if objects.get(&key).await.map_err(|e| OpenAiError::store(&e))?.is_some() {
-        return Ok(());
-    }
-    tracing::warn!(batch_id = %batch.id, "the batch's enqueue never ended (its router stopped midway): enqueueing its lines again");
-    let line_key = line_key(objects, &batch.id).await.map_err(|e| OpenAiError::store(&e))?;
-    enqueue(state, objects, batch, line_key.as_deref()).await?;
-    objects.put_if_absent(&key, b"").await.map_err(|e| OpenAiError::store(&e))?;
     Ok(())
 }
 

@@ -13,6 +13,7 @@ use super::batch_input::{self, Endpoint, LineLabel};
 use super::files::{self, FileObject};
 use super::objects::unix_now;
 use super::owner::write_owned;
+use super::project_index;
 use super::response_input::{self, Create};
 use super::response_object::response_object;
 use super::response_record::ResponseRecord;
@@ -119,6 +120,7 @@ async fn store(
     let record =
         FileObject { owner: owner.map(str::to_owned), ..FileObject::new(id, bytes, filename.into(), "batch_output") };
     write_owned(objects, &files::record_key(&record.id), &record).await?;
+    project_index::add(objects, files::PREFIX, owner, &record.id).await?;
     Ok(Some(record))
 }
 

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::batch_input::{Endpoint, LineError};
+use super::batch_input::Endpoint;
 use super::error::OpenAiError;
 use super::owner::{Owned, find_record, write_owned};
 use crate::ports::object_io::read_all;
@@ -74,7 +74,7 @@ impl Batch {
         DateTime::from_timestamp(self.times.expires_at, 0).unwrap_or_else(Utc::now)
     }
 
-    pub(super) fn failed(&mut self, errors: Vec<LineError>) {
+    pub(super) fn failed(&mut self, errors: impl Serialize) {
         let data = serde_json::to_value(errors).unwrap_or_default();
         self.errors = Some(serde_json::json!({ "object": "list", "data": data }));
         self.status = "failed".into();
@@ -109,11 +109,6 @@ pub(super) fn new_line_key() -> Vec<u8> {
 /// The batch's secret for its lines' ids; None for a batch created before its lines had one.
 pub(super) async fn line_key(objects: &dyn ObjectStore, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
     read_all(objects, &line_key_key(id)).await
-}
-
-/// The mark that every line of the batch was enqueued.
-pub(super) fn enqueued_key(id: &str) -> String {
-    format!("{PREFIX}{id}.enqueued")
 }
 
 /// The batch's record when `caller` may see it, or 404.

@@ -1,36 +1,32 @@
-//! The Batches API's handlers. POST /v1/batches checks every line of the input file (all or nothing) and starts
-//! the batch; GET /v1/batches/{id} and cancel answer it brought up to date (`batch_lifecycle`); GET /v1/batches
-//! lists the caller's.
+//! The Batches API's handlers. POST /v1/batches answers at once with the batch `validating`, its lines then checked
+//! (all or nothing) and enqueued by `batch_admission`; GET /v1/batches/{id} and cancel answer it brought up to date
+//! (`batch_lifecycle`); GET /v1/batches lists the caller's.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Extension, Path, Query, State};
 use chrono::{Duration, Utc};
-use futures_util::StreamExt;
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
-use super::batch_input::{self, Endpoint, LineError};
-use super::batch_lifecycle::{self, input, refresh, save_ended};
+use super::batch_admission;
+use super::batch_input::Endpoint;
+use super::batch_lifecycle::{self, refresh};
 use super::batch_record::{Batch, BatchOrder, BatchTimes, PREFIX, RequestCounts, find, line_key_key, new_line_key};
 use super::error::OpenAiError;
 use super::files::{self, ListQuery};
 use super::ids;
 use super::objects::{metadata, objects};
 use super::owner::Owned;
-use crate::contract::batch_line::BatchLine;
-use crate::ports::{ObjectStore, StoreError};
+use super::project_index;
+use crate::infra::runtime::running_on_lambda;
 use crate::router::api_keys::Caller;
 use crate::router::state::AppState;
 
 /// The only completion window OpenAI offers.
 const COMPLETION_WINDOW: &str = "24h";
 const WINDOW: Duration = Duration::hours(24);
-/// Line errors a failed batch reports at most.
-const MAX_REPORTED_ERRORS: usize = 1000;
 
 /// What POST /v1/batches asks for.
 struct Ask {
@@ -77,7 +73,7 @@ pub(crate) async fn create(
             false => error,
         })?;
     let created = Utc::now();
-    let mut batch = Batch {
+    let batch = Batch {
         id: ids::new("batch_"),
         object: "batch".into(),
         order: BatchOrder {
@@ -98,60 +94,20 @@ pub(crate) async fn create(
         request_counts: RequestCounts::default(),
         owner: caller.project,
     };
-    let key = new_line_key();
-    objects.put_if_absent(&line_key_key(&batch.id), &key).await.map_err(|e| OpenAiError::store(&e))?;
-    match check_lines(&state, objects, &batch, &key).await? {
-        Err(errors) => {
-            tracing::warn!(batch_id = %batch.id, errors = errors.len(), "batch failed validation");
-            batch.failed(errors);
-            save_ended(&state, objects, &batch).await?;
-            return Ok(Json(batch));
-        }
-        Ok(total) => batch.request_counts.total = total,
-    }
-    batch_lifecycle::start(&state, objects, &mut batch, &key).await?;
-    tracing::info!(batch_id = %batch.id, lines = batch.request_counts.total, endpoint = %batch.order.endpoint, "batch created");
-    Ok(Json(batch))
-}
-
-/// Every line checked: their count, or the errors of the lines that fail (all or nothing).
-async fn check_lines(
-    state: &AppState,
-    objects: &dyn ObjectStore,
-    batch: &Batch,
-    key: &[u8],
-) -> Result<Result<u64, Vec<LineError>>, OpenAiError> {
-    let (_, chunks) = input(objects, batch).await?;
-    let mut lines = batch_input::lines(chunks);
-    // Each custom_id's digest and its line: memory stays small whatever the ids' length.
-    let (mut errors, mut custom_ids, mut index) = (Vec::new(), HashMap::<[u8; 16], u64>::new(), 0u32);
-    while let Some(line) = lines.next().await {
-        let line = line.map_err(|e| OpenAiError::store(&StoreError::caused("reading the input file", e)))?;
-        let batch_line = BatchLine { id: batch.id.clone(), line: index };
-        index += 1;
-        match batch_input::check(
-            &line,
-            batch.endpoint(),
-            &state.openai.models,
-            (batch_line, Some(key)),
-            batch.expires(),
-        ) {
-            Ok(checked) => {
-                let digest = Sha256::digest(checked.label.custom_id.as_bytes());
-                if let Some(first) = custom_ids.insert(digest[..16].try_into().unwrap_or_default(), line.0) {
-                    errors.push(LineError {
-                        code: "duplicate_custom_id",
-                        message: format!("custom_id: repeats line {first}; each line needs its own"),
-                        param: Some("custom_id".into()),
-                        line: line.0,
-                    });
-                }
+    objects.put_if_absent(&line_key_key(&batch.id), &new_line_key()).await.map_err(|e| OpenAiError::store(&e))?;
+    batch_admission::begin(objects, &batch).await?;
+    project_index::add(objects, PREFIX, batch.owner(), &batch.id).await.map_err(|e| OpenAiError::store(&e))?;
+    tracing::info!(batch_id = %batch.id, endpoint = %batch.order.endpoint, "batch created: admitting its lines");
+    // A server goes on once it answered; a Lambda function is frozen, and the upkeep admits the batch.
+    if !running_on_lambda() {
+        let id = batch.id.clone();
+        tokio::spawn(async move {
+            if let Ok(objects) = super::objects::objects(&state) {
+                batch_admission::admit(&state, objects, &id).await;
             }
-            Err(error) => errors.push(error),
-        }
-        errors.truncate(MAX_REPORTED_ERRORS);
+        });
     }
-    Ok(if errors.is_empty() { Ok(u64::from(index)) } else { Err(errors) })
+    Ok(Json(batch))
 }
 
 /// GET /v1/batches/{id}: the batch, brought up to date (and finished, once every line has ended).
@@ -190,6 +146,5 @@ pub(crate) async fn list(
     Query(query): Query<ListQuery>,
 ) -> Result<Json<Value>, OpenAiError> {
     let cursor = query.cursor(20, 100)?;
-    let theirs = |batch: &Batch| caller.owns(batch.owner());
-    Ok(Json(files::page(objects(&state)?, PREFIX, cursor, theirs).await?))
+    Ok(Json(files::page(objects(&state)?, (PREFIX, &caller), cursor, |_: &Batch| true).await?))
 }

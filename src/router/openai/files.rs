@@ -21,6 +21,7 @@ use super::ids;
 use super::jsonl_check;
 use super::objects::{objects, unix_now};
 use super::owner::{Owned, find_record, write_owned};
+use super::project_index;
 use crate::ports::object_io::read_json;
 use crate::ports::{ByteChunks, ObjectStore, StoreError};
 use crate::router::api_keys::Caller;
@@ -121,6 +122,7 @@ pub(super) async fn store_input(
     };
     let file = FileObject { owner: owner.map(str::to_owned), ..FileObject::new(id, bytes, filename, BATCH_PURPOSE) };
     write_owned(objects, &record_key(&file.id), &file).await.map_err(|e| OpenAiError::store(&e))?;
+    project_index::add(objects, PREFIX, owner, &file.id).await.map_err(|e| OpenAiError::store(&e))?;
     tracing::info!(file_id = %file.id, bytes, "file stored");
     Ok(file)
 }
@@ -230,37 +232,58 @@ impl ListQuery {
     }
 }
 
-/// A page of a list in OpenAI's list shape: of the records `{prefix}{id}.json`, in the cursor's order, those whose id
-/// comes after the cursor's `after` (ids sort by creation, so a cursor deleted meanwhile still places the page), read
-/// in order until `limit` of them pass `keep`. Only the page's records (and those `keep` refuses) are read.
-pub(super) async fn page<T: Serialize + serde::de::DeserializeOwned>(
+/// The most bytes of records one list page holds: past it the page ends early with `has_more` (a client follows
+/// `has_more` as for any page), so an answer's memory is bounded whatever `limit` asks (and stays under Lambda's 6 MB).
+pub const PAGE_BYTES: usize = 1024 * 1024;
+
+/// A page of a list in OpenAI's list shape: of the records `{prefix}{id}.json` the caller may see (with a project,
+/// only its own are read: `project_index`), in the cursor's order, those whose id comes after the cursor's `after`
+/// (ids sort by creation, so a cursor deleted meanwhile still places the page), read in order until `limit` of them
+/// pass `keep` or `PAGE_BYTES` are held.
+pub(super) async fn page<T: Serialize + serde::de::DeserializeOwned + Owned>(
     objects: &dyn ObjectStore,
-    prefix: &str,
+    (prefix, caller): (&str, &Caller),
     Cursor { after, limit, oldest_first }: Cursor<'_>,
     keep: impl Fn(&T) -> bool,
 ) -> Result<Value, OpenAiError> {
+    let store_error = |e: StoreError| OpenAiError::store(&e);
     if after.is_some_and(str::is_empty) {
         return Err(OpenAiError::invalid_param("after", "after: the id of the last object of the previous page"));
     }
-    let keys = objects.list(prefix).await.map_err(|e| OpenAiError::store(&e))?;
-    let mut ids: Vec<&str> = keys
-        .iter()
-        .filter_map(|key| key.strip_prefix(prefix)?.strip_suffix(".json"))
-        .filter(|id| {
-            !id.contains('/') && after.is_none_or(|after| if oldest_first { *id > after } else { *id < after })
-        })
-        .collect();
+    let indexed = match &caller.project {
+        Some(project) => project_index::ids(objects, prefix, project).await.map_err(store_error)?,
+        None => None,
+    };
+    let from_index = indexed.is_some();
+    let mut ids = match indexed {
+        Some(ids) => ids,
+        None => {
+            let keys = objects.list(prefix).await.map_err(store_error)?;
+            let records = keys.iter().filter_map(|key| key.strip_prefix(prefix)?.strip_suffix(".json"));
+            records.filter(|id| !id.contains('/')).map(str::to_owned).collect()
+        }
+    };
+    ids.retain(|id| after.is_none_or(|after| if oldest_first { id.as_str() > after } else { id.as_str() < after }));
     ids.sort_unstable_by(|a, b| if oldest_first { a.cmp(b) } else { b.cmp(a) });
-    let (mut data, mut has_more) = (Vec::new(), false);
+    let (mut data, mut bytes, mut has_more) = (Vec::new(), 0, false);
     for id in ids {
-        let record =
-            read_json::<T>(objects, &format!("{prefix}{id}.json")).await.map_err(|e| OpenAiError::store(&e))?;
-        let Some(record) = record.filter(|record| keep(record)) else { continue };
-        if data.len() == limit {
+        let record = read_json::<T>(objects, &format!("{prefix}{id}.json")).await.map_err(store_error)?;
+        let Some(record) = record else {
+            if let (true, Some(project)) = (from_index, &caller.project) {
+                project_index::forget(objects, prefix, project, &id).await.map_err(store_error)?;
+            }
+            continue;
+        };
+        if !caller.owns(record.owner()) || !keep(&record) {
+            continue;
+        }
+        let size = serde_json::to_vec(&record).map_or(0, |json| json.len());
+        if data.len() == limit || (!data.is_empty() && bytes + size > PAGE_BYTES) {
             has_more = true;
             break;
         }
-        data.push((id.to_owned(), record));
+        bytes += size;
+        data.push((id, record));
     }
     let (first_id, last_id) = (data.first().map(|(id, _)| id.clone()), data.last().map(|(id, _)| id.clone()));
     let data: Vec<T> = data.into_iter().map(|(_, record)| record).collect();
@@ -275,10 +298,8 @@ pub(crate) async fn list(
 ) -> Result<Json<Value>, OpenAiError> {
     let cursor = query.cursor(10_000, 10_000)?;
     let now = unix_now();
-    let wanted = |file: &FileObject| {
-        caller.owns(file.owner()) && query.purpose.as_ref().is_none_or(|p| *p == file.purpose) && !file.expired_by(now)
-    };
-    Ok(Json(page(objects(&state)?, PREFIX, cursor, wanted).await?))
+    let wanted = |file: &FileObject| query.purpose.as_ref().is_none_or(|p| *p == file.purpose) && !file.expired_by(now);
+    Ok(Json(page(objects(&state)?, (PREFIX, &caller), cursor, wanted).await?))
 }
 
 /// The record of file `id` when `caller` may see it, or 404 (also once it expired).
@@ -335,7 +356,10 @@ pub(crate) async fn delete(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, OpenAiError> {
     let objects = objects(&state)?;
-    find(objects, &caller, &id).await?;
+    let file = find(objects, &caller, &id).await?;
     remove(objects, &id).await.map_err(|e| OpenAiError::store(&e))?;
+    if let Some(owner) = file.owner() {
+        project_index::forget(objects, PREFIX, owner, &id).await.map_err(|e| OpenAiError::store(&e))?;
+    }
     Ok(Json(json!({ "id": id, "object": "file", "deleted": true })))
 }

@@ -4,7 +4,8 @@
 //! - `files`: the Files API; `uploads`: the Uploads API (large files in parts), `upload_parts`: its parts and their
 //!   bounds; `jsonl_check`: the checks an uploaded batch input passes as it streams in; `expires_after`: a file's
 //!   expiry as a client asks for it; `expiry`: how long each prefix is kept, the sweep that ends what is due
-//! - `batches`: the Batches API's handlers; `batch_lifecycle`: a batch enqueued, brought up to date, finished,
+//! - `batches`: the Batches API's handlers; `batch_admission`: a new batch's lines checked and enqueued in steps that
+//!   resume; `batch_lifecycle`: a batch brought up to date, finished,
 //!   canceled or expired; `batch_record`: a batch as stored; `batch_input`: input lines → pipeline requests;
 //!   `batch_output`: the output and error files; `models`: model → tier, GET /v1/models; `ids`: object ids
 //! - `responses`: the Responses API (background mode) on the pipeline; `response_input`: a create's body → pipeline
@@ -13,9 +14,11 @@
 //! - `unserved`: the OpenAI endpoints refused with what would serve them (synchronous completions, embeddings)
 //! - `upkeep`: what runs with no client asking (running batches finished, events due sent)
 //! - `owner`: the project each stored object belongs to, and who sees it (each key its own project's); `objects`:
-//!   what every object shares (its store, `created_at`, `metadata`); `error`: errors in OpenAI's shape
+//!   what every object shares (its store, `created_at`, `metadata`); `error`: errors in OpenAI's shape;
+//!   `project_index`: each project's list of its files and batches
 //! - `settings`: how the API is set up (models' tiers, result waits, large downloads, API keys)
 
+pub(crate) mod batch_admission;
 pub(crate) mod batch_input;
 pub(crate) mod batch_lifecycle;
 pub(crate) mod batch_output;
@@ -30,6 +33,7 @@ pub(crate) mod jsonl_check;
 pub mod models;
 pub(crate) mod objects;
 pub(crate) mod owner;
+pub(crate) mod project_index;
 pub(crate) mod response_input;
 pub(crate) mod response_object;
 pub(crate) mod response_record;
