@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Hostile clients against a real `gpuinfer dev` on loopback (docs/reliability.md, "Hostile clients: the probe set").
 
-Starts engine simulators and `gpuinfer dev` instances on 127.0.0.1 only, runs twelve probes (malformed forms, load,
+Starts engine simulators and `gpuinfer dev` instances on 127.0.0.1 only, runs fourteen probes (malformed forms, load,
 stalled readers, borrowed body budget, slow headers and trickled bodies, Transfer-Encoding with Content-Length, ids
 differing in case, cancel, upload bounds, racing upload completes and list pages, callback addresses, SIGTERM and
-restart), prints one figure line per probe
+restart, one project's lists beside another's files and pages of the largest records, a large batch create and
+one abandoned by kill -9), prints one figure line per probe
 and a markdown table, and exits 1 naming each promise that did not hold.
 
     python3 scripts/hostile-probe.py [--binary target/debug/gpuinfer] [--keep-logs]
@@ -1008,6 +1009,112 @@ def probe_races_and_pages(dev, completes=20):
     return row
 
 
+KEYS = "a=sk-a,b=sk-b"
+AS_A, AS_B = ("Authorization: Bearer sk-a",), ("Authorization: Bearer sk-b",)
+LINE = b'{"custom_id": "a", "method": "POST", "url": "/v1/completions", "body": {"model": "small", "prompt": "hi"}}\n'
+
+
+def upload_file(dev, key, data=LINE, filename="in.jsonl"):
+    body, content_type = multipart([("purpose", "batch", None), ("file", data, filename)])
+    return call(dev.port, "POST", "/v1/files", body, content_type=content_type, headers=key)
+
+
+def median_ms(ask, times=7):
+    return statistics.median(ask().seconds for _ in range(times)) * 1000
+
+
+def probe_projects(dev, foreign=4000, batches=40, readers=8):
+    row = Row(13, "project lists, answer memory")
+    own = upload_file(dev, AS_B)
+    time.sleep(1.5)  # the upkeep (every second) indexes what came before the project index
+    b_list = lambda: call(dev.port, "GET", "/v1/files?limit=1", headers=AS_B)
+    alone = median_ms(b_list)
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        uploaded = list(pool.map(lambda _: upload_file(dev, AS_A).status, range(foreign)))
+    among = median_ms(b_list)
+    b_sees = [f.get("id") for f in (b_list().json or {}).get("data", [])]
+    long_name = upload_file(dev, AS_A, filename="n" * 257)
+    over = {f"k{i}": "v" for i in range(17)}
+    file_a = (upload_file(dev, AS_A).json or {}).get("id")
+    ask = lambda metadata: json.dumps({"input_file_id": file_a, "endpoint": "/v1/completions",
+                                       "completion_window": "24h", "metadata": metadata})
+    too_many = call(dev.port, "POST", "/v1/batches", ask(over), headers=AS_A)
+    widest = {f"key-{i:02}-{'k' * 56}": "\U0001F600" * 512 for i in range(16)}  # 64-character keys, 2 KiB values
+    made = [call(dev.port, "POST", "/v1/batches", ask(widest), headers=AS_A).status for _ in range(batches)]
+    with RssPeak(dev.pid) as rss:
+        with concurrent.futures.ThreadPoolExecutor(readers) as pool:
+            pages = list(pool.map(lambda _: call(dev.port, "GET", "/v1/batches?limit=100", headers=AS_A),
+                                  range(readers)))
+    row.rss = rss.mib
+    largest = max(len(p.body) for p in pages)
+    held = [len((p.json or {}).get("data", [])) for p in pages]
+    row.figures = (f"b's GET /v1/files?limit=1: {alone:.1f} ms alone, {among:.1f} ms beside {foreign} files of a's "
+                   f"({uploaded.count(200)} stored); a filename of 257 characters {long_name.status}, 17 metadata "
+                   f"pairs {too_many.status}; {batches} batches with metadata at OpenAI's bounds, {readers} pages of "
+                   f"limit=100 at once: {held[0]} batches and {largest / 1024:.0f} KiB each at most")
+    row.held = f"b's list {among:.1f} ms beside {foreign} foreign files ({alone:.1f} ms alone); pages ≤ {largest / 1024:.0f} KiB"
+    row.refuse = f"{max(long_name.seconds, too_many.seconds) * 1000:.0f} ms (name, metadata)"
+    row.must(uploaded.count(200) == foreign and made.count(200) == batches, "every upload and batch is taken")
+    row.must(b_sees == [(own.json or {}).get("id")], f"b lists its own file only ({b_sees})")
+    row.must(among <= 3 * alone + 20, f"another project's files cost b's list nothing ({alone:.1f} → {among:.1f} ms)")
+    row.must(long_name.status == 400 and too_many.status == 400, "names and metadata are bounded as OpenAI's")
+    row.must(largest <= 1024 * 1024 + 64 * 1024 and 0 < held[0] < batches,
+             f"a page ends at its byte bound ({largest} bytes, {held[0]} of {batches} batches)")
+    return row
+
+
+def probe_large_batch(dev, lines=50_000):
+    row = Row(14, "a large batch create")
+    data = b"".join(LINE.replace(b'"a"', f'"line-{i}"'.encode()) for i in range(lines))
+    file_id = (upload_file(dev, AS_A, data).json or {}).get("id")
+    ask = json.dumps({"input_file_id": file_id, "endpoint": "/v1/completions", "completion_window": "24h"})
+
+    def created():
+        answer = call(dev.port, "POST", "/v1/batches", ask, headers=AS_A)
+        return answer, (answer.json or {}).get("id", "batch_missing")
+
+    def admitted(batch, seconds):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            state = call(dev.port, "GET", f"/v1/batches/{batch}", headers=AS_A).json or {}
+            if state.get("status") not in (None, "validating"):
+                return state
+            time.sleep(0.25)
+        return {}
+
+    with RssPeak(dev.pid) as rss:
+        first, batch = created()
+        started = time.monotonic()
+        state = admitted(batch, 120)
+        admission = time.monotonic() - started
+        call(dev.port, "POST", f"/v1/batches/{batch}/cancel", headers=AS_A)
+        second, abandoned = created()
+        dev.process.kill()  # kill -9 as the batch's admission begins
+        dev.process.wait()
+        dev.start()
+        rss.add(dev.pid)
+        restarted = time.monotonic()
+        resumed = admitted(abandoned, 90)
+        taken_up = time.monotonic() - restarted
+        call(dev.port, "POST", f"/v1/batches/{abandoned}/cancel", headers=AS_A)
+    row.rss = rss.mib
+    total = (state.get("request_counts") or {}).get("total")
+    resumed_total = (resumed.get("request_counts") or {}).get("total")
+    row.figures = (f"POST /v1/batches on {lines} lines ({len(data) / 1e6:.1f} MB): {first.status} "
+                   f"{(first.json or {}).get('status')} in {first.seconds * 1000:.0f} ms, {state.get('status')} with "
+                   f"{total} lines {admission:.1f} s later; one abandoned by kill -9 at once: {resumed.get('status')} "
+                   f"with {resumed_total} lines {taken_up:.1f} s after the restart")
+    row.held = f"answered in {first.seconds * 1000:.0f} ms; admitted in {admission:.1f} s; abandoned taken up in {taken_up:.1f} s"
+    row.refuse = "-"
+    row.must(first.status == 200 and (first.json or {}).get("status") == "validating" and first.seconds < 1,
+             f"the create answers validating within a second ({first.status}, {first.seconds:.2f} s)")
+    row.must(second.status == 200 and second.seconds < 1, f"so does the second ({second.seconds:.2f} s)")
+    row.must(state.get("status") == "in_progress" and total == lines, f"the batch is admitted whole ({state})")
+    row.must(resumed.get("status") == "in_progress" and resumed_total == lines and taken_up < 60,
+             f"an abandoned create is taken up within a minute ({taken_up:.1f} s, {resumed.get('status')})")
+    return row
+
+
 CALLBACK_LITERALS = [
     "127.0.0.1", "127.1", "127.0.0.1.", "0x7f.1", "0x7f000001", "2130706433", "0177.0.0.1", "017700000001",
     "%31%32%37.0.0.1", "\uff11\uff12\uff17.\uff10.\uff10.\uff11", "127.0.0.1:0", "[::1]", "[0:0:0:0:0:0:0:1]",
@@ -1179,6 +1286,10 @@ def main():
         for process in (main_dev, slow_dev):
             process.stop()
         run(probe_sigterm, binary, logs)
+        keyed = Dev(binary.gpuinfer, fast.url, logs, "projects", ["--api-key", KEYS])
+        processes.append(keyed)
+        run(probe_projects, keyed)
+        run(probe_large_batch, keyed)
     finally:
         for process in reversed(processes):
             process.stop()

@@ -1,10 +1,11 @@
-//! GET and DELETE /results/{requestId}: a request's document, and its cancel.
+//! GET and DELETE /results/{requestId}: a request's document, and its cancel; another project's response is
+//! answered as an id never seen.
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
@@ -14,6 +15,8 @@ use crate::contract::request_id::RequestId;
 use crate::ports::{PutOutcome, StoreError};
 use crate::router::acceptance;
 use crate::router::api_error::ApiError;
+use crate::router::api_keys::Caller;
+use crate::router::openai::response_record;
 use crate::router::state::AppState;
 
 /// The requestId of a /results path; a path that is not even text is refused the same way.
@@ -23,11 +26,25 @@ fn parse_request_id(path: Result<Path<String>, PathRejection>) -> Result<Request
     RequestId::parse(&text).ok_or_else(must_be_a_uuid)
 }
 
+/// Whether `caller` may not know of the request `request_id`: it is a /v1 response of another project's (with keys
+/// configured, a response is its project's, here as under /v1). Any other request id is the capability of whoever
+/// holds it: a random UUID v4, or a batch line's, which only the batch's project is shown.
+async fn hidden_from(state: &AppState, caller: Option<&Caller>, request_id: RequestId) -> Result<bool, ApiError> {
+    let (Some(caller), Some(objects)) = (caller, state.store.objects()) else { return Ok(false) };
+    response_record::of_another_project(objects, caller, request_id)
+        .await
+        .map_err(|error| ApiError::store_unavailable(request_id, &error))
+}
+
 pub(super) async fn result(
     State(state): State<Arc<AppState>>,
+    caller: Option<Extension<Caller>>,
     request_id: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let request_id = parse_request_id(request_id)?;
+    if hidden_from(&state, caller.as_deref(), request_id).await? {
+        return Ok((StatusCode::NOT_FOUND, Json(outcome::pending(request_id))).into_response());
+    }
     match state.store.get(request_id).await {
         Ok(Some(document)) => Ok(document_response(StatusCode::OK, document)),
         Ok(None) => Ok((StatusCode::NOT_FOUND, Json(outcome::pending(request_id))).into_response()),
@@ -39,9 +56,13 @@ pub(super) async fn result(
 /// canceled before); 409 with the status of a request that already finished.
 pub(super) async fn cancel(
     State(state): State<Arc<AppState>>,
+    caller: Option<Extension<Caller>>,
     request_id: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let request_id = parse_request_id(request_id)?;
+    if hidden_from(&state, caller.as_deref(), request_id).await? {
+        return Ok(nothing_to_cancel(request_id, None));
+    }
     let canceled = cancel_request(&state, request_id).await;
     let document = match canceled.map_err(|error| ApiError::store_unavailable(request_id, &error))? {
         Canceled::Document(document) => document,

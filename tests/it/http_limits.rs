@@ -130,6 +130,26 @@ async fn half_a_body_and_a_trickled_body_get_a_json_400_after_the_body_timeout_a
     assert_closed_after("a trickled body", trickled, timeout);
 }
 
+/// A multipart upload cut for falling behind its pace is refused saying so, as a JSON body is, in OpenAI's shape:
+/// stopped before its first field, and stopped inside its file.
+#[tokio::test]
+async fn a_multipart_upload_cut_by_the_body_pace_is_refused_naming_the_pace() {
+    let data = tempfile::tempdir().unwrap();
+    let flags = ["--http-body-timeout-seconds", "1", "--http-header-timeout-seconds", "60"];
+    let (_router, address) = start("router", data.path(), &[], &flags).await;
+    let head = b"POST /v1/files HTTP/1.1\r\nHost: test\r\nContent-Type: multipart/form-data; boundary=XyZ\r\n\
+                 Content-Length: 100000\r\n\r\n";
+    let fields = b"--XyZ\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n--XyZ\r\n\
+                   Content-Disposition: form-data; name=\"file\"; filename=\"in.jsonl\"\r\n\r\n{\"custom_id\"";
+    for sent in [&head[..], &[&head[..], &fields[..]].concat()] {
+        let (answer, _) = read_until_closed(send(&address, sent).await, Duration::from_secs(1) + MARGIN).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+        let body: serde_json::Value = serde_json::from_str(answer.split_once("\r\n\r\n").unwrap().1).unwrap();
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("came slower than 65536 bytes/s, or not at all, for 1 s"), "{body}");
+    }
+}
+
 #[tokio::test]
 async fn with_a_cap_of_two_connections_a_third_is_served_only_once_one_closes() {
     let data = tempfile::tempdir().unwrap();

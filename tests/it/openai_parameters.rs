@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use gpuinfer::router::state::AppState;
 use serde_json::{Value, json};
 
-use crate::support::router::{call, fixture};
+use crate::support::router::{admitted, call, fixture};
 use crate::uploads::{form, post_form, post_json};
 
 /// The pipeline's own /infer fields, which are no OpenAI parameter.
@@ -78,6 +78,7 @@ async fn batch_line_fields(state: &Arc<AppState>, endpoint: &str, input: Value) 
     assert_eq!(status, StatusCode::OK, "{file}");
     let create = json!({"input_file_id": file["id"], "endpoint": endpoint, "completion_window": "24h"});
     let (_, batch) = call(state, post_json("/v1/batches", &create)).await;
+    let batch = admitted(state, &batch, None).await;
     assert_eq!(batch["status"], "failed", "{batch}");
     listed(batch["errors"]["data"][0]["message"].as_str().unwrap_or_else(|| panic!("{batch}")))
 }

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use crate::support::dev::Dev;
 use crate::support::engine_process::EngineProcess;
 use crate::support::free_port;
-use crate::support::router::{Fixture, call, fixture, get};
+use crate::support::router::{Fixture, admitted, call, fixture, get};
 use crate::uploads::{form, post_form, post_json};
 
 /// Two keys of project `a`, one of project `b`, as `--api-key` takes them.
@@ -75,11 +75,7 @@ async fn make(state: &Arc<AppState>, key: &str) -> Made {
     let part = id(send(state, key, part).await);
     let batch = json!({"input_file_id": file, "endpoint": "/v1/completions", "completion_window": "24h"});
     let batch = id(send(state, key, post_json("/v1/batches", &batch)).await);
-    crate::support::eventually(std::time::Duration::from_secs(10), "the batch admitted", || async {
-        let (_, batch) = send(state, key, get(&format!("/v1/batches/{batch}"))).await;
-        (batch["status"] != "validating").then_some(())
-    })
-    .await;
+    admitted(state, &json!({ "id": batch }), Some(key)).await;
     let response = json!({"model": "small", "input": "Say hi.", "background": true});
     let response = id(send(state, key, post_json("/v1/responses", &response)).await);
     Made { file, upload, part, batch, response }
@@ -188,6 +184,36 @@ async fn neither_project_sees_the_others_objects_and_a_second_key_of_a_project_s
     assert!(!listed(&f.state, B, "/v1/files").await.contains(&made_file));
     ok(send(&f.state, A2, delete(&format!("/v1/files/{}", of_a.file))).await);
     assert_eq!(listed(&f.state, A, "/v1/files").await, [made_file]);
+}
+
+/// /results answers another project's response as an id it never saw (GET a pending 404, DELETE nothing to cancel),
+/// exactly as a request id that does not exist; its own project reads it and is told it already finished.
+#[tokio::test]
+async fn results_answer_another_projects_response_as_an_id_never_seen() {
+    use gpuinfer::ports::ResultStore;
+    let f = router_with_keys();
+    let create = json!({"model": "small", "input": "Say hi.", "background": true});
+    let (_, response) = send(&f.state, A, post_json("/v1/responses", &create)).await;
+    let id = gpuinfer::contract::request_id::RequestId::parse(
+        &uuid::Uuid::parse_str(&response["id"].as_str().unwrap()["resp_".len()..]).unwrap().to_string(),
+    )
+    .unwrap();
+    let document = json!({"requestId": id, "status": "success", "result": {"text": "hi"}});
+    f.backends.store.put_if_absent(id, document.to_string().as_bytes()).await.unwrap();
+    let never = gpuinfer::contract::request_id::RequestId::new_v4();
+    let as_missing = |answer: (StatusCode, Value), missing: (StatusCode, Value)| {
+        assert_eq!(answer.0, missing.0);
+        assert_eq!(
+            answer.1.to_string().replace(&id.to_string(), "ID"),
+            missing.1.to_string().replace(&never.to_string(), "ID")
+        );
+    };
+    let read = |id| get(&format!("/results/{id}"));
+    as_missing(send(&f.state, B, read(id)).await, send(&f.state, B, read(never)).await);
+    let cancel = |id| delete(&format!("/results/{id}"));
+    as_missing(send(&f.state, B, cancel(id)).await, send(&f.state, B, cancel(never)).await);
+    assert_eq!(send(&f.state, A2, read(id)).await, (StatusCode::OK, document));
+    assert_eq!(send(&f.state, A2, cancel(id)).await.0, StatusCode::CONFLICT, "a's own: already finished");
 }
 
 /// A list reads only the caller's own records (each project's index, built for what came before by the upkeep):

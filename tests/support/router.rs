@@ -75,3 +75,18 @@ pub fn post(body: impl Into<Body>) -> Request<Body> {
 pub fn get(path: &str) -> Request<Body> {
     Request::get(path).body(Body::empty()).unwrap()
 }
+
+/// The batch `batch` (as POST /v1/batches answered it, `validating`) once its lines were checked: `failed`, or
+/// `in_progress` with every line queued.
+pub async fn admitted(state: &Arc<AppState>, batch: &Value, key: Option<&str>) -> Value {
+    let path = format!("/v1/batches/{}", batch["id"].as_str().unwrap_or_else(|| panic!("not a batch: {batch}")));
+    super::eventually(Duration::from_secs(20), "the batch's lines checked", || async {
+        let mut request = get(&path);
+        if let Some(key) = key {
+            request.headers_mut().insert("authorization", format!("Bearer {key}").parse().unwrap());
+        }
+        let (_, batch) = call(state, request).await;
+        (batch["status"] != "validating").then_some(batch)
+    })
+    .await
+}

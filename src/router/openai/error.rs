@@ -4,6 +4,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use crate::contract::error_body;
+use crate::infra::error_chain::describe;
 use crate::ports::StoreError;
 
 /// An error in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`. Its fields are open to the
@@ -64,6 +65,11 @@ impl OpenAiError {
             param: None,
             code: None,
         }
+    }
+
+    /// A multipart form that could not be read, saying why (a body cut for falling behind its pace says so).
+    pub(crate) fn unreadable_form(error: &axum::extract::multipart::MultipartError) -> Self {
+        OpenAiError::invalid(format!("body: not a readable multipart/form-data upload ({})", describe(error)))
     }
 
     pub(crate) fn is_not_found(&self) -> bool {

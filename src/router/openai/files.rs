@@ -22,6 +22,7 @@ use super::jsonl_check;
 use super::objects::{objects, unix_now};
 use super::owner::{Owned, find_record, write_owned};
 use super::project_index;
+use crate::infra::error_chain::describe;
 use crate::ports::object_io::read_json;
 use crate::ports::{ByteChunks, ObjectStore, StoreError};
 use crate::router::api_keys::Caller;
@@ -151,7 +152,7 @@ pub(super) fn check_purpose(purpose: Option<&str>) -> Result<(), OpenAiError> {
 }
 
 fn bad_multipart(error: axum::extract::multipart::MultipartError) -> OpenAiError {
-    OpenAiError::invalid(format!("body: not a readable multipart/form-data upload ({error})"))
+    OpenAiError::unreadable_form(&error)
 }
 
 /// POST /v1/files: a multipart form with `purpose`, `file` and, optionally, `expires_after`; the file is the
@@ -176,7 +177,7 @@ pub(crate) async fn create(
                 }
                 let filename = field.file_name().unwrap_or("input.jsonl").to_owned();
                 check_filename(&filename)?;
-                let chunks = Box::pin(field.map_err(std::io::Error::other));
+                let chunks = Box::pin(field.map_err(|e| std::io::Error::other(describe(&e))));
                 let owner = caller.project.as_deref();
                 file = Some(store_input(objects, owner, ids::new("file-"), filename, chunks).await?);
             }

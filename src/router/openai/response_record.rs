@@ -8,11 +8,11 @@ use serde_json::{Map, Value};
 use super::error::OpenAiError;
 use super::owner::{Owned, visible_to, write_owned};
 use super::response_shape::InputItem;
-use crate::contract::openai_response::request_id;
+use crate::contract::openai_response::{request_id, response_id};
 use crate::contract::request::Sampling;
 use crate::contract::request_id::RequestId;
-use crate::ports::ObjectStore;
 use crate::ports::object_io::read_json;
+use crate::ports::{ObjectStore, StoreError};
 use crate::router::api_keys::Caller;
 
 /// Where response records are kept (beside the results, expired with them).
@@ -125,6 +125,20 @@ pub(crate) async fn find(
     let request_id = request_id(id).ok_or_else(not_found)?;
     let record = read_json(objects, &record_key(id)).await.map_err(|e| OpenAiError::store(&e))?;
     Ok((request_id, visible_to(caller, record).ok_or_else(not_found)?))
+}
+
+/// Whether the request `request_id` is a response of a project other than `caller`'s: /results then answers it as
+/// an id it does not know. A caller without a project (no keys) is everyone's.
+pub(crate) async fn of_another_project(
+    objects: &dyn ObjectStore,
+    caller: &Caller,
+    request_id: RequestId,
+) -> Result<bool, StoreError> {
+    if caller.project.is_none() {
+        return Ok(false);
+    }
+    let record: Option<ResponseRecord> = read_json(objects, &record_key(&response_id(request_id))).await?;
+    Ok(record.is_some_and(|record| !caller.owns(record.owner())))
 }
 
 pub(crate) async fn remove(objects: &dyn ObjectStore, id: &str) -> Result<(), OpenAiError> {

@@ -21,6 +21,7 @@ use super::jsonl_check::MAX_FILE_BYTES;
 use super::objects::{objects, unix_now};
 use super::owner::{Owned, find_record, write_owned};
 use super::upload_parts::{self, Added, PREFIX};
+use crate::infra::error_chain::describe;
 use crate::ports::{ByteChunks, ObjectStore, StoreError};
 use crate::router::api_keys::Caller;
 use crate::router::state::AppState;
@@ -155,12 +156,9 @@ pub(crate) async fn add_part(
 ) -> Result<Json<Value>, OpenAiError> {
     let objects = objects(&state)?;
     let upload = find_pending(objects, &caller, &id).await?;
-    let bad = |e: axum::extract::multipart::MultipartError| {
-        OpenAiError::invalid(format!("body: not a readable multipart upload ({e})"))
-    };
-    while let Some(field) = form.next_field().await.map_err(bad)? {
+    while let Some(field) = form.next_field().await.map_err(|e| OpenAiError::unreadable_form(&e))? {
         if field.name() == Some("data") {
-            let chunks: ByteChunks<'_> = Box::pin(field.map_err(std::io::Error::other));
+            let chunks: ByteChunks<'_> = Box::pin(field.map_err(|e| std::io::Error::other(describe(&e))));
             let part = upload_parts::store(objects, (&id, upload.declared.bytes), chunks).await?;
             let answer =
                 serde_json::json!({ "id": part, "object": "upload.part", "created_at": unix_now(), "upload_id": id });
