@@ -19,14 +19,16 @@ usage() {
     cat <<'EOF'
 Usage: scripts/deploy.sh [--stack NAME] [--region REGION] [--profile PROFILE] [--model HF_ID]
                          [--large-model HF_ID] [--alarm-email ADDRESS] [--lambda-architecture x86_64|arm64]
-                         [--artifact-bucket BUCKET] [--parameter Key=Value]... [--help]
+                         [--artifact-bucket BUCKET] [--parameter Key=Value]... [--skip-quota-check] [--help]
 
 Deploys gpuinfer (template.yaml) to AWS, or updates it: run it again after a change and it ships the change.
 Needs the AWS CLI v2 with your usual credentials (environment keys, a profile, or SSO: `aws sso login`),
 git and bash. It builds nothing locally: CodeBuild builds the Lambda zip and the inference image.
 
 Steps (each waits for AWS and stops at the first failure with what failed and where to look):
-  1 preflight   the AWS CLI is v2; who you are (aws sts get-caller-identity); the stack's state.
+  1 preflight   the AWS CLI is v2; who you are (aws sts get-caller-identity); the stack's state; the account's
+                GPU quota (EC2 "Running On-Demand G and VT instances", in vCPUs): refused below one small task's
+                instance (g6e.xlarge, 4), a warning below one of each tier's (g6e.48xlarge, 192 more).
   2 artifacts   the artifact bucket: --artifact-bucket, else the one the stack already uses, else
                 <stack>-artifacts-<account>-<region>-an in your account regional namespace (no other account
                 can own that name), created private (public access blocked, bucket-owner-enforced) with
@@ -56,6 +58,7 @@ Flags:
   --lambda-architecture ARCH   x86_64 or arm64 for the router and scaler (on create: x86_64; on update: kept).
   --artifact-bucket BUCKET     use this bucket of yours (versioning must be Enabled), or create it.
   --parameter Key=Value        any other template parameter (repeatable), e.g. --parameter MaxTaskCount=4.
+  --skip-quota-check           do not read the GPU quota (no servicequotas:GetServiceQuota, or you know better).
   --help                       this text.
 Environment: GPUINFER_DEPLOY_POLL_SECONDS (default 30) is how often a wait asks AWS again.
 Exit status: 0 deployed; 1 a step failed (the message says which and what to do); 2 a bad command line.
@@ -89,7 +92,7 @@ die() {
 # ------------------------------------------------------------------------------------------- command line
 
 STACK=gpuinfer REGION="" PROFILE="${AWS_PROFILE:-}" MODEL="" LARGE_MODEL="" ALARM_EMAIL="" LAMBDA_ARCH=""
-ARTIFACT_BUCKET=""
+ARTIFACT_BUCKET="" QUOTA_CHECK=true
 PARAMETERS=()
 
 parse_args() {
@@ -98,6 +101,11 @@ parse_args() {
         case ${flag%%=*} in
             --stack | --region | --profile | --model | --large-model | --alarm-email | --lambda-architecture | \
                 --artifact-bucket | --parameter | --help | -h) ;;
+            --skip-quota-check)
+                QUOTA_CHECK=false
+                shift
+                continue
+                ;;
             *) refuse "unknown flag: $flag" ;;
         esac
         if [[ $flag == --*=* ]]; then
@@ -244,6 +252,34 @@ preflight() {
     read_stack
     note "stack $STACK: ${STACK_STATUS/NONE/not created yet}"
     usable_stack
+    [[ $QUOTA_CHECK == false ]] || gpu_quota
+}
+
+# The EC2 quota the tiers' instances count against (Service Quotas, service ec2): vCPUs of running On-Demand G
+# instances, 0 in many new accounts, where a request would then wait in silence for an instance never started.
+GPU_QUOTA_CODE=L-DB2E81BA GPU_QUOTA_NAME="Running On-Demand G and VT instances"
+SMALL_TASK_VCPUS=4 LARGE_TASK_VCPUS=192
+
+gpu_quota() {
+    local value wanted=$((SMALL_TASK_VCPUS + LARGE_TASK_VCPUS))
+    local ask="aws service-quotas request-service-quota-increase --service-code ec2 --quota-code $GPU_QUOTA_CODE --desired-value $wanted --region $REGION"
+    if ! value=$(aws_ service-quotas get-service-quota --service-code ec2 --quota-code "$GPU_QUOTA_CODE" \
+        --query 'Quota.Value' --output text 2>"$TMP/err"); then
+        die "cannot read the GPU quota \"$GPU_QUOTA_NAME\" ($GPU_QUOTA_CODE): $(grep -v '^$' "$TMP/err" | tail -n 1)" \
+            "Allow servicequotas:GetServiceQuota, or check it in the Service Quotas console and pass --skip-quota-check."
+    fi
+    value=${value%%.*}
+    [[ $value =~ ^[0-9]+$ ]] || die "the GPU quota $GPU_QUOTA_CODE reads '$value', not a number of vCPUs" "Pass --skip-quota-check to go on."
+    if ((value < SMALL_TASK_VCPUS)); then
+        die "the GPU quota \"$GPU_QUOTA_NAME\" ($GPU_QUOTA_CODE) is $value vCPUs in $REGION: no tier could start an instance" \
+            "The small tier's g6e.xlarge needs $SMALL_TASK_VCPUS, the large tier's g6e.48xlarge $LARGE_TASK_VCPUS. Ask for $wanted:" \
+            "$ask" "then run deploy again once it is granted (nothing was created)."
+    elif ((value < wanted)); then
+        note "warning: the GPU quota \"$GPU_QUOTA_NAME\" ($GPU_QUOTA_CODE) is $value vCPUs in $REGION: the small tier runs," \
+            "the large tier's g6e.48xlarge ($LARGE_TASK_VCPUS vCPUs) cannot start, and large requests wait (ask for $wanted: $ask)"
+    else
+        note "GPU quota \"$GPU_QUOTA_NAME\": $value vCPUs in $REGION (one task of each tier takes $wanted)"
+    fi
 }
 
 # Stops before anything is made when the stack is in a state no create or update can start from.

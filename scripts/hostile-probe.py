@@ -22,6 +22,11 @@ HEADER_TIMEOUT, BODY_TIMEOUT, WRITE_TIMEOUT = 3, 3, 2
 SLOW_LATENCY_MS, SLOW_SLOTS = 2000, 4  # the engine behind the cancel, case and callback probes
 MARGIN = 5.0  # seconds a cut may come after its timeout on a loaded 2-core machine
 
+# Keys of two projects (probes 13, 14), and a batch input line.
+KEYS = "a=sk-a,b=sk-b"
+AS_A, AS_B = ("Authorization: Bearer sk-a",), ("Authorization: Bearer sk-b",)
+LINE = b'{"custom_id": "a", "method": "POST", "url": "/v1/completions", "body": {"model": "small", "prompt": "hi"}}\n'
+
 # Requests sent to and connections opened with a probed `gpuinfer dev`, counted as they are made; polls are the
 # GET /results calls that wait for documents.
 USED = {"requests": 0, "polls": 0, "connections": 0}
@@ -774,11 +779,11 @@ def probe_slow_clients(dev):
         data, closed = read_until_closed(s, HEADER_TIMEOUT + 2 * MARGIN)
         outcome["half a header"] = (time.monotonic() - started, closed, Answer(data))
 
-    def trickle():
+    def trickle(name="body at 1 byte/s", path="/infer", content_type="application/json",
+                body=b'{"prompt": "' + b"x" * 86 + b'"}'):
         s = connect(dev.port, timeout=30)
-        s.sendall(request("POST", "/infer", b"", length=100))
+        s.sendall(request("POST", path, b"", content_type=content_type, length=len(body)))
         started, sent, closed, data = time.monotonic(), 0, False, b""
-        body = b'{"prompt": "' + b"x" * 86 + b'"}'
         while time.monotonic() - started < BODY_TIMEOUT + 2 * MARGIN and sent < len(body):
             try:
                 s.sendall(body[sent:sent + 1])
@@ -789,14 +794,16 @@ def probe_slow_clients(dev):
             if readable:
                 break
         data, closed = read_until_closed(s, 2 * MARGIN)
-        outcome["body at 1 byte/s"] = (time.monotonic() - started, closed, Answer(data), sent)
+        outcome[name] = (time.monotonic() - started, closed, Answer(data), sent)
 
+    form, form_type = multipart([("purpose", "batch", None), ("file", LINE * 2, "in.jsonl")])
+    trickle_form = lambda: trickle("multipart at 1 byte/s", "/v1/files", form_type, form)
     with RssPeak(dev.pid) as rss:
-        threads = [threading.Thread(target=f) for f in (nothing, half_header, trickle)]
+        threads = [threading.Thread(target=f) for f in (nothing, half_header, trickle, trickle_form)]
         for t in threads: t.start()
         for t in threads: t.join()
     row.rss = rss.mib
-    order = ["nothing sent", "half a header", "body at 1 byte/s"]
+    order = ["nothing sent", "half a header", "body at 1 byte/s", "multipart at 1 byte/s"]
     outcome = {name: outcome[name] for name in order}
     parts = []
     for name, (seconds, closed, answer, *rest) in outcome.items():
@@ -804,16 +811,19 @@ def probe_slow_clients(dev):
         extra = f", {rest[0]} bytes sent" if rest else ""
         parts.append(f"{name}: {'closed' if closed else 'still open'} after {seconds:.1f} s ({answered}{extra})")
     row.figures = (f"header timeout {HEADER_TIMEOUT} s, body timeout {BODY_TIMEOUT} s: " + "; ".join(parts))
-    row.held = f"{sum(o[1] for o in outcome.values())}/3 closed"
+    row.held = f"{sum(o[1] for o in outcome.values())}/4 closed"
     row.refuse = ", ".join(f"{name} {o[0]:.2f} s" for name, o in outcome.items())
     for name, timeout in [("nothing sent", HEADER_TIMEOUT), ("half a header", HEADER_TIMEOUT),
-                          ("body at 1 byte/s", BODY_TIMEOUT)]:
+                          ("body at 1 byte/s", BODY_TIMEOUT), ("multipart at 1 byte/s", BODY_TIMEOUT)]:
         seconds, closed = outcome[name][:2]
         row.must(closed and seconds <= timeout + MARGIN and seconds + 0.5 >= timeout,
                  f"a connection with {name} is closed at its {timeout} s timeout ({seconds:.1f} s, closed {closed})")
     trickled = outcome["body at 1 byte/s"][2]
     row.must(trickled.status == 400 and trickled.error() is not None,
              f"a trickled body gets a JSON 400 ({trickled.status} {trickled.body[:120]!r})")
+    trickled_form = outcome["multipart at 1 byte/s"][2]
+    row.must(trickled_form.status == 400 and "came slower" in (trickled_form.error() or ""),
+             f"a trickled upload gets a 400 naming the pace ({trickled_form.status} {trickled_form.body[:160]!r})")
     return row
 
 
@@ -1009,9 +1019,6 @@ def probe_races_and_pages(dev, completes=20):
     return row
 
 
-KEYS = "a=sk-a,b=sk-b"
-AS_A, AS_B = ("Authorization: Bearer sk-a",), ("Authorization: Bearer sk-b",)
-LINE = b'{"custom_id": "a", "method": "POST", "url": "/v1/completions", "body": {"model": "small", "prompt": "hi"}}\n'
 
 
 def upload_file(dev, key, data=LINE, filename="in.jsonl"):
@@ -1034,6 +1041,15 @@ def probe_projects(dev, foreign=4000, batches=40, readers=8):
     among = median_ms(b_list)
     b_sees = [f.get("id") for f in (b_list().json or {}).get("data", [])]
     long_name = upload_file(dev, AS_A, filename="n" * 257)
+    utf16 = call(dev.port, "POST", "/infer", '{"prompt": "hi"}', content_type="application/json; charset=utf-16",
+                 headers=AS_A)
+    created = call(dev.port, "POST", "/v1/responses", '{"model": "small", "input": "hi", "background": true}',
+                   headers=AS_A).json or {}
+    request_id = str(uuid.UUID(created.get("id", "resp_" + "0" * 32)[len("resp_"):]))
+    deadline = time.monotonic() + 30
+    while call(dev.port, "GET", f"/results/{request_id}", headers=AS_A).status != 200 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    theirs = [call(dev.port, method, f"/results/{request_id}", headers=AS_B).status for method in ("GET", "DELETE")]
     over = {f"k{i}": "v" for i in range(17)}
     file_a = (upload_file(dev, AS_A).json or {}).get("id")
     ask = lambda metadata: json.dumps({"input_file_id": file_a, "endpoint": "/v1/completions",
@@ -1050,7 +1066,8 @@ def probe_projects(dev, foreign=4000, batches=40, readers=8):
     held = [len((p.json or {}).get("data", [])) for p in pages]
     row.figures = (f"b's GET /v1/files?limit=1: {alone:.1f} ms alone, {among:.1f} ms beside {foreign} files of a's "
                    f"({uploaded.count(200)} stored); a filename of 257 characters {long_name.status}, 17 metadata "
-                   f"pairs {too_many.status}; {batches} batches with metadata at OpenAI's bounds, {readers} pages of "
+                   f"pairs {too_many.status}, charset=utf-16 {utf16.status}; b's GET and DELETE of a's response at "
+                   f"/results: {theirs}; {batches} batches with metadata at OpenAI's bounds, {readers} pages of "
                    f"limit=100 at once: {held[0]} batches and {largest / 1024:.0f} KiB each at most")
     row.held = f"b's list {among:.1f} ms beside {foreign} foreign files ({alone:.1f} ms alone); pages ≤ {largest / 1024:.0f} KiB"
     row.refuse = f"{max(long_name.seconds, too_many.seconds) * 1000:.0f} ms (name, metadata)"
@@ -1058,6 +1075,8 @@ def probe_projects(dev, foreign=4000, batches=40, readers=8):
     row.must(b_sees == [(own.json or {}).get("id")], f"b lists its own file only ({b_sees})")
     row.must(among <= 3 * alone + 20, f"another project's files cost b's list nothing ({alone:.1f} → {among:.1f} ms)")
     row.must(long_name.status == 400 and too_many.status == 400, "names and metadata are bounded as OpenAI's")
+    row.must(utf16.status == 415, f"a body in another charset is refused ({utf16.status})")
+    row.must(theirs == [404, 404], f"another project's response is unknown at /results ({theirs})")
     row.must(largest <= 1024 * 1024 + 64 * 1024 and 0 < held[0] < batches,
              f"a page ends at its byte bound ({largest} bytes, {held[0]} of {batches} batches)")
     return row

@@ -22,6 +22,9 @@ const BUCKET: &str = "gpuinfer-artifacts-123456789012-us-west-2-an";
 const SOURCE_FILES: &[&str] =
     &["scripts/deploy.sh", "scripts/destroy.sh", "template.yaml", "Cargo.toml", "buildspec.yml", "Dockerfile"];
 
+/// vCPUs of running On-Demand G instances that fit one g6e.xlarge (4) and one g6e.48xlarge (192).
+const ENOUGH_GPU_VCPUS: u32 = 196;
+
 /// One recorded `aws` call.
 #[derive(Debug, Clone)]
 struct Call {
@@ -123,6 +126,11 @@ impl Journey {
         journey.git(&["init", "-q"]);
         journey.git(&["add", "-A"]);
         journey.git(&["commit", "-q", "-m", "the source"]);
+        let mut seed = seed;
+        // An account whose GPU quota fits one task of each tier, unless the journey says otherwise.
+        if seed.get("quotas").is_none() {
+            seed["quotas"] = serde_json::json!({ "L-DB2E81BA": ENOUGH_GPU_VCPUS });
+        }
         std::fs::write(journey.state_path(), serde_json::to_vec_pretty(&seed).unwrap()).unwrap();
         let bin = journey.dir.path().join("bin");
         std::fs::create_dir(&bin).unwrap();
@@ -477,6 +485,50 @@ fn a_rerun_creates_nothing_and_builds_nothing_for_the_same_source_and_a_change_s
 /// A tracked file whose stat data changed but whose content did not (a `touch`, an editor's save, a copied
 /// checkout): git 2.47's `git stash create` exits 1 and prints nothing while the index still holds the old stat
 /// data. deploy.sh refreshes the index first; what it ships is HEAD, with no uncommitted changes.
+/// The GPU quota is read before anything is made (Service Quotas, GetServiceQuota: ec2, L-DB2E81BA "Running
+/// On-Demand G and VT instances", in vCPUs): below one small task's g6e.xlarge the deploy stops naming the quota,
+/// its value and the request that raises it; below one of each tier's it warns that large requests wait; a caller
+/// the API refuses is told what to allow or to skip; --skip-quota-check reads nothing.
+#[test]
+fn the_gpu_quota_is_checked_before_anything_is_made() {
+    let created =
+        |run: &Run| run.calls.iter().any(|c| c.is("s3api", "create-bucket") || c.is("cloudformation", "deploy"));
+    let zero = Journey::new(json!({"quotas": {"L-DB2E81BA": 0}}));
+    let run = zero.deploy(&[]);
+    assert_eq!(run.code, 1, "{}", run.transcript());
+    assert!(!created(&run), "nothing is made: {}", run.transcript());
+    for words in [
+        "\"Running On-Demand G and VT instances\" (L-DB2E81BA) is 0 vCPUs in us-west-2",
+        "aws service-quotas request-service-quota-increase --service-code ec2 --quota-code L-DB2E81BA --desired-value 196",
+    ] {
+        assert!(run.stderr.contains(words), "{words:?} in\n{}", run.stderr);
+    }
+    let asked = &run.calls[run.index("get-service-quota", |c| c.is("service-quotas", "get-service-quota"))];
+    assert_eq!((asked.opt("service-code"), asked.opt("quota-code")), (Some("ec2"), Some("L-DB2E81BA")));
+
+    let small_only = Journey::new(json!({"quotas": {"L-DB2E81BA": 64}}));
+    let run = small_only.deploy(&[]);
+    succeeded(&run);
+    assert!(
+        run.stdout.contains("warning: the GPU quota") && run.stdout.contains("large requests wait"),
+        "{}",
+        run.stdout
+    );
+
+    let denied = Journey::new(json!({"scenario": {"quotas_denied": true}}));
+    let run = denied.deploy(&[]);
+    assert_eq!(run.code, 1);
+    assert!(!created(&run));
+    assert!(
+        run.stderr.contains("AccessDeniedException") && run.stderr.contains("--skip-quota-check"),
+        "{}",
+        run.stderr
+    );
+    let run = denied.deploy(&["--skip-quota-check"]);
+    succeeded(&run);
+    run.none("service-quotas", "get-service-quota");
+}
+
 #[test]
 fn a_touched_tracked_file_with_unchanged_content_does_not_stop_the_deploy_and_ships_head() {
     let journey = Journey::new(json!({}));
