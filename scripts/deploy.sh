@@ -37,9 +37,9 @@ Steps (each waits for AWS and stops at the first failure with what failed and wh
   3 stack       creates the stack with RouterCodeBuilt=false ImagePushed=false (no functions, API routes or
                 GPU tasks yet: their code is not built), or updates it with this template while keeping the
                 code and image it runs, so build-project changes land before the builds.
-  4 Lambda zip  CodeBuild builds the router/scaler zip into the artifact bucket (and deploys it to existing
-                functions); its S3 object version is what the stack is pointed at. Skipped when the stack
-                already runs a zip built from the same source for the same architecture.
+  4 Lambda zip  CodeBuild builds the router/scaler zip into the artifact bucket, on a host of the functions'
+                architecture; it deploys nothing, step 6 points the stack at its S3 object version. Skipped
+                when the stack already runs a zip built from the same source for the same architecture.
   5 image       tag v<Cargo.toml version>-<12 hex of the source tree>; skipped when ECR already has it (the
                 same source), else CodeBuild builds and pushes it.
   6 switch on   updates the stack with RouterCodeBuilt=true ImagePushed=true and that zip version and tag:
@@ -55,7 +55,8 @@ Flags:
                                on update: the stack's, unless given).
   --large-model HF_ID          large tier's model (on create: TheBloke/Llama-2-70B-Chat-AWQ; on update: kept).
   --alarm-email ADDRESS        subscribes ADDRESS to the alarm topic (confirm the mail AWS sends).
-  --lambda-architecture ARCH   x86_64 or arm64 for the router and scaler (on create: x86_64; on update: kept).
+  --lambda-architecture ARCH   x86_64 or arm64 for the router and scaler (on create: x86_64; on update: kept);
+                               a change reaches the functions with their new zip, at step 6.
   --artifact-bucket BUCKET     use this bucket of yours (versioning must be Enabled), or create it.
   --parameter Key=Value        any other template parameter (repeatable), e.g. --parameter MaxTaskCount=4.
   --skip-quota-check           do not read the GPU quota (no servicequotas:GetServiceQuota, or you know better).
@@ -462,7 +463,8 @@ upload_source() {
 
 # The overrides every stack operation passes: the bucket, the flags given (on create the defaults of the
 # ones not given; on update `cloudformation deploy` keeps each parameter not passed at its current value),
-# and the user's --parameter values.
+# and the user's --parameter values. The functions' architecture is their zip's: it changes only with the zip,
+# at the switch, so the update before the builds leaves them running the code they run.
 OVERRIDES=()
 base_overrides() {
     OVERRIDES=("ArtifactBucket=$ARTIFACT_BUCKET")
@@ -472,7 +474,7 @@ base_overrides() {
     else
         [[ -z $MODEL ]] || OVERRIDES+=("ModelName=$MODEL")
         [[ -z $LARGE_MODEL ]] || OVERRIDES+=("LargeModelName=$LARGE_MODEL")
-        [[ -z $LAMBDA_ARCH ]] || OVERRIDES+=("LambdaArchitecture=$LAMBDA_ARCH")
+        [[ $1 != switch || -z $LAMBDA_ARCH ]] || OVERRIDES+=("LambdaArchitecture=$LAMBDA_ARCH")
     fi
     [[ -z $ALARM_EMAIL ]] || OVERRIDES+=("AlarmEmail=$ALARM_EMAIL")
     OVERRIDES+=("${PARAMETERS[@]}")
@@ -570,20 +572,26 @@ print_failed_events() {
 # ------------------------------------------------------------------------------------------- 4, 5 builds
 
 # The zip is built for a source tree and an architecture; the object version the stack runs carries both in
-# a tag, so a run on the same source and architecture reuses it instead of building it again.
+# a tag, so a run on the same source and architecture reuses it instead of building it again. The build runs
+# natively on a CodeBuild host of the architecture asked for (the RouterBuild project's own environment is the
+# stack's architecture until the switch): template.yaml's RouterBuild Environment, per architecture.
 ZIP_VERSION=""
+declare -A BUILD_HOST=([x86_64]="LINUX_CONTAINER aws/codebuild/amazonlinux-x86_64-standard:5.0"
+    [arm64]="ARM_CONTAINER aws/codebuild/amazonlinux-aarch64-standard:3.0")
 router_build() {
     step "Lambda zip (router and scaler) on CodeBuild"
     local key=${STACK_PARAMS[RouterCodeKey]:-$DEFAULT_ROUTER_CODE_KEY}
-    local built_for="$SOURCE_TREE-${STACK_PARAMS[LambdaArchitecture]:-x86_64}" pinned=${STACK_PARAMS[RouterCodeVersion]:-}
+    local arch=${LAMBDA_ARCH:-${STACK_PARAMS[LambdaArchitecture]:-x86_64}}
+    local built_for="$SOURCE_TREE-$arch" pinned=${STACK_PARAMS[RouterCodeVersion]:-}
     if [[ -n $pinned && ${STACK_PARAMS[RouterCodeBuilt]:-} == true && $(zip_built_for "$key" "$pinned") == "$built_for" ]]; then
         ZIP_VERSION=$pinned
         note "the stack runs zip version $ZIP_VERSION, built from this source for ${built_for#*-}: build skipped"
         return
     fi
-    local project
+    local project type image
     project=$(output RouterBuildProjectName)
-    run_build "$project" "Lambda zip"
+    read -r type image <<<"${BUILD_HOST[$arch]}"
+    run_build "$project" "Lambda zip" --environment-type-override "$type" --image-override "$image"
     ZIP_VERSION=$(aws_ s3api head-object --bucket "$ARTIFACT_BUCKET" --key "$key" --expected-bucket-owner "$ACCOUNT" \
         --query VersionId --output text) || die "the Lambda zip build SUCCEEDED but s3://$ARTIFACT_BUCKET/$key cannot be read"
     [[ -n $ZIP_VERSION && $ZIP_VERSION != None && $ZIP_VERSION != null ]] ||
@@ -662,7 +670,7 @@ run_build() {
 
 switch_on() {
     step "stack $STACK: switching to zip $ZIP_VERSION and image $IMAGE_TAG (RouterCodeBuilt=true ImagePushed=true)"
-    base_overrides update
+    base_overrides switch
     deploy_stack update "${OVERRIDES[@]}" RouterCodeBuilt=true ImagePushed=true "ImageTag=$IMAGE_TAG" "RouterCodeVersion=$ZIP_VERSION"
     read_outputs
 }

@@ -482,6 +482,56 @@ fn a_rerun_creates_nothing_and_builds_nothing_for_the_same_source_and_a_change_s
     );
 }
 
+/// A new --lambda-architecture on a live stack changes nothing the functions run until their zip for it is built:
+/// the update before the builds keeps the stack's architecture (AWS::Lambda::Function Architectures and Code are one
+/// pair: a zip of the other architecture does not start), the zip is built natively on a CodeBuild host of the new
+/// one (StartBuild environmentTypeOverride, imageOverride: template.yaml's RouterBuild environments), and the switch
+/// sets architecture and zip version together. A failed zip build leaves the stack on its old pair.
+#[test]
+fn a_new_lambda_architecture_reaches_the_functions_only_with_its_zip() {
+    let journey = Journey::new(json!({}));
+    succeeded(&journey.deploy(&[]));
+    let first = journey.stack();
+    assert_eq!(first["Parameters"]["LambdaArchitecture"], "x86_64");
+    std::fs::write(journey.repo().join("Cargo.toml"), read_root("Cargo.toml") + "\n# arm64 now\n").unwrap();
+    journey.edit_state(|state| state["scenario"]["build_outcome"] = json!({"router": "FAILED"}));
+    let failed = journey.deploy(&["--lambda-architecture", "arm64"]);
+    assert_eq!(failed.code, 1, "{}", failed.transcript());
+    let update = &failed.all("cloudformation", "deploy")[0];
+    assert_eq!(update.overrides().get("LambdaArchitecture"), None, "{}", update.line());
+    let stack = journey.stack();
+    assert_eq!(
+        (&stack["Parameters"]["LambdaArchitecture"], &stack["Parameters"]["RouterCodeVersion"]),
+        (&first["Parameters"]["LambdaArchitecture"], &first["Parameters"]["RouterCodeVersion"]),
+        "the functions keep the pair they ran"
+    );
+
+    journey.edit_state(|state| state["scenario"]["build_outcome"] = json!({}));
+    let run = journey.deploy(&["--lambda-architecture", "arm64"]);
+    succeeded(&run);
+    let build = &run.calls[run.index("the zip build", |c| c.opt("project-name") == Some("gpuinfer-router-build"))];
+    let template = read_root("template.yaml");
+    for flag in ["environment-type-override", "image-override"] {
+        let value = build.opt(flag).unwrap_or_else(|| panic!("--{flag}: {}", build.line()));
+        assert!(template.contains(value), "{value} is the RouterBuild environment template.yaml gives arm64");
+    }
+    assert_eq!(build.opt("environment-type-override"), Some("ARM_CONTAINER"));
+    let deploys = run.all("cloudformation", "deploy");
+    assert_eq!(deploys[0].overrides().get("LambdaArchitecture"), None, "{}", deploys[0].line());
+    let switch = deploys.last().unwrap().overrides();
+    assert_eq!(switch.get("LambdaArchitecture"), Some(&"arm64"));
+    let stack = journey.stack();
+    assert_eq!(stack["Parameters"]["LambdaArchitecture"], "arm64");
+    assert_eq!(
+        stack["Parameters"]["RouterCodeVersion"],
+        journey.latest_version(BUCKET, "gpuinfer/bootstrap.zip").as_str()
+    );
+}
+
+fn read_root(file: &str) -> String {
+    std::fs::read_to_string(Path::new(ROOT).join(file)).unwrap()
+}
+
 /// A tracked file whose stat data changed but whose content did not (a `touch`, an editor's save, a copied
 /// checkout): git 2.47's `git stash create` exits 1 and prints nothing while the index still holds the old stat
 /// data. deploy.sh refreshes the index first; what it ships is HEAD, with no uncommitted changes.
