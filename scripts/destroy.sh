@@ -10,7 +10,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # template.yaml's resources with DeletionPolicy: Retain (tests/it/deploy_journey.rs holds this list to the
 # template's).
 RETAINED=(ResultsBucket AccessLogsBucket Repository LogsKey)
+# The cluster and its GPU services: stopped before the stack is deleted (see stop_gpu_tiers).
+GPU_SERVICES=(SmallService LargeService)
 POLL="${GPUINFER_DEPLOY_POLL_SECONDS:-30}"
+# How long the GPU instances get to leave the cluster before the delete is tried anyway.
+DRAIN_LIMIT_SECONDS="${GPUINFER_DESTROY_DRAIN_SECONDS:-1800}"
 # KMS: a waiting period of 7 to 30 days before a key is deleted (ScheduleKeyDeletion); the shortest.
 KEY_PENDING_DAYS=7
 # Prices, from AWS's pricing pages as read on 2026-12-02. KMS: "Each AWS KMS key that you create in KMS costs
@@ -19,6 +23,7 @@ KEY_PENDING_DAYS=7
 KMS_PRICING="https://aws.amazon.com/kms/pricing/, read 2026-12-02"
 S3_PRICING="https://aws.amazon.com/s3/pricing/"
 ECR_PRICING="https://aws.amazon.com/ecr/pricing/"
+LOGS_PRICING="https://aws.amazon.com/cloudwatch/pricing/"
 PULL_THROUGH_PREFIX=gpuinfer-docker-hub/
 # JMESPath queries; `…` is a JMESPath literal, not a shell command.
 # shellcheck disable=SC2016
@@ -34,12 +39,15 @@ Deletes the gpuinfer stack made by scripts/deploy.sh, and waits until it is gone
   1 reads the stack: its status, the ids of what it keeps on delete (results bucket, access-log bucket, ECR
     repository, KMS key), its artifact bucket; measures each (object versions and bytes, image sizes).
   2 asks for confirmation on a terminal (--yes: do not ask; required when not on a terminal).
-  3 deletes the stack and waits for DELETE_COMPLETE.
+  3 stops the GPU tiers (their scaling targets and services at 0 tasks) and waits until the cluster's
+    Managed Instances have left it (a capacity provider still in use cannot leave the cluster, and the
+    delete would fail), then deletes the stack and waits for DELETE_COMPLETE.
   4 without --delete-data: lists what is kept, its size and what keeping it costs; run again with
     --delete-data to delete it (this works for 90 days after the stack is gone: CloudFormation keeps the
     deleted stack's record that long).
     with --delete-data: empties the results and access-log buckets of every object version and delete
-    marker, deletes them, deletes the ECR repository with its images, schedules the KMS key for deletion
+    marker, deletes them, deletes the ECR repository with its images and the cluster's Container Insights
+    performance log group (ECS makes it, no stack owns it), schedules the KMS key for deletion
     (7 days, the shortest wait KMS allows; cancel with aws kms cancel-key-deletion), and deletes the
     artifact bucket when deploy.sh created it for this stack (a bucket of yours passed with
     --artifact-bucket is left alone).
@@ -147,23 +155,30 @@ stack_parameter() {
 }
 
 # What the stack keeps on delete, by logical id: physical id, read before anything is deleted.
-declare -A KEPT=()
+declare -A KEPT=() GPU=()
 declare -A USAGE=()
+PERFORMANCE_LOGS=""
 ARTIFACT_BUCKET="" ARTIFACT_OURS="" PULL_THROUGH=() OUTPUT_DESTINATION=""
 read_resources() {
     step "stack $STACK ($STACK_STATUS): reading what it keeps when deleted"
-    # One DescribeStackResources per logical id: without one it returns only the first 100 resources, and this
-    # stack has more.
     local logical id
     for logical in "${RETAINED[@]}"; do
-        if id=$(aws_ cloudformation describe-stack-resources --stack-name "$STACK_ID" --logical-resource-id "$logical" \
-            --query 'StackResources[0].PhysicalResourceId' --output text 2>"$TMP/err"); then
-            [[ -z $id || $id == None ]] || KEPT[$logical]=$id
-        else
-            # A create that failed before making the resource: ValidationError "Resource … does not exist".
-            grep -q 'does not exist' "$TMP/err" || { cat "$TMP/err" >&2; die "cannot read the stack's $logical"; }
-        fi
+        id=$(physical_id "$logical")
+        [[ -z $id ]] || KEPT[$logical]=$id
     done
+    for logical in Cluster "${GPU_SERVICES[@]}"; do
+        id=$(physical_id "$logical")
+        [[ -z $id ]] || GPU[$logical]=$id
+    done
+    if [[ -n ${GPU[Cluster]:-} ]]; then
+        local group="/aws/ecs/containerinsights/${GPU[Cluster]}/performance" bytes
+        bytes=$(aws_ logs describe-log-groups --log-group-name-prefix "$group" \
+            --query "logGroups[?logGroupName=='$group'].storedBytes | [0]" --output text 2>/dev/null || true)
+        if [[ -n $bytes && $bytes != None ]]; then
+            PERFORMANCE_LOGS=$group
+            USAGE[PerformanceLogs]="$bytes bytes stored"
+        fi
+    fi
     ARTIFACT_BUCKET=$(stack_parameter ArtifactBucket)
     OUTPUT_DESTINATION=$(stack_parameter OutputDestination)
     if [[ -n $ARTIFACT_BUCKET ]] && ! bucket_exists "$ARTIFACT_BUCKET"; then
@@ -181,6 +196,19 @@ read_resources() {
             --query "repositories[?starts_with(repositoryName, '$PULL_THROUGH_PREFIX')].repositoryName") || true
     fi
     measure
+}
+
+# The physical id of the stack's resource $1, empty when the stack never made it. One DescribeStackResources per
+# logical id: without one it returns only the first 100 resources, and this stack has more.
+physical_id() {
+    local id
+    if id=$(aws_ cloudformation describe-stack-resources --stack-name "$STACK_ID" --logical-resource-id "$1" \
+        --query 'StackResources[0].PhysicalResourceId' --output text 2>"$TMP/err"); then
+        [[ $id == None ]] || printf '%s' "$id"
+        return
+    fi
+    # A create that failed before making the resource: ValidationError "Resource … does not exist".
+    grep -q 'does not exist' "$TMP/err" || { cat "$TMP/err" >&2; die "cannot read the stack's $1"; }
 }
 
 bucket_exists() {
@@ -260,6 +288,7 @@ list_resources() {
         printf '  ECR pull-through cache %s: %s\n' "$repository" "${USAGE[$repository]}"
     done
     [[ -z ${KEPT[LogsKey]:-} ]] || printf '  KMS key            %s: %s\n' "${KEPT[LogsKey]}" "${USAGE[LogsKey]}"
+    [[ -z $PERFORMANCE_LOGS ]] || printf '  log group          %s (Container Insights): %s\n' "$PERFORMANCE_LOGS" "${USAGE[PerformanceLogs]}"
     if [[ -n $ARTIFACT_BUCKET ]]; then
         if [[ -n $ARTIFACT_OURS ]]; then
             printf '  artifact bucket    s3://%s (made by deploy.sh): %s\n' "$ARTIFACT_BUCKET" "${USAGE[ArtifactBucket]}"
@@ -279,11 +308,50 @@ confirm() {
     [[ $answer == yes ]] || die "nothing was deleted (you answered '${answer}')"
 }
 
+# Stops both GPU tiers and waits until the cluster's Managed Instances have left it: each scaling target capped at
+# 0 tasks (RegisterScalableTarget; otherwise a queued message would scale the tier up again), each service at 0
+# (UpdateService), then ListContainerInstances until none is left. A capacity provider with instances registered
+# cannot leave its cluster, which fails the stack's delete; past DRAIN_LIMIT_SECONDS the delete is tried anyway.
+stop_gpu_tiers() {
+    local cluster=${GPU[Cluster]:-} logical service left started=$SECONDS
+    [[ -n $cluster ]] || return 0
+    step "stopping the GPU tiers of cluster $cluster"
+    for logical in "${GPU_SERVICES[@]}"; do
+        service=${GPU[$logical]:-}
+        [[ -n $service ]] || continue
+        aws_ application-autoscaling register-scalable-target --service-namespace ecs --scalable-dimension ecs:service:DesiredCount \
+            --resource-id "service/$cluster/${service##*/}" --min-capacity 0 --max-capacity 0 >/dev/null 2>"$TMP/err" ||
+            note "$(grep -v '^$' "$TMP/err" | tail -n 1) (scaling target of ${service##*/}: left as it is)"
+        if aws_ ecs update-service --cluster "$cluster" --service "$service" --desired-count 0 >/dev/null 2>"$TMP/err"; then
+            note "${service##*/}: 0 tasks"
+        else
+            grep -qE 'ServiceNotFoundException|ServiceNotActiveException|ClusterNotFoundException' "$TMP/err" ||
+                { cat "$TMP/err" >&2; die "cannot stop service ${service##*/}"; }
+        fi
+    done
+    while true; do
+        left=$(aws_ ecs list-container-instances --cluster "$cluster" --query 'length(containerInstanceArns)' --output text 2>"$TMP/err") || {
+            grep -q ClusterNotFoundException "$TMP/err" && return 0
+            cat "$TMP/err" >&2
+            die "cannot list the instances of cluster $cluster"
+        }
+        ((left > 0)) || break
+        if ((SECONDS - started >= DRAIN_LIMIT_SECONDS)); then
+            note "warning: $left GPU instances still in cluster $cluster after ${DRAIN_LIMIT_SECONDS} s: deleting anyway"
+            return 0
+        fi
+        note "waiting: $left GPU instances still in cluster $cluster (Managed Instances end idle ones)"
+        sleep "$POLL"
+    done
+    note "no GPU instance is left in cluster $cluster"
+}
+
 delete_stack() {
     if [[ $STACK_STATUS == DELETE_COMPLETE ]]; then
         step "stack $STACK was deleted before"
         return
     fi
+    stop_gpu_tiers
     step "deleting stack $STACK"
     aws_ cloudformation delete-stack --stack-name "$STACK_ID" || die "CloudFormation refused to delete stack $STACK ($STACK_STATUS)"
     local status=DELETE_IN_PROGRESS
@@ -319,6 +387,7 @@ delete_data() {
     local repository
     for repository in "${PULL_THROUGH[@]}"; do delete_repository "$repository"; done
     [[ -z ${KEPT[LogsKey]:-} ]] || delete_key "${KEPT[LogsKey]}"
+    [[ -z $PERFORMANCE_LOGS ]] || delete_log_group "$PERFORMANCE_LOGS"
     if [[ -n $ARTIFACT_OURS ]]; then
         delete_bucket "$ARTIFACT_BUCKET"
         step "done: nothing of stack $STACK is left"
@@ -359,6 +428,15 @@ delete_bucket() {
     die "s3://$bucket keeps filling up; nothing else writes to it once the stack is gone: run destroy again"
 }
 
+delete_log_group() {
+    if aws_ logs delete-log-group --log-group-name "$1" 2>"$TMP/err"; then
+        note "log group $1: deleted"
+        return
+    fi
+    grep -q ResourceNotFoundException "$TMP/err" || { cat "$TMP/err" >&2; die "cannot delete log group $1"; }
+    note "log group $1: already gone"
+}
+
 delete_repository() {
     repository_exists "$1" || { note "ECR repository $1: already gone"; return; }
     aws_ ecr delete-repository --repository-name "$1" --force --query repository.repositoryName --output text >/dev/null
@@ -392,6 +470,7 @@ What keeping them costs:
   S3 buckets: S3 Standard storage per GB-month of all versions above, Region $REGION: $S3_PRICING
   ECR images: storage per GB-month: $ECR_PRICING
   KMS key:    $kms_price ($KMS_PRICING)
+  Log group:  CloudWatch Logs storage per GB-month: $LOGS_PRICING
 Delete them with: scripts/destroy.sh --stack $STACK --region $REGION${PROFILE:+ --profile $PROFILE} --delete-data
 (it finds them through the deleted stack's record for 90 days).
 EOF

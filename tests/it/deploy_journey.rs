@@ -849,7 +849,7 @@ fn destroy_without_delete_data_deletes_the_stack_only_and_lists_what_is_kept() {
     succeeded(&run);
     let delete = run.index("delete-stack", |c| c.is("cloudformation", "delete-stack"));
     let reads = run.all("cloudformation", "describe-stack-resources");
-    assert_eq!(reads.len(), 4, "one read per retained resource\n{}", run.transcript());
+    assert_eq!(reads.len(), 7, "one read per retained resource, the cluster and its services\n{}", run.transcript());
     let last_read = run.calls.iter().rposition(|c| c.is("cloudformation", "describe-stack-resources")).unwrap();
     assert!(last_read < delete, "the retained resources' ids are read before the delete");
     for (service, operation) in [
@@ -867,6 +867,8 @@ fn destroy_without_delete_data_deletes_the_stack_only_and_lists_what_is_kept() {
     for id in ["ResultsBucket", "AccessLogsBucket", "Repository", "LogsKey"] {
         assert!(report.contains(kept[id]["id"].as_str().unwrap()), "lists {id}\n{report}");
     }
+    let cluster = kept["Cluster"]["id"].as_str().unwrap();
+    assert!(report.contains(&format!("/aws/ecs/containerinsights/{cluster}/performance")), "{report}");
     for printed in [
         format!("s3://{results}: 3 object versions, 300 bytes, 1 delete markers"),
         format!("s3://{BUCKET} (made by deploy.sh)"),
@@ -928,6 +930,52 @@ fn destroy_with_delete_data_deletes_every_version_a_thousand_at_a_time_and_sched
     succeeded(&again);
     again.none("s3api", "delete-objects");
     again.none("kms", "schedule-key-deletion");
+}
+
+/// A stack whose GPU tiers run: ECS cannot take a capacity provider with Managed Instances registered off its
+/// cluster (PutClusterCapacityProviders: ResourceInUseException), so a delete made at once fails on the stack's
+/// ClusterCapacity. destroy.sh first caps each tier's scaling target at 0 (RegisterScalableTarget, so a queued
+/// message cannot scale it up again), sets each service to 0 tasks (UpdateService), and waits until
+/// ListContainerInstances finds none; then the delete succeeds. With --delete-data, the Container Insights
+/// performance log group ECS made for the cluster (which the stack does not own) goes too.
+#[test]
+fn destroy_stops_the_gpu_tiers_and_waits_for_their_instances_before_the_delete() {
+    let journey = Journey::new(json!({"scenario": {"gpu_instances": 2}}));
+    succeeded(&journey.deploy(&[]));
+    let kept = journey.stack()["Resources"].clone();
+    let cluster = kept["Cluster"]["id"].as_str().unwrap().to_owned();
+    let run = journey.run("destroy.sh", &["--region", REGION, "--yes", "--delete-data"]);
+    succeeded(&run);
+    let delete = run.index("delete-stack", |c| c.is("cloudformation", "delete-stack"));
+    for service in ["SmallService", "LargeService"] {
+        let arn = kept[service]["id"].as_str().unwrap();
+        let name = arn.rsplit('/').next().unwrap();
+        let capped = run.index("the scaling target capped", |c| {
+            c.is("application-autoscaling", "register-scalable-target")
+                && c.opt("resource-id") == Some(&format!("service/{cluster}/{name}"))
+        });
+        let target = &run.calls[capped];
+        assert_eq!((target.opt("min-capacity"), target.opt("max-capacity")), (Some("0"), Some("0")));
+        let stopped = run.index("the service at 0", |c| c.is("ecs", "update-service") && c.opt("service") == Some(arn));
+        assert_eq!(run.calls[stopped].opt("desired-count"), Some("0"));
+        assert!(capped < stopped && stopped < delete, "{}", run.transcript());
+    }
+    let listings = run.all("ecs", "list-container-instances");
+    assert_eq!(listings.len(), 2, "two instances leave, one a listing: {}", run.transcript());
+    let last_listing = run.calls.iter().rposition(|c| c.is("ecs", "list-container-instances")).unwrap();
+    assert!(last_listing < delete);
+    let group = format!("/aws/ecs/containerinsights/{cluster}/performance");
+    let deleted = run.index("the log group", |c| c.is("logs", "delete-log-group"));
+    assert_eq!(run.calls[deleted].opt("log-group-name"), Some(group.as_str()));
+    assert_eq!(journey.state()["log_groups"], json!({}), "no log group of the stack is left");
+    assert!(run.stdout.contains("nothing of stack gpuinfer is left"), "{}", run.stdout);
+
+    // The same stack deleted at once: the delete fails on the capacity providers, and says so.
+    let hasty = Journey::new(json!({"scenario": {"gpu_instances": 2}}));
+    succeeded(&hasty.deploy(&[]));
+    let run = hasty.run_with("destroy.sh", &["--region", REGION, "--yes"], &[("GPUINFER_DESTROY_DRAIN_SECONDS", "0")]);
+    assert_eq!(run.code, 1, "{}", run.transcript());
+    assert!(run.stderr.contains("ClusterCapacity DELETE_FAILED") && run.stderr.contains("in use"), "{}", run.stderr);
 }
 
 /// A stack with more than 50 events whose delete fails: destroy.sh lists the failed events from
