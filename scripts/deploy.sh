@@ -44,7 +44,8 @@ Steps (each waits for AWS and stops at the first failure with what failed and wh
                 same source), else CodeBuild builds and pushes it.
   6 switch on   updates the stack with RouterCodeBuilt=true ImagePushed=true and that zip version and tag:
                 only now can the tiers scale out.
-  7 done        prints the API URL, the dashboard and a signed request to copy, and how to read its result.
+  7 done        fetches the gpuinfer CLI to dist/gpuinfer (on Linux of the functions' architecture: the Lambda
+                build's binary), prints the API URL, the dashboard, a signed request to copy, how to read its result.
 Running it again is an update: nothing is created twice.
 
 Flags:
@@ -675,8 +676,29 @@ switch_on() {
     read_outputs
 }
 
+# The gpuinfer CLI (api-key, submit, get, simulate…) without Rust: the Lambda build's static binary is one, for Linux
+# on the functions' architecture. Fetched to dist/gpuinfer when this machine is such; else the command that fetches it,
+# or `cargo install`. Sets CLI to the command the closing lines use.
+CLI=gpuinfer
+fetch_cli() {
+    local arch=${LAMBDA_ARCH:-${STACK_PARAMS[LambdaArchitecture]:-x86_64}} mine
+    local key="gpuinfer-cli/gpuinfer-linux-$arch"
+    mine=$(uname -m)
+    [[ $mine != aarch64 ]] || mine=arm64
+    if [[ $(uname -s) == Linux && $mine == "$arch" ]] && mkdir -p dist &&
+        aws_ s3api get-object dist/gpuinfer --bucket "$ARTIFACT_BUCKET" --key "$key" --expected-bucket-owner "$ACCOUNT" \
+            >/dev/null 2>"$TMP/err" && chmod +x dist/gpuinfer; then
+        CLI=dist/gpuinfer
+        note "the gpuinfer CLI for this machine: $CLI (s3://$ARTIFACT_BUCKET/$key)"
+        return
+    fi
+    note "the gpuinfer CLI: for Linux $arch, aws s3 cp s3://$ARTIFACT_BUCKET/$key gpuinfer --region $REGION && chmod +x gpuinfer;" \
+        "elsewhere, with Rust: cargo install --locked --path ."
+}
+
 print_result() {
     step "deployed in $(elapsed)"
+    fetch_cli
     local api results bucket dashboard openai keys profile_flag="" profile_env=""
     api=$(output InferenceApiUrl)
     openai=$(output OpenAiBaseUrl)
@@ -711,11 +733,11 @@ Read the result (404 {"status":"pending"} until it is stored):
 
 Or let the gpuinfer client sign, send and wait:
 
-  ${profile_env}AWS_REGION=$REGION GPUINFER_URL=${api%/infer} gpuinfer submit --sigv4 --wait 'What is Amazon ECS? Answer briefly.'
+  ${profile_env}AWS_REGION=$REGION GPUINFER_URL=${api%/infer} $CLI submit --sigv4 --wait 'What is Amazon ECS? Answer briefly.'
 
 OpenAI's clients call the /v1 API with an API key (OpenAiAuthType API_KEY): make one, then use it as OpenAI's.
 
-  ${profile_env}AWS_REGION=$REGION gpuinfer api-key add --secret-id "$keys" --project my-team
+  ${profile_env}AWS_REGION=$REGION $CLI api-key add --secret-id "$keys" --project my-team
   OpenAI(base_url="$openai", api_key="sk-...")
 
 Remove it all with scripts/destroy.sh --stack $STACK --region $REGION${profile_flag}.

@@ -363,6 +363,8 @@ fn a_first_deploy_makes_the_bucket_then_the_stack_with_code_off_then_both_builds
     let outputs = &stack["Outputs"];
     let api = outputs["InferenceApiUrl"].as_str().unwrap();
     let results = outputs["ResultsApiUrl"].as_str().unwrap();
+    // The CLI fetched for this machine when it runs the functions' architecture (x86_64 here), else installed.
+    let cli = if std::env::consts::ARCH == "x86_64" { "dist/gpuinfer" } else { "gpuinfer" };
     for printed in [
         api.to_owned(),
         outputs["DashboardUrl"].as_str().unwrap().to_owned(),
@@ -372,9 +374,9 @@ fn a_first_deploy_makes_the_bucket_then_the_stack_with_code_off_then_both_builds
         "${AWS_SESSION_TOKEN:+-H \"x-amz-security-token: $AWS_SESSION_TOKEN\"}".to_owned(),
         format!("curl -s \"{results}/<requestId>\""),
         format!("aws s3 cp \"s3://{}/results/<requestId>.json\" -", outputs["ResultsBucketName"].as_str().unwrap()),
-        format!("GPUINFER_URL={} gpuinfer submit --sigv4 --wait", api.trim_end_matches("/infer")),
+        format!("GPUINFER_URL={} {cli} submit --sigv4 --wait", api.trim_end_matches("/infer")),
         format!(
-            "gpuinfer api-key add --secret-id \"{}\" --project my-team",
+            "{cli} api-key add --secret-id \"{}\" --project my-team",
             outputs["ApiKeysSecretArn"].as_str().unwrap()
         ),
         format!("OpenAI(base_url=\"{}\", api_key=\"sk-...\")", outputs["OpenAiBaseUrl"].as_str().unwrap()),
@@ -526,6 +528,35 @@ fn a_new_lambda_architecture_reaches_the_functions_only_with_its_zip() {
         stack["Parameters"]["RouterCodeVersion"],
         journey.latest_version(BUCKET, "gpuinfer/bootstrap.zip").as_str()
     );
+}
+
+/// A user without Rust gets the gpuinfer CLI: the Lambda build's static binary (every subcommand) is also put at
+/// `gpuinfer-cli/gpuinfer-linux-<arch>` in the artifact bucket, and deploy.sh fetches it to dist/gpuinfer on a
+/// Linux machine of the functions' architecture, naming it in the closing commands (`api-key add`, `submit`);
+/// elsewhere it prints the command that fetches it, and `cargo install`.
+#[test]
+fn a_deploy_leaves_the_gpuinfer_cli_for_this_machine() {
+    let host = std::env::consts::ARCH.replace("aarch64", "arm64");
+    let other = if host == "x86_64" { "arm64" } else { "x86_64" };
+    let journey = Journey::new(json!({}));
+    let run = journey.deploy(&["--lambda-architecture", &host]);
+    succeeded(&run);
+    let cli = journey.repo().join("dist/gpuinfer");
+    let ran = Command::new(&cli).arg("--help").output().expect("dist/gpuinfer runs");
+    assert_eq!(String::from_utf8_lossy(&ran.stdout), format!("gpuinfer for linux-{host} --help\n"));
+    for line in ["dist/gpuinfer api-key add --secret-id", "dist/gpuinfer submit --sigv4"] {
+        assert!(run.stdout.contains(line), "{line}\n{}", run.stdout);
+    }
+
+    let elsewhere = Journey::new(json!({}));
+    let run = elsewhere.deploy(&["--lambda-architecture", other]);
+    succeeded(&run);
+    assert!(!elsewhere.repo().join("dist/gpuinfer").exists());
+    for words in
+        [format!("s3://{BUCKET}/gpuinfer-cli/gpuinfer-linux-{other}"), "cargo install --locked --path .".into()]
+    {
+        assert!(run.stdout.contains(&words), "{words}\n{}", run.stdout);
+    }
 }
 
 fn read_root(file: &str) -> String {
