@@ -255,6 +255,33 @@ preflight() {
     note "stack $STACK: ${STACK_STATUS/NONE/not created yet}"
     usable_stack
     [[ $QUOTA_CHECK == false ]] || gpu_quota
+    tier_prices
+}
+
+# What a tier costs while it runs: the On-Demand hourly price of its instance in this Region, from the AWS Price
+# List Query API (GetProducts; its endpoints: us-east-1, eu-central-1, ap-south-1). Informational: a price it cannot
+# read is said to be unknown, with the page that has it.
+EC2_PRICING="https://aws.amazon.com/ec2/pricing/on-demand/"
+tier_prices() {
+    local args=(--region us-east-1) tier type price line
+    [[ -z $PROFILE ]] || args+=(--profile "$PROFILE")
+    for tier in "small g6e.xlarge" "large g6e.48xlarge"; do
+        read -r tier type <<<"$tier"
+        price=""
+        line=$(aws "${args[@]}" pricing get-products --service-code AmazonEC2 --max-results 1 --query 'PriceList[0]' --output text \
+            --filters "Type=TERM_MATCH,Field=instanceType,Value=$type" "Type=TERM_MATCH,Field=regionCode,Value=$REGION" \
+            "Type=TERM_MATCH,Field=operatingSystem,Value=Linux" "Type=TERM_MATCH,Field=tenancy,Value=Shared" \
+            "Type=TERM_MATCH,Field=preInstalledSw,Value=NA" "Type=TERM_MATCH,Field=capacitystatus,Value=Used" 2>/dev/null) || line=""
+        # The product's On-Demand term comes before its Reserved ones: the first USD price after "OnDemand".
+        line=${line#*\"OnDemand\"}
+        if [[ ${line%%\"Reserved\"*} =~ \"USD\":[[:space:]]*\"([0-9]+)\.([0-9]{0,3}) ]]; then
+            local cents=${BASH_REMATCH[2]}
+            while [[ $cents == *0 ]]; do cents=${cents%0}; done
+            price="\$${BASH_REMATCH[1]}${cents:+.$cents}/h"
+        fi
+        note "cost: a $tier-tier task runs on a $type, On-Demand ${price:-(price unknown: $EC2_PRICING)} in $REGION while it runs;" \
+            "a request to the idle tier starts one"
+    done
 }
 
 # The EC2 quota the tiers' instances count against (Service Quotas, service ec2): vCPUs of running On-Demand G

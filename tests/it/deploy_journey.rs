@@ -273,7 +273,9 @@ fn a_first_deploy_makes_the_bucket_then_the_stack_with_code_off_then_both_builds
     let run = journey.deploy(&[]);
     succeeded(&run);
     for call in &run.calls[1..] {
-        assert_eq!(call.opt("region"), Some(REGION), "every call names the Region: {}", call.line());
+        // The Price List Query API answers at us-east-1 (and two other endpoints) for every Region.
+        let region = if call.is("pricing", "get-products") { "us-east-1" } else { REGION };
+        assert_eq!(call.opt("region"), Some(region), "every call names the Region: {}", call.line());
         assert_eq!(call.opt("profile"), None, "no profile was asked for: {}", call.line());
         // The CLI v2 pipes output through a pager on a terminal; the scripts turn it off.
         assert_eq!(call.env.get("AWS_PAGER"), Some(&json!("")), "no pager: {}", call.line());
@@ -608,6 +610,45 @@ fn the_gpu_quota_is_checked_before_anything_is_made() {
     let run = denied.deploy(&["--skip-quota-check"]);
     succeeded(&run);
     run.none("service-quotas", "get-service-quota");
+}
+
+/// Before anything is made, the deploy says what a tier costs while it runs: each tier's instance at its On-Demand
+/// hourly price in the stack's Region, from the AWS Price List Query API (GetProducts, asked at us-east-1, one of its
+/// three endpoints, for the product with the Region's code), and that a request to an idle tier starts one. A price
+/// it cannot read is unknown, with the pricing page; the deploy goes on.
+#[test]
+fn the_deploy_says_what_each_tier_costs_while_it_runs() {
+    let journey = Journey::new(json!({"prices": {"g6e.xlarge": "1.5", "g6e.48xlarge": "20.25"}}));
+    let run = journey.deploy(&[]);
+    succeeded(&run);
+    for line in [
+        "cost: a small-tier task runs on a g6e.xlarge, On-Demand $1.5/h in us-west-2 while it runs; a request to the idle tier starts one",
+        "cost: a large-tier task runs on a g6e.48xlarge, On-Demand $20.25/h in us-west-2",
+    ] {
+        assert!(run.stdout.contains(line), "{line}\n{}", run.stdout);
+    }
+    let asked = run.all("pricing", "get-products");
+    assert_eq!(asked.len(), 2);
+    for call in &asked {
+        assert_eq!(call.opt("region"), Some("us-east-1"), "{}", call.line());
+        assert!(
+            call.values("filters").contains(&"Type=TERM_MATCH,Field=regionCode,Value=us-west-2"),
+            "{}",
+            call.line()
+        );
+    }
+    let creates = run.index("the stack's create", |c| c.is("cloudformation", "deploy"));
+    let priced = run.calls.iter().rposition(|c| c.is("pricing", "get-products")).unwrap();
+    assert!(priced < creates, "said before anything is made");
+
+    let unknown = Journey::new(json!({}));
+    let run = unknown.deploy(&[]);
+    succeeded(&run);
+    assert!(
+        run.stdout.contains("On-Demand (price unknown: https://aws.amazon.com/ec2/pricing/on-demand/)"),
+        "{}",
+        run.stdout
+    );
 }
 
 #[test]
