@@ -265,7 +265,9 @@ async fn openai_events(config: &Config, wiring: &Wiring) -> anyhow::Result<Optio
     let mut webhook = config.events.openai_webhook.clone();
     if let Some(id) = config.events.openai_webhook_secret_id.as_deref().filter(|_| webhook.wants_secret()) {
         let client = aws_sdk_secretsmanager::Client::new(wiring.sdk().await);
-        let stored = SecretKeyStore::new(client, id.to_owned()).read().await?;
+        let stored = SecretKeyStore::new(client, id.to_owned()).read().await;
+        let stored =
+            stored.with_context(|| format!("reading the OpenAI events' signing key, OPENAI_WEBHOOK_SECRET_ID {id}"))?;
         let secret = stored.parse().map_err(|e| anyhow::anyhow!("OPENAI_WEBHOOK_SECRET_ID {id}: {e}"))?;
         webhook.openai_webhook_secret = Some(secret);
     }

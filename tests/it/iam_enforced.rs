@@ -301,6 +301,63 @@ async fn the_router_role_lets_the_router_read_its_api_keys_and_no_other_secret()
     assert_eq!(error["error"]["type"], "server_error", "{error}");
 }
 
+/// As RouterRole with the RouterFunction's environment of a stack that sends OpenAI-shaped events
+/// (OpenAiWebhookUrl), the router reads the stack's OpenAiWebhookSecret (GetSecretValue, its grant
+/// ReadOpenAiWebhookSecret) and signs with it: a response canceled while queued is heard at once, as
+/// `response.cancelled`, signed with that secret's key; moto refused no call.
+#[tokio::test]
+#[ignore = "needs the moto server binary: scripts/test.sh"]
+async fn the_router_role_lets_the_router_read_the_key_that_signs_its_openai_events() {
+    use gpuinfer::callbacks::webhook::WebhookSecret;
+    let receiver = crate::support::receiver::Receiver::start([]).await;
+    let stack = stack(&[("OpenAiWebhookUrl", "https://hooks.example.com/openai")]);
+    let mut env = stack.environment("RouterFunction");
+    let signing_secret = var(&env, "OPENAI_WEBHOOK_SECRET_ID");
+    // The stack's URL, pointed at a receiver on loopback (which only these flags let a router send to); no API keys,
+    // so that this secret is the one the role reads (moto decides a secret's read on its own statement only then).
+    env.retain(|(name, _)| name != "OPENAI_WEBHOOK_URL" && name != "API_KEYS_SECRET_ID");
+    env.extend([
+        ("OPENAI_WEBHOOK_URL".to_owned(), receiver.url.clone()),
+        ("ALLOW_HTTP_CALLBACKS".to_owned(), "true".to_owned()),
+        ("ALLOW_PRIVATE_CALLBACKS".to_owned(), "true".to_owned()),
+    ]);
+    let world = World::start(stack, "RouterRole", std::slice::from_ref(&signing_secret)).await;
+    let granted = world.stack.role_policies("RouterRole");
+    assert!(granted.iter().any(|(_, p)| allows(p, "secretsmanager:GetSecretValue", &signing_secret)));
+    // 48 letters and digits, as the stack's GenerateSecretString makes it.
+    let signing = "Zq8sV2mXo0bLr5TzW4nHc7YdKf1gPe3uAi9QxN6tMwEhRjSl";
+    let secrets = aws_sdk_secretsmanager::Client::new(&world.moto.sdk(ADMIN).await);
+    let name = world.stack.physical_name("OpenAiWebhookSecret");
+    secrets.create_secret().name(name).secret_string(signing).send().await.expect("create the webhook's secret");
+
+    let listen = format!("127.0.0.1:{}", free_port());
+    let base = format!("http://{listen}");
+    let router = world.gpuinfer(&["router", "--listen", &listen, "--classifier", "none"], &env);
+    eventually(Duration::from_secs(20), "the router to listen", || async {
+        let up = reqwest::get(format!("{base}/healthz")).await.is_ok();
+        assert!(up || !router.log().contains("signing key"), "it could not read the key:\n{}", router.log());
+        up.then_some(())
+    })
+    .await;
+    let create = json!({"model": "large", "input": "Wait.", "background": true});
+    let http = reqwest::Client::new();
+    let queued: Value =
+        http.post(format!("{base}/v1/responses")).json(&create).send().await.unwrap().json().await.unwrap();
+    let id = queued["id"].as_str().unwrap_or_else(|| panic!("{queued}\n{}", refusals(&router))).to_owned();
+    let canceled = http.post(format!("{base}/v1/responses/{id}/cancel")).send().await.unwrap();
+    assert_eq!(canceled.status(), 200);
+    let delivery = eventually(LIMIT, "the cancel's event at the receiver", || async {
+        receiver
+            .deliveries()
+            .into_iter()
+            .find(|d| crate::openai_events::event_of(d) == ("response.cancelled".to_owned(), id.clone()))
+    })
+    .await;
+    let key: WebhookSecret = signing.parse().unwrap();
+    assert_eq!(delivery.signature, key.sign(&delivery.id, delivery.timestamp.parse().unwrap(), &delivery.body));
+    assert_no_refusal(&router);
+}
+
 /// A multipart/form-data body of one `file` field holding `content` (and `purpose=batch`), as the OpenAI client
 /// sends POST /v1/files; with its content type.
 fn file_form(content: &[u8]) -> (String, Vec<u8>) {
