@@ -53,21 +53,26 @@ pub(super) async fn read_body(
     Ok((Bytes::from(bytes), held))
 }
 
+/// The refusal of a Content-Type whose `charset` is not UTF-8 (RFC 8259 §8.1: JSON exchanged between systems is
+/// UTF-8), or None: such a body is refused rather than read as UTF-8, here and under `/v1`.
+pub(crate) fn foreign_charset(headers: &HeaderMap) -> Option<String> {
+    let text = headers.get(header::CONTENT_TYPE)?.to_str().unwrap_or_default().to_ascii_lowercase();
+    let charset = text.split(';').map(str::trim).filter_map(|p| p.strip_prefix("charset=")).next()?;
+    let charset = charset.trim_matches('"');
+    (!matches!(charset, "utf-8" | "utf8"))
+        .then(|| format!("content-type: charset {charset:?} is not read; send the JSON in UTF-8"))
+}
+
 /// JSON bodies only, in UTF-8 (RFC 8259 §8.1: JSON exchanged between systems is UTF-8; a `charset` that names
 /// another is refused rather than read as UTF-8). A missing Content-Type, or the form type `curl -d` sends without
 /// `-H`, is read as JSON.
 fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(value) = headers.get(header::CONTENT_TYPE) else { return Ok(()) };
-    let text = value.to_str().unwrap_or_default().to_ascii_lowercase();
-    let mut parts = text.split(';').map(str::trim);
-    let media = parts.next().unwrap_or_default();
-    let charset = parts.filter_map(|p| p.strip_prefix("charset=")).map(|c| c.trim_matches('"')).next();
-    if let Some(charset) = charset.filter(|c| !matches!(*c, "utf-8" | "utf8")) {
-        return Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            format!("content-type: charset {charset:?} is not read; send the JSON in UTF-8"),
-        ));
+    if let Some(refused) = foreign_charset(headers) {
+        return Err(ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, refused));
     }
+    let text = value.to_str().unwrap_or_default().to_ascii_lowercase();
+    let media = text.split(';').next().unwrap_or_default().trim();
     if media == "application/json" || media == "application/x-www-form-urlencoded" || media.ends_with("+json") {
         Ok(())
     } else {

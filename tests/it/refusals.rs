@@ -1,6 +1,6 @@
 //! Every refusal is JSON in the API's own shape, the framework's own included: a query, a path or a multipart body it
 //! cannot read and a body over a route's limit answer `{"error": …}` (OpenAI's error object under /v1), never
-//! text/plain; an empty `after=` cursor is refused, not answered with an empty page; the bearer scheme is read
+//! text/plain; a body in another charset than UTF-8 is a 415; an empty `after=` cursor is refused, not answered with an empty page; the bearer scheme is read
 //! case-insensitively; a key store's keys guard the /v1 routes alone, and one that cannot be read refuses them all.
 
 use std::sync::Arc;
@@ -42,6 +42,25 @@ async fn the_frameworks_own_refusals_answer_in_the_apis_json_shape() {
     let opening = Request::post("/v1/uploads").header("content-type", "application/json").body(Body::from(huge));
     let (status, body) = call(&f.state, opening.unwrap()).await;
     openai_error(status, &body, StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+/// A /v1 body whose charset is not UTF-8 is refused with 415 in OpenAI's shape before any handler reads it (RFC 8259
+/// §8.1), as /infer refuses it; UTF-8 named in any case goes through.
+#[tokio::test]
+async fn a_v1_body_in_another_charset_is_refused_before_it_is_read() {
+    let f = fixture();
+    let create = r#"{"model": "small", "input": "hi", "background": true}"#;
+    for charset in ["utf-16", "\"ISO-8859-1\""] {
+        let request = Request::post("/v1/responses")
+            .header("content-type", format!("application/json; charset={charset}"))
+            .body(Body::from(create));
+        let (status, body) = call(&f.state, request.unwrap()).await;
+        let error = openai_error(status, &body, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        assert!(error["message"].as_str().unwrap().contains("send the JSON in UTF-8"), "{body}");
+    }
+    let request = Request::post("/v1/responses").header("content-type", "application/json; charset=UTF-8");
+    let (status, body) = call(&f.state, request.body(Body::from(create)).unwrap()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
 }
 
 #[tokio::test]

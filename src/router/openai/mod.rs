@@ -51,6 +51,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use axum::http::StatusCode;
 use axum::routing::{get, post};
 
 use crate::router::state::AppState;
@@ -82,4 +83,16 @@ pub(crate) fn endpoints() -> Router<Arc<AppState>> {
         .route("/v1/chat/completions", post(unserved::completions))
         .route("/v1/completions", post(unserved::completions))
         .route("/v1/embeddings", post(unserved::embeddings))
+        .route_layer(axum::middleware::from_fn(utf8_only))
+}
+
+/// A body in another charset than UTF-8 is refused (415, OpenAI's shape) before any `/v1` handler reads it.
+async fn utf8_only(request: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+    match crate::router::json_body::foreign_charset(request.headers()) {
+        Some(refused) => axum::response::IntoResponse::into_response(error::OpenAiError::refused(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            refused,
+        )),
+        None => next.run(request).await,
+    }
 }
