@@ -17,6 +17,14 @@ pub enum Tier {
 impl Tier {
     pub const ALL: [Tier; 2] = [Tier::Small, Tier::Large];
 
+    /// The tier that is not this one.
+    pub(crate) fn other(self) -> Tier {
+        match self {
+            Tier::Small => Tier::Large,
+            Tier::Large => Tier::Small,
+        }
+    }
+
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Tier::Small => "small",

@@ -40,6 +40,9 @@ pub(super) struct Admitted {
 
 /// The operator's rules a valid request must also meet: an accepted callback URL, a queue body within limits.
 pub(super) fn admit(state: &AppState, request: InferenceRequest) -> Result<Admitted, RequestError> {
+    if let Some(problem) = request.route.and_then(|tier| state.routing.refuses(tier)) {
+        return Err(RequestError::Invalid { field: "route".into(), problem });
+    }
     if request.callback_url.is_some() && !state.callbacks.sent {
         let problem = "no callback can be sent: no webhook secret is configured to sign it (gpuinfer dev \
                        --webhook-secret, or WEBHOOK_SECRET); configure one, or leave callbackUrl out and poll";

@@ -17,6 +17,21 @@ pub struct RoutingConfig {
     pub ambiguous_min_chars: usize,
     /// How long the classifier may take before the request falls back to small.
     pub classifier_timeout: Duration,
+    /// A tier switched off (its most tasks 0, so it never starts one): a request naming it is refused, and the
+    /// thresholds and the classifier route to the other.
+    pub off: Option<Tier>,
+}
+
+impl RoutingConfig {
+    /// Why a request that names `tier` (its `route`, or a model of that tier) is refused, when that tier is off.
+    pub(crate) fn refuses(&self, tier: Tier) -> Option<String> {
+        (self.off == Some(tier)).then(|| {
+            format!(
+                "the {tier} tier is switched off on this deployment (it starts no task); send the request to the {}",
+                tier.other()
+            )
+        })
+    }
 }
 
 /// The AWS sample's thresholds, used unless configured.
@@ -33,6 +48,7 @@ impl Default for RoutingConfig {
             max_tokens_threshold: DEFAULT_MAX_TOKENS_THRESHOLD,
             ambiguous_min_chars: DEFAULT_AMBIGUOUS_MIN_CHARS,
             classifier_timeout: Duration::from_millis(DEFAULT_CLASSIFIER_TIMEOUT_MS),
+            off: None,
         }
     }
 }
@@ -46,6 +62,8 @@ pub enum Reason {
     Classifier,
     ClassifierFallback,
     Short,
+    /// The rules chose a tier that is switched off: the other took the request.
+    TierOff,
 }
 
 impl Reason {
@@ -57,6 +75,7 @@ impl Reason {
             Reason::Classifier => "classifier",
             Reason::ClassifierFallback => "classifier_fallback",
             Reason::Short => "short",
+            Reason::TierOff => "tier_off",
         }
     }
 }
@@ -87,8 +106,20 @@ pub(crate) fn heuristic(request: &InferenceRequest, config: &RoutingConfig) -> H
 }
 
 /// Chooses the tier: the heuristics, then the classifier (bounded by its timeout) for the
-/// ambiguous zone; any classifier failure or absence falls back to small.
+/// ambiguous zone; any classifier failure or absence falls back to small. A tier switched off is never chosen by
+/// the rules (a request naming it is refused before it is routed: `RoutingConfig::refuses`).
 pub async fn route(
+    request: &InferenceRequest,
+    config: &RoutingConfig,
+    classifier: Option<&dyn Classifier>,
+) -> (Tier, Reason) {
+    match chosen(request, config, classifier).await {
+        (tier, reason) if config.off == Some(tier) && reason != Reason::Override => (tier.other(), Reason::TierOff),
+        chosen => chosen,
+    }
+}
+
+async fn chosen(
     request: &InferenceRequest,
     config: &RoutingConfig,
     classifier: Option<&dyn Classifier>,
@@ -225,5 +256,16 @@ mod tests {
         assert_eq!(parse_answer("medium"), None);
         assert_eq!(parse_answer(""), None);
         assert_eq!(parse_answer("I think large"), None);
+    }
+
+    #[tokio::test]
+    async fn the_rules_route_around_a_tier_switched_off_and_a_request_naming_it_is_refused_first() {
+        let config = RoutingConfig { off: Some(Tier::Large), ..RoutingConfig::default() };
+        assert_eq!(route(&request(2001, 256, None), &config, None).await, (Tier::Small, Reason::TierOff));
+        assert_eq!(route(&request(10, 2048, None), &config, None).await, (Tier::Small, Reason::TierOff));
+        assert_eq!(route(&request(10, 256, None), &config, None).await, (Tier::Small, Reason::Short));
+        assert!(config.refuses(Tier::Large).is_some_and(|why| why.contains("large tier is switched off")));
+        assert_eq!(config.refuses(Tier::Small), None);
+        assert_eq!(RoutingConfig::default().refuses(Tier::Large), None);
     }
 }

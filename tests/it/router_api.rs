@@ -515,3 +515,38 @@ async fn a_request_that_could_not_be_enqueued_can_be_retried_with_its_id() {
     assert_eq!(call(&f.state, post(body)).await.0, StatusCode::ACCEPTED, "the retry is a new acceptance");
     assert_eq!(f.lane(Tier::Small, Priority::Normal).counts().await.unwrap().visible, 1);
 }
+
+/// A tier switched off (`--tier-off`, the stack's TIER_OFF when its max tasks is 0) starts no task, so a request that
+/// names it is refused at once instead of waiting for one: /infer's `route` (400 naming it), a /v1 response's
+/// `model` (OpenAI's 400, param `model`), a Batch line's model (the batch fails naming the line); the thresholds
+/// send a request they would have given it to the other tier.
+#[tokio::test]
+async fn a_tier_switched_off_refuses_what_names_it_and_the_rules_route_around_it() {
+    let mut f = fixture();
+    let mut state = Arc::into_inner(f.state).expect("the fixture's state, not yet shared");
+    state.routing.off = Some(Tier::Large);
+    f.state = Arc::new(state);
+
+    let (status, refused) = call(&f.state, post(json!({"prompt": "hi", "route": "large"}).to_string())).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert!(refused["error"].as_str().unwrap().starts_with("route: the large tier is switched off"), "{refused}");
+    let long = "word ".repeat(1000);
+    let (status, routed) = call(&f.state, post(json!({"prompt": long}).to_string())).await;
+    assert_eq!((status, routed["tier"].as_str()), (StatusCode::ACCEPTED, Some("small")), "{routed}");
+
+    let create = json!({"model": "large", "input": "hi", "background": true});
+    let (status, refused) = call(&f.state, crate::uploads::post_json("/v1/responses", &create)).await;
+    assert_eq!((status, refused["error"]["param"].as_str()), (StatusCode::BAD_REQUEST, Some("model")), "{refused}");
+
+    let line = json!({"custom_id": "a", "method": "POST", "url": "/v1/completions", "body": {"model": "large", "prompt": "hi"}});
+    let upload = crate::uploads::form(&[
+        ("purpose", None, b"batch"),
+        ("file", Some("in.jsonl"), format!("{line}\n").as_bytes()),
+    ]);
+    let (_, file) = call(&f.state, crate::uploads::post_form("/v1/files", upload)).await;
+    let create = json!({"input_file_id": file["id"], "endpoint": "/v1/completions", "completion_window": "24h"});
+    let (_, batch) = call(&f.state, crate::uploads::post_json("/v1/batches", &create)).await;
+    let batch = crate::support::router::admitted(&f.state, &batch, None).await;
+    assert_eq!(batch["status"], "failed", "{batch}");
+    assert_eq!(batch["errors"]["data"][0]["param"], "body.model", "{batch}");
+}

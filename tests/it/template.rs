@@ -718,9 +718,10 @@ fn warm_windows_are_scheduled_actions_as_application_auto_scaling_takes_them() {
                 {"Condition": "ImageIsPushed"},
                 {"Fn::Not": [{"Fn::Equals": [{"Ref": start}, ""]}]},
                 {"Fn::Not": [{"Fn::Equals": [{"Ref": end}, ""]}]},
-                {"Fn::Equals": [{"Ref": min_tasks}, 0]}
+                {"Fn::Equals": [{"Ref": min_tasks}, 0]},
+                {"Fn::Not": [{"Condition": format!("{tier}TierOff")}]}
             ]),
-            "{tier}: a window only while MaxCapacity allows a task and MinTaskCount leaves the tier at zero"
+            "{tier}: a window only while MaxCapacity allows a task, MinTaskCount leaves the tier at zero, and it is on"
         );
         let actions = scheduled[1].as_array().unwrap();
         let names: BTreeSet<&str> = actions.iter().map(|a| a["ScheduledActionName"].as_str().unwrap()).collect();
@@ -728,7 +729,9 @@ fn warm_windows_are_scheduled_actions_as_application_auto_scaling_takes_them() {
         let action = |schedule: &str| actions.iter().find(|a| a["Schedule"] == json!({ "Ref": schedule })).unwrap();
         assert_eq!(action(&start)["ScalableTargetAction"], json!({"MinCapacity": 1}));
         assert_eq!(action(&end)["ScalableTargetAction"], json!({"MinCapacity": {"Ref": min_tasks}}));
-        assert!(p[if tier == "Small" { "MaxTaskCount" } else { "LargeModelMaxTaskCount" }]["MinValue"] == 1);
+        // A tier switched off (most tasks 0) has no window: MinCapacity 1 would pass its MaxCapacity.
+        let max_tasks = if tier == "Small" { "MaxTaskCount" } else { "LargeModelMaxTaskCount" };
+        assert_eq!(t["Conditions"][format!("{tier}TierOff")], json!({"Fn::Equals": [{"Ref": max_tasks}, "0"]}));
         for action in actions {
             assert_eq!(action["Timezone"], json!({"Ref": "WarmWindowTimezone"}));
         }
@@ -750,6 +753,22 @@ fn warm_windows_are_scheduled_actions_as_application_auto_scaling_takes_them() {
             let overrides: Vec<(&str, &str)> = given.iter().map(|name| (name.as_str(), cron)).collect();
             assert_eq!(Stack::new("s", &overrides).rule_holds(rule), whole, "{rule} with {given:?}");
         }
+    }
+
+    // A tier at most 0 tasks is off: the router is told (TIER_OFF, absent while both run), and one tier must run
+    // (a rule, checked before any change).
+    let router_off = |overrides: &[(&str, &str)]| {
+        let mut parameters = vec![("ModelName", "m"), ("LargeModelName", "l"), ("ArtifactBucket", "b")];
+        parameters.extend_from_slice(overrides);
+        let env = Stack::new("s", &parameters).environment("RouterFunction");
+        env.into_iter().find(|(name, _)| name == "TIER_OFF").map(|(_, value)| value)
+    };
+    assert_eq!(router_off(&[]), None);
+    assert_eq!(router_off(&[("LargeModelMaxTaskCount", "0")]).as_deref(), Some("large"));
+    assert_eq!(router_off(&[("MaxTaskCount", "0")]).as_deref(), Some("small"));
+    for (small, large, runs) in [("10", "4", true), ("0", "4", true), ("10", "0", true), ("0", "0", false)] {
+        let stack = Stack::new("s", &[("MaxTaskCount", small), ("LargeModelMaxTaskCount", large)]);
+        assert_eq!(stack.rule_holds("OneTierRuns"), runs, "MaxTaskCount {small}, LargeModelMaxTaskCount {large}");
     }
 
     // Every cron the parameters and the docs give as an example follows the format; the rule itself tells them apart.

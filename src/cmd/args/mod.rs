@@ -187,6 +187,15 @@ pub(crate) struct RoutingArgs {
     /// by the thresholds. GET /v1/models lists them all.
     #[arg(long, env = "MODEL_TIERS", value_parser = ModelTiers::parse)]
     pub(crate) model_tiers: Option<ModelTiers>,
+    /// A tier switched off (it starts no task: the stack's MaxTaskCount or LargeModelMaxTaskCount is 0): requests
+    /// naming it (`route`, or a model of it) are refused at once, the thresholds and the classifier pick the other.
+    #[arg(long, env = "TIER_OFF", value_parser = parse_tier, value_name = "small|large")]
+    pub(crate) tier_off: Option<Tier>,
+}
+
+/// `small` or `large`; empty is none (as the stack passes TIER_OFF when both tiers run).
+fn parse_tier(text: &str) -> Result<Tier, String> {
+    Tier::parse(text.trim()).ok_or_else(|| format!("{text:?}: \"small\" or \"large\""))
 }
 
 impl RoutingArgs {
@@ -222,6 +231,7 @@ impl RoutingArgs {
             max_tokens_threshold: self.max_tokens_threshold,
             ambiguous_min_chars: self.ambiguous_min_chars,
             classifier_timeout,
+            off: self.tier_off,
         };
         Ok(RoutingSettings { config, classifier })
     }

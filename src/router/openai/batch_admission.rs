@@ -182,6 +182,14 @@ async fn check(
             batch.expires(),
         );
         let error = match checked {
+            Ok(checked) if let Some(why) = checked.request.route.and_then(|tier| state.routing.refuses(tier)) => {
+                Some(LineError {
+                    code: "invalid_request",
+                    message: format!("model: {why}"),
+                    param: Some("body.model".into()),
+                    line: line.0,
+                })
+            }
             Ok(checked) => {
                 let digest: [u8; 16] =
                     Sha256::digest(checked.label.custom_id.as_bytes())[..16].try_into().unwrap_or_default();

@@ -45,6 +45,9 @@ pub(crate) async fn create(
     };
     let Create { request, record } = ask.create(context, Utc::now())?;
     let record = ResponseRecord { owner: caller.project, ..record };
+    if let Some(why) = request.route.and_then(|tier| state.routing.refuses(tier)) {
+        return Err(OpenAiError::invalid_param("model", format!("model: {why}")));
+    }
     let Admitted { request, body } = admit(&state, request).map_err(|e| OpenAiError::too_large(e.to_string()))?;
     // The model or the thresholds: a classifier call is not worth its wait for a response.
     let (tier, reason) = routing::route(&request, &state.routing, None).await;
