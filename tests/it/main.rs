@@ -19,6 +19,7 @@ mod cli;
 mod cold_start;
 mod deletes;
 mod deploy_journey;
+mod doc_references;
 mod docs;
 mod e2e_dev;
 mod engine_client;
