@@ -102,6 +102,12 @@ impl LocalBackends {
         ))
     }
 
+    /// Makes the messages a stopped process held visible again (see `QueueDb::take_back_leases`): only for a process
+    /// that holds the data directory's lock.
+    pub fn take_back_leases(&self) -> Result<usize, QueueError> {
+        self.db.take_back_leases()
+    }
+
     /// Every lane's request queue of a tier.
     pub fn tier_lanes(
         &self,

@@ -82,6 +82,22 @@ impl QueueDb {
         LocalQueue { db: self.clone(), name: name.to_owned(), settings }
     }
 
+    /// Makes every message received but not deleted visible again, in every queue of the file: for a process that
+    /// holds the data directory alone, whose leases all belong to a process that is gone. Messages sent with a delay
+    /// (never received) keep it. How many were taken back.
+    pub fn take_back_leases(&self) -> Result<usize, QueueError> {
+        let conn = self.lock()?;
+        let now = now_ms();
+        let taken = conn
+            .execute(
+                "UPDATE messages SET visible_at_ms = ?1 WHERE visible_at_ms > ?1 AND receive_count > 0",
+                params![now],
+            )
+            .map_err(db_error)?;
+        self.changed.notify_waiters();
+        Ok(taken)
+    }
+
     fn lock(&self) -> Result<MutexGuard<'_, Connection>, QueueError> {
         self.conn.lock().map_err(|_| QueueError::unavailable("queue database lock poisoned"))
     }

@@ -168,3 +168,35 @@ async fn a_deleted_message_leaves_no_trace_of_its_body_on_disk() {
     assert!(queue.receive(10, Duration::ZERO).await.unwrap().is_empty());
     assert!(!on_disk(), "the deleted message's body is still on disk");
 }
+
+/// A `gpuinfer dev` killed with messages leased leaves them invisible for their whole visibility timeout; the next
+/// one, holding the data directory's lock, takes them back at once: every lane's leased messages are visible again,
+/// their receive counts kept (a poison message still reaches the dead-letter queue), nothing else moved.
+#[tokio::test]
+async fn a_restarted_dev_takes_back_the_leases_of_the_one_that_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (backends, queue) = open(dir.path(), Duration::from_secs(300), 5);
+        let high = backends.lane_queue(Tier::Large, Priority::High, Duration::from_secs(300), 5);
+        for body in ["leased", "waiting"] {
+            queue.send(body).await.unwrap();
+        }
+        high.send("leased-high").await.unwrap();
+        assert_eq!(queue.receive(1, Duration::ZERO).await.unwrap()[0].body, "leased");
+        assert_eq!(high.receive(1, Duration::ZERO).await.unwrap().len(), 1);
+    }
+    let (backends, queue) = open(dir.path(), Duration::from_secs(300), 5);
+    assert_eq!(queue.counts().await.unwrap(), QueueCounts { visible: 1, in_flight: 1, delayed: 0 }, "the lease holds");
+    assert_eq!(backends.take_back_leases().unwrap(), 2, "one a lane");
+    let again = queue.receive(10, Duration::ZERO).await.unwrap();
+    let mut bodies: Vec<(&str, u32)> = again.iter().map(|m| (m.body.as_str(), m.receive_count)).collect();
+    bodies.sort_unstable();
+    assert_eq!(bodies, [("leased", 2), ("waiting", 1)]);
+    let high = backends.lane_queue(Tier::Large, Priority::High, Duration::from_secs(300), 5);
+    assert_eq!(high.receive(10, Duration::ZERO).await.unwrap()[0].receive_count, 2);
+    assert_eq!(
+        backends.take_back_leases().unwrap(),
+        3,
+        "what is leased now is this process's own only by the caller's word"
+    );
+}

@@ -77,6 +77,12 @@ impl<'a> Dev<'a> {
     fn open(config: &'a Config, shutdown: CancellationToken) -> anyhow::Result<Self> {
         let backends = config.wiring.local()?;
         let lock = lock_data_dir(&config.data_dir)?;
+        // With the lock, every lease in the queues is a stopped dev's: its messages run again now, not after their
+        // visibility timeout.
+        let taken = backends.take_back_leases().context("taking back the leases of a stopped gpuinfer dev")?;
+        if taken > 0 {
+            tracing::info!(messages = taken, "messages a stopped gpuinfer dev held are visible again");
+        }
         let store: Arc<dyn ResultStore> = backends.store.clone();
         let metrics_path = config.data_dir.join("metrics.jsonl");
         let metrics_file = std::fs::OpenOptions::new()
