@@ -111,8 +111,14 @@ pub(crate) async fn step(
         return Ok(false);
     }
     if !progress.enqueueing {
-        match check(state, objects, &batch, &mut progress, deadline).await? {
+        let checked = match check(state, objects, &batch, &mut progress, deadline).await {
+            Err(error) if input_gone(&error) => return input_deleted(state, objects, &mut batch).await.map(|()| false),
+            checked => checked?,
+        };
+        match checked {
             None => {
+                // Released: the next step (this process's, or any other's) goes on at once.
+                progress.claimed_at = 0;
                 write_json(objects, &progress_key(id), &progress).await.map_err(store_error)?;
                 return Ok(true);
             }
@@ -124,6 +130,12 @@ pub(crate) async fn step(
                 return Ok(false);
             }
             Some(true) => {
+                // A cancel while the lines were checked ends the admission (the cancel's refresh ends the batch).
+                let now = find(objects, &Caller::default(), id).await?;
+                if now.status != "validating" || batch_lifecycle::canceled(objects, &mut batch).await? {
+                    done(objects, id).await?;
+                    return Ok(false);
+                }
                 batch.request_counts.total = u64::from(progress.at.index);
                 batch.status = "in_progress".into();
                 batch.times.in_progress_at = Some(Utc::now().timestamp());
@@ -135,9 +147,13 @@ pub(crate) async fn step(
     }
     match enqueue(state, objects, &batch, &mut progress.at, deadline).await {
         Ok(false) => {
+            progress.claimed_at = 0;
             write_json(objects, &progress_key(id), &progress).await.map_err(store_error)?;
             Ok(true)
         }
+        Err(error) if input_gone(&error) => input_deleted(state, objects, &mut batch).await.map(|()| false),
+        // A store that failed midway: the next step goes on from where this one last saved.
+        Err(error) if error.code.is_none() && error.message.starts_with("the file and batch store") => Err(error),
         Ok(true) => {
             done(objects, id).await?;
             Ok(false)
@@ -149,6 +165,21 @@ pub(crate) async fn step(
             Err(error)
         }
     }
+}
+
+/// Whether `error` says the batch's input file is gone (`batch_lifecycle::input`'s 400).
+fn input_gone(error: &OpenAiError) -> bool {
+    error.param.as_deref() == Some("input_file_id")
+}
+
+/// Fails a batch whose input file was deleted before its lines were all admitted (those enqueued are ended).
+async fn input_deleted(state: &AppState, objects: &dyn ObjectStore, batch: &mut Batch) -> Result<(), OpenAiError> {
+    tracing::warn!(batch_id = %batch.id, "the batch's input file was deleted while its lines were admitted");
+    let gone =
+        "the batch's input file was deleted before its lines were all checked and enqueued; create the batch again";
+    batch.failed(vec![LineError { code: "input_file_deleted", message: gone.into(), param: None, line: 0 }]);
+    save_ended(state, objects, batch).await?;
+    done(objects, &batch.id).await
 }
 
 /// Ends the admission of the batch `id`: what it kept between steps removed.
@@ -193,7 +224,9 @@ async fn check(
             Ok(checked) => {
                 let digest: [u8; 16] =
                     Sha256::digest(checked.label.custom_id.as_bytes())[..16].try_into().unwrap_or_default();
-                custom_ids.insert(digest, line.0).map(|first| LineError {
+                // The line itself again (a step that stopped between its saves checks it twice) is no repeat.
+                let first = *custom_ids.entry(digest).or_insert(line.0);
+                (first != line.0).then(|| LineError {
                     code: "duplicate_custom_id",
                     message: format!("custom_id: repeats line {first}; each line needs its own"),
                     param: Some("custom_id".into()),
@@ -291,138 +324,4 @@ async fn enqueue(
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
-mod tests {
-    //! Admission in steps: a step past its deadline saves where it stopped, and the next goes on from there, the
-    //! custom_ids already seen included; every line is enqueued once, whatever the number of steps.
-
-    use std::sync::Arc;
-
-    use super::*;
-    use crate::callbacks::outbound::OutboundPolicy;
-    use crate::contract::tier::{Lanes, PerTier};
-    use crate::local::LocalBackends;
-    use crate::ports::Queue;
-    use crate::router::body_budget::BodyBudget;
-    use crate::router::openai::batch_record::{BatchOrder, BatchTimes, RequestCounts};
-    use crate::router::openai::files;
-    use crate::router::routing::RoutingConfig;
-    use crate::router::state::CallbackAcceptance;
-
-    struct Admitting {
-        _dir: tempfile::TempDir,
-        backends: LocalBackends,
-        state: AppState,
-    }
-
-    fn admitting() -> Admitting {
-        let dir = tempfile::tempdir().unwrap();
-        let backends = LocalBackends::open(dir.path()).unwrap();
-        let lanes = |tier| -> Lanes<Arc<dyn Queue>> {
-            backends.tier_lanes(tier, Duration::from_secs(30), 3).map(|q| q as Arc<dyn Queue>)
-        };
-        let state = AppState {
-            queues: PerTier { small: lanes(Tier::Small), large: lanes(Tier::Large) },
-            store: backends.store.clone(),
-            routing: RoutingConfig::default(),
-            classifier: None,
-            callbacks: CallbackAcceptance::sent_under(OutboundPolicy::default()),
-            metrics: crate::infra::metrics::Emf::to_writer(std::io::sink()),
-            bodies: BodyBudget::default(),
-            openai: Default::default(),
-            wake: None,
-            events: None,
-        };
-        Admitting { _dir: dir, backends, state }
-    }
-
-    /// A batch `validating` on a file of the lines whose custom_ids are `custom_ids` (blank lines between), saved
-    /// with its admission ahead.
-    async fn created(objects: &dyn ObjectStore, custom_ids: &[&str]) -> String {
-        let text: String = custom_ids
-            .iter()
-            .map(|id| {
-                let body = serde_json::json!({"model": "small", "prompt": "hi", "max_tokens": 4});
-                let line =
-                    serde_json::json!({"custom_id": id, "method": "POST", "url": "/v1/completions", "body": body});
-                format!("{line}\r\n\n")
-            })
-            .collect();
-        let file_id = crate::router::openai::ids::new("file-");
-        objects.put(&files::content_key(&file_id), one_chunk(text.into_bytes())).await.unwrap();
-        let batch = Batch {
-            id: crate::router::openai::ids::new("batch_"),
-            object: "batch".into(),
-            order: BatchOrder {
-                endpoint: "/v1/completions".into(),
-                input_file_id: file_id,
-                completion_window: "24h".into(),
-                metadata: None,
-            },
-            status: "validating".into(),
-            errors: None,
-            output_file_id: None,
-            error_file_id: None,
-            times: BatchTimes { created_at: 0, expires_at: Utc::now().timestamp() + 3600, ..BatchTimes::default() },
-            request_counts: RequestCounts::default(),
-            owner: None,
-        };
-        begin(objects, &batch).await.unwrap();
-        batch.id
-    }
-
-    /// Steps the batch `id` with deadlines already passed (each step does one line or one send, then saves), each
-    /// claim made old first, until it needs no more: how many steps it took.
-    async fn step_until_done(state: &AppState, objects: &dyn ObjectStore, id: &str) -> usize {
-        for steps in 1..1000 {
-            let mut progress: Progress = read_json(objects, &progress_key(id)).await.unwrap().unwrap_or_default();
-            progress.claimed_at = 0;
-            write_json(objects, &progress_key(id), &progress).await.unwrap();
-            if !step(state, objects, id, Instant::now()).await.unwrap() {
-                return steps;
-            }
-            let fresh = step(state, objects, id, Instant::now()).await.unwrap();
-            assert!(!fresh, "a claim that holds keeps every other step off the batch");
-        }
-        panic!("the admission never ended");
-    }
-
-    #[tokio::test]
-    async fn a_check_cut_into_steps_still_finds_a_custom_id_seen_steps_before() {
-        let Admitting { state, backends, _dir } = admitting();
-        let objects = backends.store.as_ref() as &dyn ObjectStore;
-        let id = created(objects, &["a", "b", "c", "b"]).await;
-        assert!(step_until_done(&state, objects, &id).await >= 4, "one line a step");
-        let batch = find(objects, &Caller::default(), &id).await.unwrap();
-        assert_eq!(batch.status, "failed");
-        let errors = batch.errors.unwrap();
-        assert_eq!(errors["data"][0]["code"], "duplicate_custom_id", "{errors}");
-        assert_eq!(errors["data"][0]["line"], 7, "the 4th line, blank lines counted: {errors}");
-        assert!(errors["data"][0]["message"].as_str().unwrap().contains("repeats line 3"), "{errors}");
-        assert!(read_all(objects, &progress_key(&id)).await.unwrap().is_none(), "nothing kept once it ended");
-        assert!(read_all(objects, &custom_ids_key(&id)).await.unwrap().is_none());
-    }
-
-    #[tokio::test]
-    async fn an_admission_cut_into_steps_enqueues_every_line_once() {
-        let Admitting { state, backends, _dir } = admitting();
-        let objects = backends.store.as_ref() as &dyn ObjectStore;
-        let custom_ids: Vec<String> = (0..250).map(|i| format!("req-{i}")).collect();
-        let id = created(objects, &custom_ids.iter().map(String::as_str).collect::<Vec<_>>()).await;
-        let steps = step_until_done(&state, objects, &id).await;
-        assert!(steps > 250, "a line a step checked, then a send a step: {steps}");
-        let batch = find(objects, &Caller::default(), &id).await.unwrap();
-        assert_eq!((batch.status.as_str(), batch.request_counts.total), ("in_progress", 250));
-        let queue = backends.lane_queue(Tier::Small, Priority::Batch, Duration::from_secs(30), 3);
-        let mut lines = Vec::new();
-        while let Ok(messages) = queue.receive(10, Duration::ZERO).await
-            && !messages.is_empty()
-        {
-            lines.extend(
-                messages.iter().map(|m| serde_json::from_str::<Value>(&m.body).unwrap()["batch"]["line"].clone()),
-            );
-        }
-        let mut lines: Vec<u64> = lines.iter().filter_map(Value::as_u64).collect();
-        lines.sort_unstable();
-        assert_eq!(lines, (0..250).collect::<Vec<u64>>(), "each line once, in a batch of sends cut three times");
-    }
-}
+mod tests;

@@ -80,6 +80,12 @@ pub(super) async fn refresh(
     }
     let store_error = |e: StoreError| OpenAiError::store(&e);
     note_cancel(objects, &mut batch).await?;
+    if batch.times.cancelling_at.is_some() && batch.times.in_progress_at.is_none() {
+        // Canceled before any line was admitted: nothing ran, and there is nothing to build.
+        (batch.status, batch.times.cancelled_at) = ("cancelled".into(), Some(Utc::now().timestamp()));
+        save_ended(state, objects, &batch).await?;
+        return Ok(batch);
+    }
     let mut ended = ended_lines(objects, &batch.id).await.map_err(store_error)?;
     let count = |ended: &HashMap<u32, LineEnd>, end| ended.values().filter(|e| **e == end).count() as u64;
     let all_ended = ended.len() as u64 >= batch.request_counts.total;

@@ -26,19 +26,22 @@ pub const DEV_PERIOD: Duration = Duration::from_secs(1);
 /// One upkeep: the batches looked at and the events attempted. Failures are logged; the next upkeep tries again.
 pub async fn upkeep(state: &AppState) -> (usize, usize) {
     let Some(objects) = state.store.objects() else { return (0, 0) };
-    if let Err(error) = project_index::build(objects, [files::PREFIX, batch_record::PREFIX]).await {
-        tracing::warn!(%error, "indexing the objects made before each project's list failed; trying again at the next upkeep");
-    }
     admit_waiting(state, objects).await;
     let batches = batch_lifecycle::refresh_running(state, objects).await.unwrap_or_else(|error| {
         tracing::warn!(?error, "bringing running batches up to date failed; trying again at the next upkeep");
         0
     });
-    let Some(events) = &state.events else { return (batches, 0) };
-    let attempted = events.deliver_due(objects, chrono::Utc::now().timestamp()).await.unwrap_or_else(|error| {
-        tracing::warn!(%error, "sending the OpenAI events due failed; trying again at the next upkeep");
-        0
-    });
+    let attempted = match &state.events {
+        Some(events) => events.deliver_due(objects, chrono::Utc::now().timestamp()).await.unwrap_or_else(|error| {
+            tracing::warn!(%error, "sending the OpenAI events due failed; trying again at the next upkeep");
+            0
+        }),
+        None => 0,
+    };
+    // Last: a long first build (many objects from before the index) must not keep batches and events waiting.
+    if let Err(error) = project_index::build(objects, [files::PREFIX, batch_record::PREFIX]).await {
+        tracing::warn!(%error, "indexing the objects made before each project's list failed; trying again at the next upkeep");
+    }
     (batches, attempted)
 }
 
