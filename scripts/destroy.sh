@@ -322,14 +322,10 @@ stop_gpu_tiers() {
         aws_ application-autoscaling register-scalable-target --service-namespace ecs --scalable-dimension ecs:service:DesiredCount \
             --resource-id "service/$cluster/${service##*/}" --min-capacity 0 --max-capacity 0 >/dev/null 2>"$TMP/err" ||
             note "$(grep -v '^$' "$TMP/err" | tail -n 1) (scaling target of ${service##*/}: left as it is)"
-        if aws_ ecs update-service --cluster "$cluster" --service "$service" --desired-count 0 >/dev/null 2>"$TMP/err"; then
-            note "${service##*/}: 0 tasks"
-        else
-            grep -qE 'ServiceNotFoundException|ServiceNotActiveException|ClusterNotFoundException' "$TMP/err" ||
-                { cat "$TMP/err" >&2; die "cannot stop service ${service##*/}"; }
-        fi
     done
     while true; do
+        # Again at each look: the router still runs, and a request's wake on arrival sets a tier's count to 1.
+        zero_services "$cluster"
         left=$(aws_ ecs list-container-instances --cluster "$cluster" --query 'length(containerInstanceArns)' --output text 2>"$TMP/err") || {
             grep -q ClusterNotFoundException "$TMP/err" && return 0
             cat "$TMP/err" >&2
@@ -344,6 +340,18 @@ stop_gpu_tiers() {
         sleep "$POLL"
     done
     note "no GPU instance is left in cluster $cluster"
+}
+
+# Sets both GPU services of `cluster` to 0 tasks (UpdateService); a service already gone is no error.
+zero_services() {
+    local logical service
+    for logical in "${GPU_SERVICES[@]}"; do
+        service=${GPU[$logical]:-}
+        [[ -n $service ]] || continue
+        aws_ ecs update-service --cluster "$1" --service "$service" --desired-count 0 >/dev/null 2>"$TMP/err" && continue
+        grep -qE 'ServiceNotFoundException|ServiceNotActiveException|ClusterNotFoundException' "$TMP/err" ||
+            { cat "$TMP/err" >&2; die "cannot stop service ${service##*/}"; }
+    done
 }
 
 delete_stack() {

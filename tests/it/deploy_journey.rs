@@ -1012,7 +1012,7 @@ fn destroy_with_delete_data_deletes_every_version_a_thousand_at_a_time_and_sched
 /// performance log group ECS made for the cluster (which the stack does not own) goes too.
 #[test]
 fn destroy_stops_the_gpu_tiers_and_waits_for_their_instances_before_the_delete() {
-    let journey = Journey::new(json!({"scenario": {"gpu_instances": 2}}));
+    let journey = Journey::new(json!({"scenario": {"gpu_instances": 2, "wake_during_drain": 1}}));
     succeeded(&journey.deploy(&[]));
     let kept = journey.stack()["Resources"].clone();
     let cluster = kept["Cluster"]["id"].as_str().unwrap().to_owned();
@@ -1032,8 +1032,10 @@ fn destroy_stops_the_gpu_tiers_and_waits_for_their_instances_before_the_delete()
         assert_eq!(run.calls[stopped].opt("desired-count"), Some("0"));
         assert!(capped < stopped && stopped < delete, "{}", run.transcript());
     }
+    // The router's wake set a tier back to 1 during the wait: each look stops both services again.
     let listings = run.all("ecs", "list-container-instances");
-    assert_eq!(listings.len(), 2, "two instances leave, one a listing: {}", run.transcript());
+    assert_eq!(listings.len(), 2, "two instances leave, one a listing, the woken tier stopped again");
+    assert_eq!(run.all("ecs", "update-service").len(), 2 * listings.len(), "{}", run.transcript());
     let last_listing = run.calls.iter().rposition(|c| c.is("ecs", "list-container-instances")).unwrap();
     assert!(last_listing < delete);
     let group = format!("/aws/ecs/containerinsights/{cluster}/performance");
