@@ -289,8 +289,20 @@ tier_prices() {
 GPU_QUOTA_CODE=L-DB2E81BA GPU_QUOTA_NAME="Running On-Demand G and VT instances"
 SMALL_TASK_VCPUS=4 LARGE_TASK_VCPUS=192
 
+# Whether the tier whose most-tasks parameter is $1 runs: 0 (a --parameter, else the stack's) switches it off.
+tier_runs() {
+    local value=${STACK_PARAMS[$1]:-} parameter
+    for parameter in "${PARAMETERS[@]}"; do
+        [[ $parameter != "$1="* ]] || value=${parameter#*=}
+    done
+    [[ $value != 0 ]]
+}
+
 gpu_quota() {
-    local value wanted=$((SMALL_TASK_VCPUS + LARGE_TASK_VCPUS))
+    local value small=0 large=0
+    ! tier_runs MaxTaskCount || small=$SMALL_TASK_VCPUS
+    ! tier_runs LargeModelMaxTaskCount || large=$LARGE_TASK_VCPUS
+    local wanted=$((small + large)) least=$((small > 0 ? small : large))
     local ask="aws service-quotas request-service-quota-increase --service-code ec2 --quota-code $GPU_QUOTA_CODE --desired-value $wanted --region $REGION"
     if ! value=$(aws_ service-quotas get-service-quota --service-code ec2 --quota-code "$GPU_QUOTA_CODE" \
         --query 'Quota.Value' --output text 2>"$TMP/err"); then
@@ -299,7 +311,7 @@ gpu_quota() {
     fi
     value=${value%%.*}
     [[ $value =~ ^[0-9]+$ ]] || die "the GPU quota $GPU_QUOTA_CODE reads '$value', not a number of vCPUs" "Pass --skip-quota-check to go on."
-    if ((value < SMALL_TASK_VCPUS)); then
+    if ((value < least)); then
         die "the GPU quota \"$GPU_QUOTA_NAME\" ($GPU_QUOTA_CODE) is $value vCPUs in $REGION: no tier could start an instance" \
             "The small tier's g6e.xlarge needs $SMALL_TASK_VCPUS, the large tier's g6e.48xlarge $LARGE_TASK_VCPUS. Ask for $wanted:" \
             "$ask" "then run deploy again once it is granted (nothing was created)."
@@ -307,7 +319,7 @@ gpu_quota() {
         note "warning: the GPU quota \"$GPU_QUOTA_NAME\" ($GPU_QUOTA_CODE) is $value vCPUs in $REGION: the small tier runs," \
             "the large tier's g6e.48xlarge ($LARGE_TASK_VCPUS vCPUs) cannot start, and large requests wait (ask for $wanted: $ask)"
     else
-        note "GPU quota \"$GPU_QUOTA_NAME\": $value vCPUs in $REGION (one task of each tier takes $wanted)"
+        note "GPU quota \"$GPU_QUOTA_NAME\": $value vCPUs in $REGION (one task of each running tier takes $wanted)"
     fi
 }
 

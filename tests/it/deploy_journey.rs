@@ -610,6 +610,21 @@ fn the_gpu_quota_is_checked_before_anything_is_made() {
     let run = denied.deploy(&["--skip-quota-check"]);
     succeeded(&run);
     run.none("service-quotas", "get-service-quota");
+
+    // A tier switched off (most tasks 0) needs no quota: 64 vCPUs are enough with the large tier off, and too few
+    // with only the large tier on.
+    let small_on = Journey::new(json!({"quotas": {"L-DB2E81BA": 64}}));
+    let run = small_on.deploy(&["--parameter", "LargeModelMaxTaskCount=0"]);
+    succeeded(&run);
+    assert!(
+        !run.stdout.contains("warning: the GPU quota") && run.stdout.contains("each running tier takes 4"),
+        "{}",
+        run.stdout
+    );
+    let large_only = Journey::new(json!({"quotas": {"L-DB2E81BA": 64}}));
+    let run = large_only.deploy(&["--parameter", "MaxTaskCount=0"]);
+    assert_eq!(run.code, 1, "{}", run.transcript());
+    assert!(run.stderr.contains("is 64 vCPUs in us-west-2: no tier could start"), "{}", run.stderr);
 }
 
 /// Before anything is made, the deploy says what a tier costs while it runs: each tier's instance at its On-Demand
