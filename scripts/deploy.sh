@@ -19,7 +19,8 @@ usage() {
     cat <<'EOF'
 Usage: scripts/deploy.sh [--stack NAME] [--region REGION] [--profile PROFILE] [--model HF_ID]
                          [--large-model HF_ID] [--alarm-email ADDRESS] [--lambda-architecture x86_64|arm64]
-                         [--artifact-bucket BUCKET] [--parameter Key=Value]... [--skip-quota-check] [--help]
+                         [--artifact-bucket BUCKET] [--parameter Key=Value]... [--skip-quota-check]
+                         [--template-first] [--help]
 
 Deploys gpuinfer (template.yaml) to AWS, or updates it: run it again after a change and it ships the change.
 Needs the AWS CLI v2 with your usual credentials (environment keys, a profile, or SSO: `aws sso login`),
@@ -36,7 +37,9 @@ Steps (each waits for AWS and stops at the first failure with what failed and wh
                 tracked files (untracked files are not shipped: git add them) as container-source.zip.
   3 stack       creates the stack with RouterCodeBuilt=false ImagePushed=false (no functions, API routes or
                 GPU tasks yet: their code is not built), or updates it with this template while keeping the
-                code and image it runs, so build-project changes land before the builds.
+                code it runs. On an update the image (step 5) is built first, on the stack's build project,
+                so the GPU services roll once, onto template and image together (--template-first: the
+                template before both builds, for a release that changes the build project itself).
   4 Lambda zip  CodeBuild builds the router/scaler zip into the artifact bucket, on a host of the functions'
                 architecture; it deploys nothing, step 6 points the stack at its S3 object version. Skipped
                 when the stack already runs a zip built from the same source for the same architecture.
@@ -61,6 +64,8 @@ Flags:
   --artifact-bucket BUCKET     use this bucket of yours (versioning must be Enabled), or create it.
   --parameter Key=Value        any other template parameter (repeatable), e.g. --parameter MaxTaskCount=4.
   --skip-quota-check           do not read the GPU quota (no servicequotas:GetServiceQuota, or you know better).
+  --template-first             on an update, apply the template before building the image (the services may
+                               roll twice: new template on the old image, then the new image).
   --help                       this text.
 Environment: GPUINFER_DEPLOY_POLL_SECONDS (default 30) is how often a wait asks AWS again.
 Exit status: 0 deployed; 1 a step failed (the message says which and what to do); 2 a bad command line.
@@ -94,7 +99,7 @@ die() {
 # ------------------------------------------------------------------------------------------- command line
 
 STACK=gpuinfer REGION="" PROFILE="${AWS_PROFILE:-}" MODEL="" LARGE_MODEL="" ALARM_EMAIL="" LAMBDA_ARCH=""
-ARTIFACT_BUCKET="" QUOTA_CHECK=true
+ARTIFACT_BUCKET="" QUOTA_CHECK=true TEMPLATE_FIRST=false
 PARAMETERS=()
 
 parse_args() {
@@ -103,8 +108,8 @@ parse_args() {
         case ${flag%%=*} in
             --stack | --region | --profile | --model | --large-model | --alarm-email | --lambda-architecture | \
                 --artifact-bucket | --parameter | --help | -h) ;;
-            --skip-quota-check)
-                QUOTA_CHECK=false
+            --skip-quota-check | --template-first)
+                [[ $flag == --skip-quota-check ]] && QUOTA_CHECK=false || TEMPLATE_FIRST=true
                 shift
                 continue
                 ;;
@@ -529,7 +534,7 @@ prepare_stack() {
             deploy_stack create "${OVERRIDES[@]}" RouterCodeBuilt=false ImagePushed=false
             ;;
         *)
-            step "stack $STACK: updating it to this template, keeping the code and image it runs"
+            step "stack $STACK: updating it to this template${IMAGE_TAG:+ and image $IMAGE_TAG}, keeping the code it runs"
             base_overrides update
             deploy_stack update "${OVERRIDES[@]}" "${CURRENT_CODE[@]}"
             ;;
@@ -539,11 +544,13 @@ prepare_stack() {
 }
 
 # The code and image parameters the stack has now, passed back unchanged by the update that precedes the
-# builds. A stack made before RouterCodeBuilt existed always had its functions, from a zip uploaded then.
+# builds, but the image built before it (image_first). A stack made before RouterCodeBuilt existed always had its
+# functions, from a zip uploaded then.
 CURRENT_CODE=()
 current_code() {
     CURRENT_CODE=("RouterCodeBuilt=${STACK_PARAMS[RouterCodeBuilt]:-true}" "ImagePushed=${STACK_PARAMS[ImagePushed]:-false}")
-    [[ -z ${STACK_PARAMS[ImageTag]:-} ]] || CURRENT_CODE+=("ImageTag=${STACK_PARAMS[ImageTag]}")
+    local tag=${IMAGE_TAG:-${STACK_PARAMS[ImageTag]:-}}
+    [[ -z $tag ]] || CURRENT_CODE+=("ImageTag=$tag")
     CURRENT_CODE+=("RouterCodeVersion=${STACK_PARAMS[RouterCodeVersion]:-}")
 }
 
@@ -646,6 +653,19 @@ zip_built_for() {
         --query "TagSet[?Key=='gpuinfer:built-for'].Value" --output text 2>/dev/null || true
 }
 
+# On an update (the stack's build project exists), unless --template-first, builds the image before the stack's
+# update. An update that changes the task definitions rolls the GPU services, and so does a new image tag: in one
+# update they roll once; with the template first they roll twice, and a large-tier roll with MaximumPercent 200 can
+# hold a second g6e.48xlarge meanwhile.
+IMAGE_FIRST=false
+image_first() {
+    [[ $TEMPLATE_FIRST == false && $STACK_STATUS != NONE && $STACK_STATUS != REVIEW_IN_PROGRESS ]] || return 0
+    read_outputs
+    [[ -n ${OUTPUTS[BuildProjectName]:-} ]] || return 0
+    IMAGE_FIRST=true
+    image_build
+}
+
 IMAGE_TAG=""
 image_build() {
     local version repository project
@@ -702,8 +722,11 @@ run_build() {
         [[ -z $line ]] || failed+=("phase ${line//$'\t'/ · }")
     done < <(aws_ codebuild batch-get-builds --ids "$id" --output text \
         --query "builds[0].phases[?phaseStatus && phaseStatus!='SUCCEEDED'].[phaseType,phaseStatus,contexts[0].statusCode,contexts[0].message]")
+    local hint=()
+    [[ $label != image || $IMAGE_FIRST == false ]] ||
+        hint=("If it needs this template's build project (a change to BuildProject in template.yaml), run deploy again with --template-first.")
     die "the $label build ended $status" "${failed[@]}" "Build log: $link" \
-        "Nothing was switched on: the stack runs what it ran before. Fix the build, then run deploy again."
+        "Nothing was switched on: the stack runs what it ran before. Fix the build, then run deploy again." "${hint[@]}"
 }
 
 # ------------------------------------------------------------------------------------------- 6, 7
@@ -789,11 +812,12 @@ main() {
     TMP=$(mktemp -d)
     trap 'rm -rf "$TMP"' EXIT
     preflight
-    current_code
     artifacts
+    image_first
+    current_code
     prepare_stack
     router_build
-    image_build
+    [[ -n $IMAGE_TAG ]] || image_build
     switch_on
     print_result
 }

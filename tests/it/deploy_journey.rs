@@ -109,12 +109,12 @@ impl Run {
 
 /// A checkout of the files the scripts read, the stand-in's state and call log, and a bin folder that puts the
 /// real python3 first on PATH (a version manager's shim would cost a third of a second per call).
-struct Journey {
+pub(crate) struct Journey {
     dir: tempfile::TempDir,
 }
 
 impl Journey {
-    fn new(seed: Value) -> Self {
+    pub(crate) fn new(seed: Value) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let repo = dir.path().join("repo");
         for file in SOURCE_FILES {
@@ -140,15 +140,20 @@ impl Journey {
         journey
     }
 
-    fn repo(&self) -> PathBuf {
+    /// The folder holding the checkout (repo/), the stand-in's state and log, and bin/.
+    pub(crate) fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub(crate) fn repo(&self) -> PathBuf {
         self.dir.path().join("repo")
     }
 
-    fn state_path(&self) -> PathBuf {
+    pub(crate) fn state_path(&self) -> PathBuf {
         self.dir.path().join("state.json")
     }
 
-    fn log_path(&self) -> PathBuf {
+    pub(crate) fn log_path(&self) -> PathBuf {
         self.dir.path().join("calls.jsonl")
     }
 
@@ -232,7 +237,7 @@ impl Journey {
         self.run("deploy.sh", &all)
     }
 
-    fn state(&self) -> Value {
+    pub(crate) fn state(&self) -> Value {
         serde_json::from_slice(&std::fs::read(self.state_path()).unwrap()).unwrap()
     }
 
@@ -484,6 +489,52 @@ fn a_rerun_creates_nothing_and_builds_nothing_for_the_same_source_and_a_change_s
         third["Parameters"]["RouterCodeVersion"],
         journey.latest_version(BUCKET, "gpuinfer/bootstrap.zip").as_str()
     );
+}
+
+/// A release rolls the GPU services once: an update that changes a task definition starts a rolling deployment
+/// (ECS UpdateService: "a new deployment is triggered" by a new task definition), and so does a new image tag. On an
+/// update deploy.sh builds the image on the stack's build project first, then applies template and tag in one
+/// update; the switch after the zip build changes neither. A failed early build leaves the stack untouched and names
+/// --template-first (the old order: the template before the builds) for a release that changes the build project.
+#[test]
+fn a_release_rolls_the_gpu_services_once_onto_template_and_image_together() {
+    let journey = Journey::new(json!({}));
+    succeeded(&journey.deploy(&[]));
+    let release = |note: &str| {
+        let cargo = std::fs::read_to_string(journey.repo().join("Cargo.toml")).unwrap();
+        std::fs::write(journey.repo().join("Cargo.toml"), format!("{cargo}\n# {note}\n")).unwrap();
+        let stash = journey.git(&["stash", "create"]);
+        journey.image_tag(&journey.git(&["rev-parse", &format!("{stash}^{{tree}}")]))
+    };
+    let image_build = |c: &Call| c.opt("project-name") == Some("gpuinfer-build");
+
+    let tag = release("a release");
+    let run = journey.deploy(&[]);
+    succeeded(&run);
+    let built = run.index("the image build", image_build);
+    let update = run.index("the update", |c| c.is("cloudformation", "deploy"));
+    assert!(built < update, "the image is built before the update\n{}", run.transcript());
+    let deploys = run.all("cloudformation", "deploy");
+    assert_eq!(deploys[0].overrides().get("ImageTag"), Some(&tag.as_str()), "{}", deploys[0].line());
+    assert_eq!(deploys.last().unwrap().overrides().get("ImageTag"), Some(&tag.as_str()), "the switch rolls nothing");
+    assert_eq!(journey.stack()["Parameters"]["ImageTag"], tag.as_str());
+
+    let before = journey.stack()["Parameters"].clone();
+    let failing = release("a failing release");
+    journey.edit_state(|state| state["scenario"]["build_outcome"] = json!({"image": "FAILED"}));
+    let failed = journey.deploy(&[]);
+    assert_eq!(failed.code, 1, "{}", failed.transcript());
+    failed.none("cloudformation", "deploy");
+    assert!(failed.stderr.contains("--template-first"), "{}", failed.stderr);
+    assert_eq!(journey.stack()["Parameters"], before, "the stack is untouched");
+
+    journey.edit_state(|state| state["scenario"]["build_outcome"] = json!({}));
+    let run = journey.deploy(&["--template-first"]);
+    succeeded(&run);
+    let update = run.index("the update", |c| c.is("cloudformation", "deploy"));
+    assert!(update < run.index("the image build", image_build), "--template-first: the old order");
+    assert_eq!(run.all("cloudformation", "deploy")[0].overrides().get("ImageTag"), Some(&tag.as_str()));
+    assert_eq!(journey.stack()["Parameters"]["ImageTag"], failing.as_str());
 }
 
 /// A new --lambda-architecture on a live stack changes nothing the functions run until their zip for it is built:

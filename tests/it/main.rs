@@ -55,5 +55,6 @@ mod simulate;
 mod structured_output;
 mod template;
 mod uploads;
+mod walkthrough;
 mod webhooks;
 mod worker;

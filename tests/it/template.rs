@@ -494,6 +494,29 @@ fn scaling_alarms_follow_the_scaler_design() {
     assert_eq!(schedule, "rate(1 minute)");
 }
 
+/// Step scaling: "The adjustments can continue for additional alarm breaches until the alarm state returns to OK"
+/// (Application Auto Scaling User Guide, "How step scaling for Application Auto Scaling works"); the cooldown is all
+/// that spaces them. After a scale-in to zero the scale-in alarm stays in ALARM until the scaler's next datapoint
+/// (every 60 s) is evaluated (one 60 s period more); a wake on arrival in that time sets the tier to 1 task, and a
+/// cooldown shorter than those two periods lets the repeated scale-in take it back to 0 before the alarm returns to OK.
+#[test]
+fn a_scale_in_cooldown_outlasts_the_alarm_that_could_undo_a_wake() {
+    let t = template();
+    let period = t["Resources"]["SmallScaleInAlarm"]["Properties"]["Period"].as_u64().unwrap();
+    assert_eq!(t["Resources"]["LargeScaleInAlarm"]["Properties"]["Period"].as_u64(), Some(period));
+    for (policy, parameter) in [
+        ("SmallScaleInPolicy", "ScaleDownCooldownSeconds"),
+        ("LargeScaleInPolicy", "LargeModelScaleDownCooldownSeconds"),
+    ] {
+        let cooldown = &t["Resources"][policy]["Properties"]["StepScalingPolicyConfiguration"]["Cooldown"];
+        assert_eq!(cooldown, &json!({ "Ref": parameter }));
+        let least = t["Parameters"][parameter]["MinValue"].as_u64().unwrap_or(0);
+        assert!(least >= 2 * period, "{parameter}: MinValue {least} lets a repeated scale-in undo a wake");
+        let default = t["Parameters"][parameter]["Default"].as_u64().unwrap();
+        assert!(default >= least, "{parameter}: its default {default} is allowed");
+    }
+}
+
 /// A container's `Environment` (and `Secrets`) entry for `name`.
 fn container_variable<'a>(task: &'a Value, name: &str) -> &'a Value {
     let container = &task["Properties"]["ContainerDefinitions"][0];

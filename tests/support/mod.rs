@@ -15,6 +15,7 @@ pub mod process;
 pub mod receiver;
 pub mod rig;
 pub mod router;
+pub mod signed_api;
 pub mod strategies;
 
 use std::future::Future;
