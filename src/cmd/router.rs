@@ -177,7 +177,7 @@ impl ApiKeysArgs {
 pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     let wiring = &config.wiring;
     let lanes = |tier: Tier| {
-        wiring.lanes(config.queues.get(tier), tier, tier.default_visibility_timeout(), DEFAULT_MAX_RECEIVE_COUNT)
+        wiring.lanes(config.queues.get(tier), tier, tier.queue_visibility_timeout(), DEFAULT_MAX_RECEIVE_COUNT)
     };
     let state = Arc::new(AppState {
         queues: PerTier { small: lanes(Tier::Small).await?, large: lanes(Tier::Large).await? },

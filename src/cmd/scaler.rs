@@ -63,7 +63,7 @@ impl Config {
         let mut queues: Vec<(Tier, Lanes<Arc<dyn Queue>>)> = Vec::new();
         for &tier in &self.tiers {
             // The scaler only counts messages: visibility and receive counts never apply to it.
-            let lanes = self.wiring.lanes(self.queues.get(tier), tier, tier.default_visibility_timeout(), u32::MAX);
+            let lanes = self.wiring.lanes(self.queues.get(tier), tier, tier.queue_visibility_timeout(), u32::MAX);
             queues.push((tier, lanes.await?));
         }
         let on_sqs = self.tiers.iter().any(|&tier| !self.queues.get(tier).normal.is_embedded());

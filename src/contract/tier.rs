@@ -40,9 +40,9 @@ impl Tier {
         }
     }
 
-    /// How long a received message stays invisible unless configured: longer on the large tier, whose
-    /// generations are slower (the AWS sample's queues: 300 s and 600 s).
-    pub(crate) fn default_visibility_timeout(self) -> Duration {
+    /// The visibility timeout of the tier's queues (the AWS sample's, template.yaml's: 300 s and 600 s, longer on
+    /// the large tier, whose generations are slower). Workers ask for a shorter lease on each receive.
+    pub(crate) fn queue_visibility_timeout(self) -> Duration {
         Duration::from_secs(match self {
             Tier::Small => 300,
             Tier::Large => 600,

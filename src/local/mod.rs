@@ -121,7 +121,7 @@ impl LocalBackends {
     /// A tier's request queues for a test that sends to them or counts them but never receives.
     #[cfg(feature = "test-support")]
     pub fn lane_handles(&self, tier: Tier) -> Lanes<Arc<LocalQueue>> {
-        self.tier_lanes(tier, tier.default_visibility_timeout(), crate::ports::DEFAULT_MAX_RECEIVE_COUNT)
+        self.tier_lanes(tier, tier.queue_visibility_timeout(), crate::ports::DEFAULT_MAX_RECEIVE_COUNT)
     }
 
     /// The dead-letter queue, for a test to inspect.

@@ -18,6 +18,7 @@ use crate::worker::config::WorkerConfig;
 use crate::worker::endings::Endings;
 use crate::worker::engine_watch::EngineWatch;
 use crate::worker::limit_loop::InFlightLimit;
+use crate::worker::pace::GenerationPace;
 use crate::worker::slots::Slots;
 
 /// How one message ended, for logs and tests.
@@ -55,8 +56,11 @@ pub struct Worker<Q: ?Sized, S: ?Sized, E: ?Sized> {
     pub(super) limit: InFlightLimit,
     /// The store's cancel mark, read once for every running request.
     pub(super) cancels: CancelWatch,
-    /// Cancelled when shutdown is requested: a result the store refuses is then handed back, not held.
+    /// Cancelled when the worker drains, receiving stopped (on shutdown, or engine loss): a result the store refuses
+    /// is then handed back, not held, and a request that cannot end within the drain hands its message back.
     pub(super) draining: CancellationToken,
+    /// The engine's pace, by which a stopping worker judges which requests can end within its drain.
+    pub(super) pace: GenerationPace,
 }
 
 impl<Q, S, E> Worker<Q, S, E>
@@ -81,6 +85,7 @@ where
             engine_watch: EngineWatch::new(),
             cancels: CancelWatch::new(),
             draining: CancellationToken::new(),
+            pace: GenerationPace::default(),
         }
     }
 

@@ -11,6 +11,10 @@ use crate::ports::{DEFAULT_CLUSTER_NAME, DEFAULT_MAX_RECEIVE_COUNT, DEFAULT_SERV
 pub(crate) const DEFAULT_CONCURRENCY: u32 = 2048;
 /// Long-poll wait of one receive unless configured: SQS's most.
 pub(crate) const DEFAULT_WAIT_TIME_SECONDS: u64 = crate::ports::MAX_RECEIVE_WAIT.as_secs();
+/// How long a received message stays hidden unless configured, renewed every third of it while its request runs:
+/// work held by a worker that dies without a word (an instance reclaimed, kill -9) runs again this soon, not after
+/// the queue's own visibility timeout (300 s, 600 s).
+pub(crate) const DEFAULT_LEASE_SECONDS: u64 = 30;
 /// First retry delay after a transient failure unless configured.
 pub(crate) const DEFAULT_RETRY_BASE_SECONDS: f64 = 2.0;
 /// How long the engine may fail its health probes unless configured.
@@ -51,7 +55,7 @@ pub struct WorkerConfig {
 /// A received message's life on the queue: how long it stays hidden, its attempts, the back-off between them.
 #[derive(Debug, Clone, Copy)]
 pub struct LeaseSettings {
-    /// Visibility the heartbeat keeps renewing while a request runs (renewed every third of it).
+    /// Visibility asked on each receive and renewed by the heartbeat, every third of it, while a request runs.
     pub visibility_timeout: Duration,
     /// The queue's maxReceiveCount: the attempt with this receive count is the last.
     pub max_receive_count: u32,
@@ -75,7 +79,7 @@ impl WorkerConfig {
             concurrency: DEFAULT_CONCURRENCY as usize,
             adaptive: true,
             wait_time: Duration::from_secs(DEFAULT_WAIT_TIME_SECONDS),
-            lease: LeaseSettings::of_tier(tier),
+            lease: LeaseSettings::default(),
             health: HealthSettings::default(),
             cancel_poll: Duration::from_secs_f64(DEFAULT_CANCEL_POLL_SECONDS),
             drain_timeout: Duration::from_secs(DEFAULT_DRAIN_TIMEOUT_SECONDS),
@@ -85,16 +89,18 @@ impl WorkerConfig {
     }
 }
 
-impl LeaseSettings {
-    /// The defaults: the tier's visibility timeout, the queue's receive count, the back-off base.
-    pub fn of_tier(tier: Tier) -> Self {
+impl Default for LeaseSettings {
+    /// The short lease, the queue's receive count, the back-off base.
+    fn default() -> Self {
         LeaseSettings {
-            visibility_timeout: tier.default_visibility_timeout(),
+            visibility_timeout: Duration::from_secs(DEFAULT_LEASE_SECONDS),
             max_receive_count: DEFAULT_MAX_RECEIVE_COUNT,
             retry_base: Duration::from_secs_f64(DEFAULT_RETRY_BASE_SECONDS),
         }
     }
+}
 
+impl LeaseSettings {
     /// Delay before a message that failed on attempt `receive_count` is seen again.
     pub fn retry_delay(&self, receive_count: u32) -> Duration {
         let exponent = receive_count.saturating_sub(1).min(16);

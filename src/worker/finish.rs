@@ -57,11 +57,11 @@ where
     }
 
     /// Writes the document, first writer wins. A store that refuses is retried with back-off, keeping the
-    /// generation, until the visibility timeout is spent or the worker drains: a store outage then costs no
-    /// receive (and no attempt toward the dead-letter queue) per retry.
+    /// generation and the lease, for the tier queue's visibility timeout (300 s, 600 s) or until the worker drains:
+    /// a store outage then costs no receive (and no attempt toward the dead-letter queue) per retry.
     async fn store_result(&self, id: RequestId, body: &[u8]) -> Result<PutOutcome, StoreError> {
         let tier = self.worker.config.tier;
-        let give_up = Instant::now() + self.worker.config.lease.visibility_timeout;
+        let give_up = Instant::now() + tier.queue_visibility_timeout();
         let mut attempt = 0;
         loop {
             attempt += 1;

@@ -14,6 +14,7 @@ mod finish;
 pub mod lanes;
 mod lease;
 mod limit_loop;
+mod pace;
 pub mod preemption;
 mod receive_loop;
 mod request_run;
@@ -25,7 +26,7 @@ pub mod slots;
 pub use assembly::{Stopped, Worker};
 pub(crate) use config::{
     DEFAULT_CANCEL_POLL_SECONDS, DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT_SECONDS,
-    DEFAULT_ENGINE_LOSS_WINDOW_SECONDS, DEFAULT_RETRY_BASE_SECONDS, DEFAULT_TASK_ARN, DEFAULT_WAIT_TIME_SECONDS,
-    HEALTH_INTERVAL,
+    DEFAULT_ENGINE_LOSS_WINDOW_SECONDS, DEFAULT_LEASE_SECONDS, DEFAULT_RETRY_BASE_SECONDS, DEFAULT_TASK_ARN,
+    DEFAULT_WAIT_TIME_SECONDS, HEALTH_INTERVAL,
 };
 pub use config::{HealthSettings, LeaseSettings, WorkerConfig};

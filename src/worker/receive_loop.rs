@@ -109,6 +109,7 @@ where
         let worker = Arc::clone(&self.worker);
         let (tier, hand_back) = (worker.config.tier, worker.engine_watch.hand_back());
         let unfinished = self.runs.len();
+        worker.draining.cancel();
         if worker.engine_watch.is_lost() {
             tracing::warn!(%tier, in_flight = unfinished, "worker stopped receiving: releasing unfinished requests");
         } else {

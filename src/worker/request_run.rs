@@ -55,7 +55,7 @@ where
                         preemptible = may_give_up.then(|| worker.limit.preemption().register());
                         slot
                     }
-                    None => return self.release().await,
+                    None => return self.release(self.hand_back_reason()).await,
                 },
             };
             match self.run_request(&request, slot, preemptible.take(), &mut cancels).await {
@@ -177,16 +177,17 @@ where
             return Ok(self.finish(request, document).await);
         }
         let engine_started = Instant::now();
-        let inference = self.infer(request, preemptible, cancels).await;
+        let inference = self.infer(request, engine_started, preemptible, cancels).await;
         let _storing = Gauged::enter(&worker.limit.storing);
         drop(slot);
         let outcome = match inference {
             Inference::Done(outcome) => {
                 if let Ok(completion) = &outcome {
                     worker.engine_watch.generation_done();
-                    worker
-                        .limit
-                        .observe_latency(engine_started.elapsed(), completion.generation.usage.completion_tokens);
+                    let (engine_time, tokens) =
+                        (engine_started.elapsed(), completion.generation.usage.completion_tokens);
+                    worker.limit.observe_latency(engine_time, tokens);
+                    worker.pace.observe(engine_time, tokens);
                 }
                 outcome
             }
@@ -201,7 +202,8 @@ where
                 self.held.delete().await;
                 return Ok(Disposition::Aborted);
             }
-            Inference::HandBack => return Ok(self.release().await),
+            Inference::HandBack => return Ok(self.release(self.hand_back_reason()).await),
+            Inference::OutlastsDrain => return Ok(self.release("its token budget outlasts the drain").await),
             Inference::GaveUpSlot(why) => {
                 tracing::info!(request_id = %id, %tier, ?why, "gave its slot up: runs again in the next free slot");
                 return Err(why);
@@ -234,6 +236,7 @@ where
     async fn infer(
         &self,
         request: &InferenceRequest,
+        started: Instant,
         mut preemptible: Option<Preemptible>,
         cancels: &mut watch::Receiver<u64>,
     ) -> Inference {
@@ -253,9 +256,24 @@ where
         tokio::select! {
             biased;
             () = hand_back.cancelled() => Inference::HandBack,
+            () = self.outlasts_the_drain(request, started) => Inference::OutlastsDrain,
             () = self.document_stored(request.request_id, cancels) => Inference::Superseded,
             outcome = self.held.heartbeat(attempts) => Inference::Done(outcome),
             why = asked_for_slot(preemptible.as_mut()) => Inference::GaveUpSlot(why),
+        }
+    }
+
+    /// Resolves when the worker starts draining (a stop, or a Spot instance's notice) and this request's token budget,
+    /// at the engine's pace, would end after the drain does: it is then handed back at once, its engine call
+    /// aborted, for a task that will still be there. Pending otherwise: it runs on, and the drain's timeout hands it
+    /// back if the pace was wrong.
+    async fn outlasts_the_drain(&self, request: &InferenceRequest, started: Instant) {
+        let worker = &self.worker;
+        worker.draining.cancelled().await;
+        let drain_ends = Instant::now() + worker.config.drain_timeout;
+        match worker.pace.time_for(request.sampling.max_tokens) {
+            Some(budget) if started + budget > drain_ends => {}
+            _ => std::future::pending().await,
         }
     }
 
@@ -279,9 +297,13 @@ where
         Disposition::RetryLater
     }
 
+    /// Why every request in flight hands its message back: the engine was lost, or the drain ran out.
+    fn hand_back_reason(&self) -> &'static str {
+        if self.worker.engine_watch.is_lost() { "engine lost" } else { "drain timeout" }
+    }
+
     /// Gives the message back at once, for another task (or this one's successor) to run.
-    async fn release(&self) -> Disposition {
-        let reason = if self.worker.engine_watch.is_lost() { "engine lost" } else { "drain timeout" };
+    async fn release(&self, reason: &str) -> Disposition {
         tracing::warn!(tier = %self.worker.config.tier, reason, "message handed back for another task");
         self.held.give_back(Duration::ZERO).await;
         Disposition::Released
@@ -295,6 +317,8 @@ enum Inference {
     Superseded,
     /// The engine was lost or the drain timed out: hand the message back.
     HandBack,
+    /// The worker is draining and the request's budget would end after the drain: hand the message back now.
+    OutlastsDrain,
     /// The request gave its slot up (see `preemption`): it runs again in the next free slot.
     GaveUpSlot(GiveUp),
 }

@@ -22,7 +22,7 @@ where
     /// Runs until `shutdown` (then stops receiving and finishes the requests in flight, handing back what is
     /// unfinished after the drain timeout) or until the engine is lost (then stops receiving and releases every
     /// message it holds).
-    pub async fn run(mut self, shutdown: CancellationToken) -> Stopped {
+    pub async fn run(self, shutdown: CancellationToken) -> Stopped {
         let config = &self.config;
         let tier = config.tier;
         let answered = tokio::select! {
@@ -41,7 +41,6 @@ where
         }
         let ceiling = config.concurrency;
         tracing::info!(%tier, in_flight_limit = self.limit.slots().limit(), ceiling, "worker polling");
-        self.draining = shutdown.clone();
         // Read before anything is received: a cancel after this is a change of the mark.
         let mark = self.store.cancel_mark().await.unwrap_or_else(|error| {
             tracing::warn!(%tier, %error, "cannot read the cancel mark; the next poll reads it again");

@@ -11,3 +11,5 @@ mod r2_engine_faults;
 mod r3_store_faults;
 mod r4_drain;
 mod r5_dev_restart;
+mod r6_lost_worker;
+mod r7_notice;

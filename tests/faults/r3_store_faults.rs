@@ -49,7 +49,7 @@ async fn r3_a_result_store_refusing_for_a_window_delays_requests_on_the_embedded
         lease: LeaseSettings {
             visibility_timeout: Duration::from_secs(3),
             retry_base: Duration::from_millis(200),
-            ..LeaseSettings::of_tier(Tier::Small)
+            ..LeaseSettings::default()
         },
         health: HealthSettings { interval: Duration::from_millis(200), ..HealthSettings::default() },
         ..WorkerConfig::new(Tier::Small)
@@ -94,11 +94,9 @@ async fn r3_a_result_store_refusing_for_a_window_delays_requests_on_the_embedded
     assert_eq!(results.overwritten(), 0);
     assert!(backends.dead_letter_queue().peek_all().unwrap().is_empty(), "an outage dead-letters nothing");
     let returned = returned_to_the_queue(&documents);
-    assert!(
-        store.refused() > 0 && returned > 0,
-        "the outage was felt: {} refusals, {returned} returned",
-        store.refused()
-    );
+    // Refused writes retry on the same lease for the queue's visibility timeout (300 s): a 4 s outage returns none.
+    assert!(store.refused() > 0, "the outage was felt");
+    assert_eq!(returned, 0, "ridden out on the lease: {} refusals", store.refused());
     let duplicates = engine.calls() - REQUESTS as u64;
     shutdown.cancel();
     assert_eq!(worker.await.unwrap(), Stopped::Drained);

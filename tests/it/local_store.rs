@@ -4,7 +4,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gpuinfer::contract::request_id::RequestId;
-use gpuinfer::contract::tier::Tier;
 use gpuinfer::local::store::FileStore;
 use gpuinfer::ports::{PutOutcome, ResultStore};
 use gpuinfer::worker::LeaseSettings;
@@ -45,7 +44,7 @@ fn retry_delays_double_and_stop_at_the_visibility_timeout() {
     let lease = LeaseSettings {
         retry_base: Duration::from_secs(2),
         visibility_timeout: Duration::from_secs(20),
-        ..LeaseSettings::of_tier(Tier::Small)
+        ..LeaseSettings::default()
     };
     let delays: Vec<u64> = (1..=6).map(|attempt| lease.retry_delay(attempt).as_secs()).collect();
     assert_eq!(delays, [2, 4, 8, 16, 20, 20]);

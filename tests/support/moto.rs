@@ -224,7 +224,7 @@ pub fn worker_config() -> WorkerConfig {
         lease: LeaseSettings {
             visibility_timeout: Duration::from_secs(30),
             retry_base: Duration::ZERO,
-            ..LeaseSettings::of_tier(Tier::Small)
+            ..LeaseSettings::default()
         },
         health: HealthSettings { interval: Duration::from_millis(50), ..HealthSettings::default() },
         ..WorkerConfig::new(Tier::Small)

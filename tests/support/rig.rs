@@ -44,7 +44,7 @@ pub fn config() -> WorkerConfig {
         lease: LeaseSettings {
             visibility_timeout: Duration::from_secs(30),
             retry_base: Duration::from_millis(50),
-            ..LeaseSettings::of_tier(Tier::Small)
+            ..LeaseSettings::default()
         },
         health: HealthSettings { interval: Duration::from_millis(50), ..HealthSettings::default() },
         cancel_poll: Duration::from_millis(100),

@@ -12,8 +12,8 @@ use crate::engine::client::{DEFAULT_REQUEST_TIMEOUT_SECONDS, EngineConfig};
 use crate::ports::DEFAULT_MAX_RECEIVE_COUNT;
 use crate::worker::{
     DEFAULT_CANCEL_POLL_SECONDS, DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT_SECONDS,
-    DEFAULT_ENGINE_LOSS_WINDOW_SECONDS, DEFAULT_RETRY_BASE_SECONDS, DEFAULT_TASK_ARN, DEFAULT_WAIT_TIME_SECONDS,
-    HEALTH_INTERVAL, HealthSettings, LeaseSettings, WorkerConfig,
+    DEFAULT_ENGINE_LOSS_WINDOW_SECONDS, DEFAULT_LEASE_SECONDS, DEFAULT_RETRY_BASE_SECONDS, DEFAULT_TASK_ARN,
+    DEFAULT_WAIT_TIME_SECONDS, HEALTH_INTERVAL, HealthSettings, LeaseSettings, WorkerConfig,
 };
 
 use crate::cmd::args::scaling::ServiceArgs;
@@ -73,13 +73,11 @@ pub(crate) struct TuningArgs {
 /// How long a received message stays hidden, how often it is tried, the back-off between tries.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct LeaseArgs {
-    #[arg(long, env = "VISIBILITY_TIMEOUT", help = format!(
-        "Seconds a received message stays invisible (asked on every receive, whatever the queue's own visibility \
-         timeout), renewed while it runs [default: {} small, {} large]",
-        Tier::Small.default_visibility_timeout().as_secs(),
-        Tier::Large.default_visibility_timeout().as_secs(),
-    ))]
-    pub visibility_timeout: Option<u64>,
+    /// Seconds a received message stays invisible (asked on every receive, whatever the queue's own visibility
+    /// timeout), renewed every third of it while its request runs: a worker that dies without a word holds its
+    /// messages this long at most.
+    #[arg(long, env = "VISIBILITY_TIMEOUT", default_value_t = DEFAULT_LEASE_SECONDS, value_parser = clap::value_parser!(u64).range(3..=43_200))]
+    pub visibility_timeout: u64,
     /// The queue's maxReceiveCount: the last attempt writes an error result instead of retrying.
     #[arg(long, env = "MAX_RECEIVE_COUNT", default_value_t = DEFAULT_MAX_RECEIVE_COUNT, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_receive_count: u32,
@@ -89,11 +87,9 @@ pub(crate) struct LeaseArgs {
 }
 
 impl LeaseArgs {
-    fn settings(&self, tier: Tier) -> LeaseSettings {
+    fn settings(&self) -> LeaseSettings {
         LeaseSettings {
-            visibility_timeout: self
-                .visibility_timeout
-                .map_or(tier.default_visibility_timeout(), |seconds| Duration::from_secs(seconds.max(3))),
+            visibility_timeout: Duration::from_secs(self.visibility_timeout),
             max_receive_count: self.max_receive_count,
             retry_base: Duration::from_secs_f64(self.retry_base_seconds),
         }
@@ -139,7 +135,7 @@ impl TuningArgs {
             concurrency: self.concurrency as usize,
             adaptive: !self.fixed_concurrency,
             wait_time: Duration::from_secs(self.wait_time_seconds),
-            lease: self.lease.settings(tier),
+            lease: self.lease.settings(),
             health: HealthSettings {
                 interval: HEALTH_INTERVAL,
                 loss_window: Duration::from_secs(self.engine_loss_window_seconds),
