@@ -132,4 +132,6 @@ cargo bench --locked --bench batch_api -- --write BENCHMARKS.md
 "$BENCH_PYTHON" scripts/bench/aws_calls.py --gpuinfer "$target_dir/release/gpuinfer" \
     --simulator "$target_dir/release/engine-simulator" --build "release build (\`cargo bench\`'s)" \
     --moto-port "$AWS_CALLS_MOTO_PORT" --port-base "$((AWS_CALLS_MOTO_PORT + 1))" --write BENCHMARKS.md
+# Spot, modelled: simulate's Spot table on its default trace, its assumptions stated with it.
+"$BENCH_PYTHON" scripts/bench/spot_model.py --gpuinfer "$target_dir/release/gpuinfer" --write BENCHMARKS.md
 responses_layer

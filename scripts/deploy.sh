@@ -19,7 +19,8 @@ usage() {
     cat <<'EOF'
 Usage: scripts/deploy.sh [--stack NAME] [--region REGION] [--profile PROFILE] [--model HF_ID]
                          [--large-model HF_ID] [--alarm-email ADDRESS] [--lambda-architecture x86_64|arm64]
-                         [--artifact-bucket BUCKET] [--parameter Key=Value]... [--skip-quota-check]
+                         [--artifact-bucket BUCKET] [--capacity TIER=CHOICE]... [--parameter Key=Value]...
+                         [--skip-quota-check]
                          [--template-first] [--help]
 
 Deploys gpuinfer (template.yaml) to AWS, or updates it: run it again after a change and it ships the change.
@@ -62,6 +63,8 @@ Flags:
   --lambda-architecture ARCH   x86_64 or arm64 for the router and scaler (on create: x86_64; on update: kept);
                                a change reaches the functions with their new zip, at step 6.
   --artifact-bucket BUCKET     use this bucket of yours (versioning must be Enabled), or create it.
+  --capacity TIER=CHOICE       a tier's instances (repeatable): on-demand (on create: both), spot, or
+                               spot-with-fallback (On-Demand while Spot has none); e.g. --capacity small=spot.
   --parameter Key=Value        any other template parameter (repeatable), e.g. --parameter MaxTaskCount=4.
   --skip-quota-check           do not read the GPU quota (no servicequotas:GetServiceQuota, or you know better).
   --template-first             on an update, apply the template before building the image (the services may
@@ -107,7 +110,7 @@ parse_args() {
         local flag=$1 value
         case ${flag%%=*} in
             --stack | --region | --profile | --model | --large-model | --alarm-email | --lambda-architecture | \
-                --artifact-bucket | --parameter | --help | -h) ;;
+                --artifact-bucket | --parameter | --capacity | --help | -h) ;;
             --skip-quota-check | --template-first)
                 [[ $flag == --skip-quota-check ]] && QUOTA_CHECK=false || TEMPLATE_FIRST=true
                 shift
@@ -136,6 +139,12 @@ parse_args() {
             --lambda-architecture) LAMBDA_ARCH=$value ;;
             --artifact-bucket) ARTIFACT_BUCKET=$value ;;
             --parameter) PARAMETERS+=("$value") ;;
+            --capacity)
+                [[ $value =~ ^(small|large)=(on-demand|spot|spot-with-fallback)$ ]] ||
+                    refuse "--capacity '$value': TIER=CHOICE, TIER small or large, CHOICE on-demand, spot or spot-with-fallback"
+                local tier=${value%%=*}
+                PARAMETERS+=("${tier^}Capacity=${value#*=}")
+                ;;
         esac
     done
     # CloudFormation stack names: a letter, then letters, digits and hyphens, 128 at most.
@@ -291,40 +300,68 @@ tier_prices() {
 
 # The EC2 quota the tiers' instances count against (Service Quotas, service ec2): vCPUs of running On-Demand G
 # instances, 0 in many new accounts, where a request would then wait in silence for an instance never started.
+# Spot instances count against a quota of their own (Service Quotas: "All G and VT Spot Instance Requests").
 GPU_QUOTA_CODE=L-DB2E81BA GPU_QUOTA_NAME="Running On-Demand G and VT instances"
+SPOT_QUOTA_CODE=L-3819A6DF SPOT_QUOTA_NAME="All G and VT Spot Instance Requests"
 SMALL_TASK_VCPUS=4 LARGE_TASK_VCPUS=192
 
-# Whether the tier whose most-tasks parameter is $1 runs: 0 (a --parameter, else the stack's) switches it off.
-tier_runs() {
-    local value=${STACK_PARAMS[$1]:-} parameter
+# Parameter $1 as the deploy sets it: a --parameter (or --capacity), else the stack's, else $2.
+planned() {
+    local value=${STACK_PARAMS[$1]:-$2} parameter
     for parameter in "${PARAMETERS[@]}"; do
         [[ $parameter != "$1="* ]] || value=${parameter#*=}
     done
-    [[ $value != 0 ]]
+    printf '%s' "$value"
 }
 
+# Whether the tier whose most-tasks parameter is $1 runs: 0 switches it off.
+tier_runs() {
+    [[ $(planned "$1" 10) != 0 ]]
+}
+
+# Each running tier's vCPUs against the quota its capacity draws on: On-Demand, Spot, or both for spot-with-fallback
+# (its On-Demand tasks only while Spot has none: a shortfall there is a warning).
 gpu_quota() {
-    local value small=0 large=0
+    local small=0 large=0 on_demand=(0 0) spot=(0 0) fallback_only=true
     ! tier_runs MaxTaskCount || small=$SMALL_TASK_VCPUS
     ! tier_runs LargeModelMaxTaskCount || large=$LARGE_TASK_VCPUS
+    local i=0 vcpus capacity
+    for vcpus in "$small" "$large"; do
+        capacity=$(planned "$([[ $i == 0 ]] && echo SmallCapacity || echo LargeCapacity)" on-demand)
+        [[ $capacity == spot ]] || on_demand[i]=$vcpus
+        [[ $capacity == on-demand ]] || spot[i]=$vcpus
+        [[ $capacity != on-demand || $vcpus == 0 ]] || fallback_only=false
+        i=$((i + 1))
+    done
+    ((on_demand[0] + on_demand[1] == 0)) || quota_covers "$GPU_QUOTA_CODE" "$GPU_QUOTA_NAME" "${on_demand[@]}" $fallback_only
+    ((spot[0] + spot[1] == 0)) || quota_covers "$SPOT_QUOTA_CODE" "$SPOT_QUOTA_NAME" "${spot[@]}" false
+}
+
+# Quota $1 ($2) against the small ($3) and large ($4) tiers' vCPUs: refused below the least of them (only warned
+# when $5 is true: the tiers need it only to fall back), warned below both.
+quota_covers() {
+    local code=$1 name=$2 small=$3 large=$4 soft=$5 value
     local wanted=$((small + large)) least=$((small > 0 ? small : large))
-    local ask="aws service-quotas request-service-quota-increase --service-code ec2 --quota-code $GPU_QUOTA_CODE --desired-value $wanted --region $REGION"
-    if ! value=$(aws_ service-quotas get-service-quota --service-code ec2 --quota-code "$GPU_QUOTA_CODE" \
+    local ask="aws service-quotas request-service-quota-increase --service-code ec2 --quota-code $code --desired-value $wanted --region $REGION"
+    if ! value=$(aws_ service-quotas get-service-quota --service-code ec2 --quota-code "$code" \
         --query 'Quota.Value' --output text 2>"$TMP/err"); then
-        die "cannot read the GPU quota \"$GPU_QUOTA_NAME\" ($GPU_QUOTA_CODE): $(grep -v '^$' "$TMP/err" | tail -n 1)" \
+        die "cannot read the GPU quota \"$name\" ($code): $(grep -v '^$' "$TMP/err" | tail -n 1)" \
             "Allow servicequotas:GetServiceQuota, or check it in the Service Quotas console and pass --skip-quota-check."
     fi
     value=${value%%.*}
-    [[ $value =~ ^[0-9]+$ ]] || die "the GPU quota $GPU_QUOTA_CODE reads '$value', not a number of vCPUs" "Pass --skip-quota-check to go on."
-    if ((value < least)); then
-        die "the GPU quota \"$GPU_QUOTA_NAME\" ($GPU_QUOTA_CODE) is $value vCPUs in $REGION: no tier could start an instance" \
+    [[ $value =~ ^[0-9]+$ ]] || die "the GPU quota $code reads '$value', not a number of vCPUs" "Pass --skip-quota-check to go on."
+    if ((value < least)) && [[ $soft == false ]]; then
+        die "the GPU quota \"$name\" ($code) is $value vCPUs in $REGION: a tier on it could not start an instance" \
             "The small tier's g6e.xlarge needs $SMALL_TASK_VCPUS, the large tier's g6e.48xlarge $LARGE_TASK_VCPUS. Ask for $wanted:" \
             "$ask" "then run deploy again once it is granted (nothing was created)."
+    elif ((value < least)); then
+        note "warning: the GPU quota \"$name\" ($code) is $value vCPUs in $REGION: no On-Demand fallback can start while" \
+            "Spot has no instance (ask for $wanted: $ask)"
     elif ((value < wanted)); then
-        note "warning: the GPU quota \"$GPU_QUOTA_NAME\" ($GPU_QUOTA_CODE) is $value vCPUs in $REGION: the small tier runs," \
+        note "warning: the GPU quota \"$name\" ($code) is $value vCPUs in $REGION: the small tier runs," \
             "the large tier's g6e.48xlarge ($LARGE_TASK_VCPUS vCPUs) cannot start, and large requests wait (ask for $wanted: $ask)"
     else
-        note "GPU quota \"$GPU_QUOTA_NAME\": $value vCPUs in $REGION (one task of each running tier takes $wanted)"
+        note "GPU quota \"$name\": $value vCPUs in $REGION (one task of each tier on it takes $wanted)"
     fi
 }
 

@@ -12,7 +12,7 @@ mod stores;
 
 pub use classifier::{Classifier, ClassifyError};
 pub use engine::{Completion, Engine, EngineError};
-pub use fleet::{ArrivalWake, FirstTask, GpuUtilization, Service, ServiceTasks, TaskCounts};
+pub use fleet::{ArrivalWake, CapacityControl, FirstTask, GpuUtilization, Service, ServiceTasks, TaskAges, TaskCounts};
 pub(crate) use fleet::{DEFAULT_CLUSTER_NAME, DEFAULT_SERVICE_NAME, START_FAILURES_TO_STOP};
 pub use key_store::KeyStore;
 pub use port_error::{

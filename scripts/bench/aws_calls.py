@@ -42,7 +42,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import textwrap
 import threading
 import time
 import urllib.error
@@ -53,6 +52,8 @@ from pathlib import Path
 
 import boto3
 from botocore.exceptions import ClientError
+
+from sections import paragraph, with_section
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADING = "## AWS calls and price per request"
@@ -572,26 +573,6 @@ def section_text(first, table):
 {table}"""
 
 
-def paragraph(text):
-    """`text` in lines of at most 120 characters."""
-    return textwrap.fill(text, 120, break_on_hyphens=False, break_long_words=False)
-
-
-def with_section(document, section):
-    """`document` with the generated part of this section (heading to the end of its first table) replaced, or the
-    section added at the end."""
-    start = document.find(HEADING)
-    if start < 0:
-        return document.rstrip() + "\n\n" + section
-    offset, in_table = start, False
-    for line in document[start:].splitlines(keepends=True):
-        if in_table and not line.startswith("|"):
-            break
-        in_table |= line.startswith("|")
-        offset += len(line)
-    return document[:start] + section.rstrip() + "\n" + document[offset:]
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gpuinfer", default=str(ROOT / "target/debug/gpuinfer"))
@@ -610,7 +591,7 @@ def main():
     print(section)
     if args.write:
         document = args.write.read_text() if args.write.exists() else ""
-        args.write.write_text(with_section(document, section))
+        args.write.write_text(with_section(document, HEADING, section))
         log(f"wrote the section \"{HEADING}\" of {args.write}")
     return 0
 

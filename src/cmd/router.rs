@@ -206,7 +206,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         .map_err(|e| anyhow::anyhow!("Lambda runtime failed: {e}"));
     }
     let upkeep = tokio::spawn(upkeep::run_periodically(Arc::clone(&state), upkeep::SERVER_PERIOD, shutdown.clone()));
-    let served = serve(config.http.listen, state, config.http.limits, shutdown).await;
+    let served = serve(config.http.listen, app(state), config.http.limits, shutdown).await;
     let _ = upkeep.await;
     served
 }
@@ -289,7 +289,7 @@ async fn openai_settings(config: &Config, wiring: &Wiring) -> Settings {
 /// Serves the API on `listen` until `shutdown`, within `limits` (see `http_server::serve`).
 pub(crate) async fn serve(
     listen: SocketAddr,
-    state: Arc<AppState>,
+    app: axum::Router,
     limits: HttpLimits,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
@@ -297,6 +297,6 @@ pub(crate) async fn serve(
         .await
         .with_context(|| format!("cannot listen on {listen} (in use? choose another with --listen)"))?;
     tracing::info!(address = %listen, "router listening");
-    server::serve(listener, app(state), limits, shutdown).await;
+    server::serve(listener, app, limits, shutdown).await;
     Ok(())
 }

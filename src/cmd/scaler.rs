@@ -15,7 +15,7 @@ use crate::contract::tier::{Lanes, PerTier, Tier};
 use crate::infra::metrics::Emf;
 use crate::infra::runtime::running_on_lambda;
 use crate::local::fleet::FixedFleet;
-use crate::ports::{GpuUtilization, Queue, ServiceTasks};
+use crate::ports::Queue;
 use crate::scaler::{Scaler, TierReport};
 
 #[derive(Debug, clap::Args)]
@@ -57,8 +57,8 @@ impl Args {
 }
 
 impl Config {
-    /// On SQS: ECS task counts and the workers' saturation (else Container Insights GPU); else the embedded queues
-    /// and a fixed fleet.
+    /// On SQS: ECS task counts (and the Spot fallback's control) and the workers' saturation (else Container Insights
+    /// GPU); else the embedded queues and a fixed fleet.
     async fn scaler(&self) -> anyhow::Result<Scaler> {
         let mut queues: Vec<(Tier, Lanes<Arc<dyn Queue>>)> = Vec::new();
         for &tier in &self.tiers {
@@ -67,17 +67,14 @@ impl Config {
             queues.push((tier, lanes.await?));
         }
         let on_sqs = self.tiers.iter().any(|&tier| !self.queues.get(tier).normal.is_embedded());
-        let (tasks, gpu): (Arc<dyn ServiceTasks>, Arc<dyn GpuUtilization>) = if on_sqs {
+        if on_sqs {
             let sdk = self.wiring.sdk().await;
-            (
-                Arc::new(EcsServices::new(aws_sdk_ecs::Client::new(sdk))),
-                Arc::new(SaturationOrGpu::new(aws_sdk_cloudwatch::Client::new(sdk))),
-            )
-        } else {
-            let fleet = Arc::new(FixedFleet { tasks_per_tier: self.local_running_tasks });
-            (fleet.clone(), fleet)
-        };
-        Ok(self.scaler.scaler(queues, tasks, gpu, Emf::stdout()))
+            let ecs = Arc::new(EcsServices::new(aws_sdk_ecs::Client::new(sdk)));
+            let gpu = Arc::new(SaturationOrGpu::new(aws_sdk_cloudwatch::Client::new(sdk)));
+            return Ok(self.scaler.scaler(queues, ecs.clone(), gpu, Emf::stdout()).with_capacity_control(ecs));
+        }
+        let fleet = Arc::new(FixedFleet { tasks_per_tier: self.local_running_tasks });
+        Ok(self.scaler.scaler(queues, fleet.clone(), fleet, Emf::stdout()))
     }
 }
 

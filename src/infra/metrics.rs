@@ -25,6 +25,8 @@ pub(crate) const TASKS_NEEDED: &str = "TasksNeeded";
 pub(crate) const HAS_BACKLOG_WITHOUT_CAPACITY: &str = "HasBacklogWithoutCapacity";
 /// Per tier: 1 while the tier's task starts keep failing and the scaler asks for no capacity, else 0.
 pub(crate) const TASK_STARTS_FAILING: &str = "TaskStartsFailing";
+/// Per tier on spot-with-fallback: the On-Demand tasks its fallback service is asked for (0 while Spot serves it).
+pub(crate) const FALLBACK_TASKS: &str = "FallbackTasks";
 
 /// Per tier and worker: the adaptive in-flight limit, and the engine's own gauges it is read from.
 pub(crate) const IN_FLIGHT_LIMIT: &str = "InFlightLimit";
@@ -54,7 +56,7 @@ pub const COLD_START: [&str; 6] = [
 ];
 
 /// Every metric name the binary emits (the template's alarms and widgets may use only these).
-pub const ALL: [&str; 24] = [
+pub const ALL: [&str; 25] = [
     ROUTED_REQUESTS,
     CLASSIFIER_FALLBACKS,
     INFERENCE_LATENCY,
@@ -69,6 +71,7 @@ pub const ALL: [&str; 24] = [
     TASKS_NEEDED,
     HAS_BACKLOG_WITHOUT_CAPACITY,
     TASK_STARTS_FAILING,
+    FALLBACK_TASKS,
     IN_FLIGHT_LIMIT,
     ENGINE_REQUESTS_RUNNING,
     ENGINE_REQUESTS_WAITING,

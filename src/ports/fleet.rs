@@ -1,5 +1,7 @@
 //! The fleet ports: a tier's ECS service, its task counts and GPU load, asking for its first task, the wake.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 use serde::Serialize;
 
@@ -67,4 +69,28 @@ pub trait ArrivalWake: Send + Sync {
 pub trait GpuUtilization: Send + Sync {
     /// Average over the service's tasks for the last minute, in percent; None when there is no data.
     async fn compute_utilization(&self, service: &Service) -> Result<Option<f64>, FleetError>;
+}
+
+/// Where a service's tasks are with their instances, as ECS DescribeTasks reports them: the wait of the oldest task
+/// still PROVISIONING (asked for, no instance yet: on a Spot provider, Spot has none free) and the age of the
+/// youngest RUNNING one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskAges {
+    #[serde(serialize_with = "seconds")]
+    pub oldest_provisioning: Option<Duration>,
+    #[serde(serialize_with = "seconds")]
+    pub youngest_running: Option<Duration>,
+}
+
+fn seconds<S: serde::Serializer>(age: &Option<Duration>, serializer: S) -> Result<S::Ok, S::Error> {
+    age.map(|age| age.as_secs()).serialize(serializer)
+}
+
+/// What the Spot fallback reads and sets: a service's task ages (ListTasks, DescribeTasks) and its desired count
+/// (UpdateService).
+#[async_trait]
+pub trait CapacityControl: Send + Sync {
+    async fn task_ages(&self, service: &Service) -> Result<TaskAges, FleetError>;
+    async fn set_desired(&self, service: &Service, count: u32) -> Result<(), FleetError>;
 }

@@ -3,6 +3,7 @@
 //! for a task on arrival; `simulate` replays traffic against the sample's policy and ours.
 
 pub mod decision;
+pub mod fallback;
 pub mod simulate;
 pub mod wake;
 
@@ -20,7 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::contract::tier::{Lanes, Tier};
 use crate::infra::metrics::{self, Emf, Metric};
-use crate::ports::{FleetError, GpuUtilization, Queue, QueueError, Service, ServiceTasks};
+use crate::ports::{CapacityControl, FleetError, GpuUtilization, Queue, QueueError, Service, ServiceTasks, TaskCounts};
+use crate::scaler::fallback::{Fallback, FallbackReadings, Switch};
 
 /// One tier the scaler looks after.
 pub struct ScaledTier {
@@ -29,6 +31,8 @@ pub struct ScaledTier {
     /// The tier's high and normal queues; their counts are added up.
     pub lanes: Lanes<Arc<dyn Queue>>,
     pub policy: ScalingPolicy,
+    /// On spot-with-fallback: the On-Demand service the scaler starts while Spot has no instance for the tier.
+    pub fallback: Option<Fallback>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -84,6 +88,8 @@ pub struct Scaler {
     metrics: Emf,
     /// Notified to tick at once instead of at the next interval.
     tick_now: Arc<Notify>,
+    /// Reads Spot tasks' ages and sets the fallback services' counts; None where no tier falls back (locally).
+    control: Option<Arc<dyn CapacityControl>>,
 }
 
 impl Scaler {
@@ -93,7 +99,13 @@ impl Scaler {
         gpu: Arc<dyn GpuUtilization>,
         metrics: Emf,
     ) -> Self {
-        Scaler { tiers, tasks, gpu, metrics, tick_now: Arc::new(Notify::new()) }
+        Scaler { tiers, tasks, gpu, metrics, tick_now: Arc::new(Notify::new()), control: None }
+    }
+
+    /// The scaler with `control` for the tiers that fall back to On-Demand.
+    pub fn with_capacity_control(mut self, control: Arc<dyn CapacityControl>) -> Self {
+        self.control = Some(control);
+        self
     }
 
     /// What makes [`Scaler::run`] tick at once when notified, instead of at its next interval.
@@ -109,6 +121,9 @@ impl Scaler {
                 Ok(readings) => {
                     let decision = decide(&readings, &tier.policy);
                     self.publish(&tier.service, &decision);
+                    if let (Some(fallback), Some(control)) = (&tier.fallback, &self.control) {
+                        self.fall_back(tier, fallback, control.as_ref(), readings.tasks).await;
+                    }
                     TierOutcome::Decided { readings, decision }
                 }
                 Err(error) => TierOutcome::Unread { error: error.to_string() },
@@ -148,6 +163,42 @@ impl Scaler {
             tasks: self.tasks.task_counts(&tier.service).await?,
             gpu_utilization: self.gpu.compute_utilization(&tier.service).await?,
         })
+    }
+
+    /// Moves a tier between Spot and its On-Demand fallback (`fallback`), logging each switch and publishing the
+    /// fallback's task count; a failed read or update is logged and tried again next tick.
+    async fn fall_back(&self, tier: &ScaledTier, fallback: &Fallback, control: &dyn CapacityControl, spot: TaskCounts) {
+        let readings = async {
+            let spot_ages = control.task_ages(&tier.service).await?;
+            let on_demand = self.tasks.task_counts(&fallback.service).await?;
+            Ok::<_, FleetError>(FallbackReadings { spot, spot_ages, on_demand })
+        };
+        let readings = match readings.await {
+            Ok(readings) => readings,
+            Err(error) => return tracing::warn!(tier = %tier.tier, %error, "Spot fallback: readings failed"),
+        };
+        let decision = fallback::decide(&readings, fallback.bound);
+        let summary = serde_json::to_string(&readings).unwrap_or_default();
+        let service = &fallback.service.name;
+        if decision.on_demand_tasks != readings.on_demand.desired {
+            if let Err(error) = control.set_desired(&fallback.service, decision.on_demand_tasks).await {
+                return tracing::warn!(tier = %tier.tier, %error, %summary, "Spot fallback: could not set {service}");
+            }
+            let (tier, tasks) = (tier.tier, decision.on_demand_tasks);
+            match decision.switch {
+                Some(Switch::ToOnDemand) => {
+                    tracing::warn!(%tier, tasks, %service, %summary, "Spot has had no instance for the tier: On-Demand tasks asked for")
+                }
+                Some(Switch::BackToSpot) => {
+                    tracing::info!(%tier, %service, %summary, "Spot serves the tier again: its On-Demand tasks stop")
+                }
+                None => tracing::info!(%tier, tasks, %service, %summary, "Spot fallback follows the tier's need"),
+            }
+        }
+        self.metrics.emit(
+            &[("ClusterName", &tier.service.cluster), ("ServiceName", &tier.service.name)],
+            &[Metric::count(metrics::FALLBACK_TASKS, u64::from(decision.on_demand_tasks))],
+        );
     }
 
     fn publish(&self, service: &Service, decision: &Decision) {

@@ -646,11 +646,12 @@ fn the_router_may_invoke_its_classifier_profile_and_the_model_in_each_region_the
 /// Service Authorization Reference, "Actions, resources, and condition keys for Amazon Elastic Container Service":
 /// DescribeServices and UpdateService take the resource type `service`,
 /// `arn:${Partition}:ecs:${Region}:${Account}:service/${ClusterName}/${ServiceName}`. The router's wake on arrival
-/// gets exactly those two actions on exactly the two tiers' services; no other role may set a desired count (the
-/// scaler only reads it, Application Auto Scaling acts through its service-linked role), and the router wakes only
-/// once an image exists (a task could not start before).
+/// gets exactly those two actions on exactly the two tiers' services; the scaler's Spot fallback UpdateService on
+/// exactly the fallback services (a `Ref` to an AWS::ECS::Service is its ARN), and only where a tier falls back; no
+/// other role may set a desired count (Application Auto Scaling acts through its service-linked role), and the router
+/// wakes only once an image exists (a task could not start before).
 #[test]
-fn only_the_router_may_set_a_desired_count_and_only_on_the_two_tiers_services() {
+fn only_the_router_and_the_spot_fallback_may_set_a_desired_count_each_on_its_own_services() {
     let t = template();
     let service_arn = |service: &str| {
         json!({"Fn::Sub": format!(
@@ -666,10 +667,16 @@ fn only_the_router_may_set_a_desired_count_and_only_on_the_two_tiers_services() 
         for statement in statements(role) {
             let actions = statement["Action"].to_string();
             let sets_count = actions.contains("ecs:UpdateService") || actions.contains("ecs:*");
+            let fallback = name == "ScalerRole" && statement["Sid"] == "FallbackTaskCount";
             assert!(
-                !sets_count || (name == "RouterRole" && statement["Sid"] == "WakeOnArrival"),
+                !sets_count || (name == "RouterRole" && statement["Sid"] == "WakeOnArrival") || fallback,
                 "{name}: {statement}"
             );
+            if fallback {
+                assert_eq!(statement["Action"], "ecs:UpdateService");
+                let only = |tier: &str| json!({"Fn::If": [format!("{tier}FallsBack"), {"Ref": format!("{tier}FallbackService")}, {"Ref": "AWS::NoValue"}]});
+                assert_eq!(statement["Resource"], json!([only("Small"), only("Large")]));
+            }
         }
     }
     let env = &t["Resources"]["RouterFunction"]["Properties"]["Environment"]["Variables"];

@@ -668,14 +668,47 @@ fn the_gpu_quota_is_checked_before_anything_is_made() {
     let run = small_on.deploy(&["--parameter", "LargeModelMaxTaskCount=0"]);
     succeeded(&run);
     assert!(
-        !run.stdout.contains("warning: the GPU quota") && run.stdout.contains("each running tier takes 4"),
+        !run.stdout.contains("warning: the GPU quota") && run.stdout.contains("each tier on it takes 4"),
         "{}",
         run.stdout
     );
     let large_only = Journey::new(json!({"quotas": {"L-DB2E81BA": 64}}));
     let run = large_only.deploy(&["--parameter", "MaxTaskCount=0"]);
     assert_eq!(run.code, 1, "{}", run.transcript());
-    assert!(run.stderr.contains("is 64 vCPUs in us-west-2: no tier could start"), "{}", run.stderr);
+    assert!(run.stderr.contains("is 64 vCPUs in us-west-2: a tier on it could not start"), "{}", run.stderr);
+}
+
+/// Spot instances count against a quota of their own, "All G and VT Spot Instance Requests" (Service Quotas, service
+/// ec2, L-3819A6DF), not the On-Demand one: a tier on spot is checked against it, and refused below its instance's
+/// vCPUs before anything is made; a tier on spot-with-fallback needs both, its On-Demand side only to fall back (a
+/// shortfall there is a warning). `--capacity` sets each tier's choice.
+#[test]
+fn a_tier_on_spot_is_checked_against_the_spot_quota_and_its_fallback_against_on_demand() {
+    let created =
+        |run: &Run| run.calls.iter().any(|c| c.is("s3api", "create-bucket") || c.is("cloudformation", "deploy"));
+    let no_spot = Journey::new(json!({"quotas": {"L-DB2E81BA": 196, "L-3819A6DF": 0}}));
+    let run = no_spot.deploy(&["--capacity", "small=spot"]);
+    assert_eq!(run.code, 1, "{}", run.transcript());
+    assert!(!created(&run), "nothing is made: {}", run.transcript());
+    assert!(run.stderr.contains("\"All G and VT Spot Instance Requests\" (L-3819A6DF) is 0 vCPUs"), "{}", run.stderr);
+    assert!(run.stderr.contains("--quota-code L-3819A6DF --desired-value 4"), "{}", run.stderr);
+
+    let spot_only = Journey::new(json!({"quotas": {"L-DB2E81BA": 0, "L-3819A6DF": 196}}));
+    let run = spot_only.deploy(&["--capacity", "small=spot-with-fallback", "--capacity", "large=spot"]);
+    succeeded(&run);
+    assert!(run.stdout.contains("no On-Demand fallback can start"), "{}", run.stdout);
+    let asked: Vec<&str> =
+        run.all("service-quotas", "get-service-quota").iter().filter_map(|c| c.opt("quota-code")).collect();
+    assert_eq!(asked, ["L-DB2E81BA", "L-3819A6DF"]);
+    let stack = spot_only.stack();
+    assert_eq!(
+        (&stack["Parameters"]["SmallCapacity"], &stack["Parameters"]["LargeCapacity"]),
+        (&json!("spot-with-fallback"), &json!("spot"))
+    );
+
+    let run = spot_only.deploy(&["--capacity", "medium=spot"]);
+    assert_eq!(run.code, 2, "{}", run.transcript());
+    assert!(run.stderr.contains("--capacity 'medium=spot'"), "{}", run.stderr);
 }
 
 /// Before anything is made, the deploy says what a tier costs while it runs: each tier's instance at its On-Demand

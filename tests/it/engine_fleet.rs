@@ -32,6 +32,8 @@ enum EngineKind {
     SlowToStop,
     /// The real llama.cpp engine of scripts/local-engine.sh, in the foreground, with this many slots.
     LlamaCpp { slots: u32 },
+    /// The engine simulator generating a request's whole `max_tokens` (up to 400), this many milliseconds a token.
+    Paced { token_ms: u64 },
 }
 
 /// The engine simulator's command line.
@@ -47,6 +49,9 @@ impl EngineKind {
     fn command(&self) -> String {
         match self {
             EngineKind::Simulator { latency_ms } => simulator_command(*latency_ms),
+            EngineKind::Paced { token_ms } => {
+                format!("{} --completion-tokens 400 --token-ms {token_ms}", simulator_command(5))
+            }
             EngineKind::SlowToStop => format!(
                 "sh -c 'trap \"sleep 1; echo slow-stop-engine: stopped >&2; exit 0\" TERM; {} & wait'; exit",
                 simulator_command(LATENCY_MS)
@@ -60,7 +65,7 @@ impl EngineKind {
     /// What the engine writes on stderr once it has shut down cleanly after SIGTERM, if it says so.
     fn clean_stop_line(&self) -> Option<&'static str> {
         match self {
-            EngineKind::Simulator { .. } => None,
+            EngineKind::Simulator { .. } | EngineKind::Paced { .. } => None,
             EngineKind::SlowToStop => Some("slow-stop-engine: stopped"),
             EngineKind::LlamaCpp { .. } => Some("local_engine.py: stopped"),
         }
@@ -69,7 +74,7 @@ impl EngineKind {
     /// What an engine process's command line contains.
     fn program(&self) -> &'static str {
         match self {
-            EngineKind::Simulator { .. } => "engine-simulator",
+            EngineKind::Simulator { .. } | EngineKind::Paced { .. } => "engine-simulator",
             EngineKind::SlowToStop => "slow-stop-engine",
             EngineKind::LlamaCpp { .. } => "local_engine.py",
         }
@@ -474,4 +479,36 @@ async fn a_high_priority_request_behind_a_cold_start_backlog_on_two_llama_cpp_sl
 #[ignore = "needs the local engine installed: scripts/test.sh"]
 async fn a_high_priority_request_behind_a_cold_start_backlog_on_four_llama_cpp_slots_waits_for_at_most_five_of_it() {
     a_high_request_behind_a_cold_start_backlog(4, 20).await;
+}
+
+/// A Spot interruption drill (`POST /dev/drills/spot-interruption?tier=small`): refused while the tier has no engine;
+/// then its engine gets the notice, its worker pool lets the request whose budget fits the drain finish and hands the
+/// one that does not back at once, and the engine that replaces it ends that one: each request once, none lost.
+#[tokio::test]
+async fn a_spot_interruption_drill_hands_back_what_cannot_finish_and_a_new_engine_ends_it() {
+    let limit = Duration::from_secs(60);
+    let data = tempfile::tempdir().unwrap();
+    let dev = OnDemand::start(data.path(), EngineKind::Paced { token_ms: 50 }, &["--drain-timeout-seconds", "3"]).await;
+    let drill = || dev.http.post(format!("{}/dev/drills/spot-interruption?tier=small", dev.url)).send();
+    let idle = drill().await.unwrap();
+    assert_eq!(idle.status(), 409, "no engine yet");
+    assert!(idle.text().await.unwrap().contains("has no engine running"));
+    // One generation gives the worker the engine's pace (8 tokens, 0.4 s).
+    let warm = dev.send("warm", 8).await;
+    assert_success(&dev.document(&warm, limit).await);
+    let fits = dev.send("fits the drain", 20).await; // 1 s
+    let outlasts = dev.send("outlasts the drain", 400).await; // 20 s
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let noticed = drill().await.unwrap();
+    assert_eq!(noticed.status(), 202, "{}", noticed.text().await.unwrap());
+    let fits = dev.document(&fits, limit).await;
+    assert_success(&fits);
+    assert_eq!(fits["attempts"], 1, "{fits}");
+    let outlasts_document = dev.document(&outlasts, limit).await;
+    assert_success(&outlasts_document);
+    assert_eq!(outlasts_document["attempts"], 2, "ended by the replacement engine: {outlasts_document}");
+    let log = dev.dev.log();
+    assert!(log.contains("Spot interruption drill: notice given"), "{log}");
+    assert!(log.contains("its token budget outlasts the drain"), "{log}");
+    dev.assert_each_finished_once(&[warm, outlasts]);
 }

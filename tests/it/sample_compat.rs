@@ -564,8 +564,11 @@ fn each_tiers_service_task_definition_and_scaling_chain_point_at_the_tiers_own_r
         let service = properties(&t, &format!("{tier}Service"));
         assert_eq!(service["Cluster"], ref_to("Cluster"), "{tier}");
         assert_eq!(service["TaskDefinition"], ref_to(&format!("{tier}TaskDefinition")), "{tier}");
+        // On-Demand unless the tier is on Spot (`{tier}Capacity`): then its Spot provider.
         let provider = &service["CapacityProviderStrategy"][0]["CapacityProvider"];
-        assert_eq!(provider, &ref_to(&format!("{tier}CapacityProvider")), "{tier}");
+        let spot = ref_to(&format!("{tier}SpotCapacityProvider"));
+        let own = json!({"Fn::If": [format!("{tier}OnSpot"), spot, ref_to(&format!("{tier}CapacityProvider"))]});
+        assert_eq!(provider, &own, "{tier}");
         let network = &service["NetworkConfiguration"]["AwsvpcConfiguration"];
         assert_eq!(network["Subnets"], private_subnets(), "{tier}");
         assert_eq!(network["SecurityGroups"], json!([ref_to("TaskSecurityGroup")]), "{tier}");
@@ -602,7 +605,9 @@ fn each_tiers_service_task_definition_and_scaling_chain_point_at_the_tiers_own_r
 #[test]
 fn both_capacity_providers_launch_nvidia_gpu_instances_through_managed_instances_in_the_private_subnets() {
     let t = template();
-    for provider in ["SmallCapacityProvider", "LargeCapacityProvider"] {
+    for provider in
+        ["SmallCapacityProvider", "LargeCapacityProvider", "SmallSpotCapacityProvider", "LargeSpotCapacityProvider"]
+    {
         assert_eq!(properties(&t, provider)["ClusterName"], ref_to("Cluster"), "{provider}");
         let managed = &properties(&t, provider)["ManagedInstancesProvider"];
         assert_eq!(managed["InfrastructureRoleArn"], arn_of("InfrastructureRole"), "{provider}");
@@ -616,7 +621,9 @@ fn both_capacity_providers_launch_nvidia_gpu_instances_through_managed_instances
     }
     let association = properties(&t, "ClusterCapacity");
     assert_eq!(association["Cluster"], ref_to("Cluster"));
-    let providers = json!([ref_to("SmallCapacityProvider"), ref_to("LargeCapacityProvider")]);
+    let spot = |tier: &str| json!({"Fn::If": [format!("{tier}OnSpot"), ref_to(&format!("{tier}SpotCapacityProvider")), {"Ref": "AWS::NoValue"}]});
+    let providers =
+        json!([ref_to("SmallCapacityProvider"), ref_to("LargeCapacityProvider"), spot("Small"), spot("Large")]);
     assert_eq!(association["CapacityProviders"], providers);
     let infrastructure = properties(&t, "InfrastructureRole");
     let trusted = &infrastructure["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]["Service"];
@@ -745,7 +752,10 @@ fn list(value: &Value) -> Vec<String> {
 
 /// tests/test_iam_least_privilege.py::TestScalingMetricLambdaRoleLeastPrivilege and the PutMetricData checks of
 /// TestRouterLambdaRoleLeastPrivilege: the scaler's role reads its cluster's services only, and takes Resource "*"
-/// only for CloudWatch reads, which have no resource-level scoping (the sample's one exception); its queues: see
+/// only for CloudWatch reads, which have no resource-level scoping (the sample's one exception), and for the Spot
+/// fallback's ListTasks, scoped by the `ecs:cluster` condition instead (its resource type is the container instance,
+/// which a service's list names none of: Service Authorization Reference, Amazon Elastic Container Service); the
+/// fallback's DescribeTasks reads its cluster's tasks, its UpdateService: tests/it/aws_rules.rs; its queues: see
 /// tests/template.rs. The sample's "PutMetricData only with a namespace condition" has nothing left to check: gpuinfer
 /// writes its metrics as EMF log lines, so no role may PutMetricData at all. (Task and router roles, the rest of
 /// the sample's file: tests/template.rs.)
@@ -755,12 +765,20 @@ fn the_scaler_role_reads_only_its_inputs_and_no_role_may_put_metric_data() {
     let reads = ["cloudwatch:GetMetricData", "cloudwatch:GetMetricStatistics", "cloudwatch:ListMetrics"];
     for statement in statements(&t["Resources"]["ScalerRole"]) {
         let actions = list(&statement["Action"]);
+        let cluster_scoped = actions == ["ecs:ListTasks"]
+            && statement["Condition"] == json!({"ArnEquals": {"ecs:cluster": {"Fn::GetAtt": ["Cluster", "Arn"]}}});
         if statement["Resource"] == "*" {
-            assert!(actions.iter().all(|a| reads.contains(&a.as_str())), "{actions:?} on every resource");
+            let read = actions.iter().all(|a| reads.contains(&a.as_str()));
+            assert!(read || cluster_scoped, "{actions:?} on every resource");
         }
-        if actions.iter().any(|a| a.starts_with("ecs:")) {
-            let services = "arn:${AWS::Partition}:ecs:${AWS::Region}:${AWS::AccountId}:service/${Cluster}/*";
-            assert_eq!(statement["Resource"], json!({"Fn::Sub": services}), "{actions:?}");
+        let scoped = |kind: &str| json!({"Fn::Sub": format!("arn:${{AWS::Partition}}:ecs:${{AWS::Region}}:${{AWS::AccountId}}:{kind}/${{Cluster}}/*")});
+        match actions.iter().find(|a| a.starts_with("ecs:")).map(String::as_str) {
+            Some("ecs:DescribeServices") => assert_eq!(statement["Resource"], scoped("service"), "{actions:?}"),
+            Some("ecs:DescribeTasks") => assert_eq!(statement["Resource"], scoped("task"), "{actions:?}"),
+            Some("ecs:ListTasks") => assert!(cluster_scoped, "{statement}"),
+            Some("ecs:UpdateService") => assert_eq!(statement["Sid"], "FallbackTaskCount"),
+            Some(other) => panic!("ScalerRole may not {other}"),
+            None => {}
         }
     }
     for (role, resource) in of_type(&t, "AWS::IAM::Role") {
@@ -827,7 +845,10 @@ fn the_stack_holds_the_resources_the_samples_integration_test_finds_in_a_deploye
         ("AWS::ECS::CapacityProvider", 2),
         ("AWS::AutoScaling::AutoScalingGroup", 0),
     ] {
-        assert_eq!(of_type(&t, kind).count(), count, "{kind}");
+        // With the default (On-Demand) capacity: the Spot providers and fallback services are conditional.
+        let deployed = of_type(&t, kind)
+            .filter(|(_, r)| r["Condition"].as_str().is_none_or(|c| !c.contains("Spot") && !c.contains("FallsBack")));
+        assert_eq!(deployed.count(), count, "{kind}");
     }
     assert!(of_type(&t, "AWS::IAM::Role").count() >= 4, "IAM roles");
     let settings = &properties(&t, "Cluster")["ClusterSettings"];

@@ -64,6 +64,7 @@ async fn rig(queued: (usize, usize), fleet: FakeFleet) -> Rig {
             service: Service { cluster: "inference".into(), name: format!("svc-{tier}") },
             lanes,
             policy: ScalingPolicy::new(5, 0, 10, 80.0).unwrap(),
+            fallback: None,
         });
     }
     let fleet = Arc::new(fleet);

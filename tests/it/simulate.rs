@@ -14,7 +14,7 @@ use gpuinfer::scaler::simulate::trace::{self, Traffic};
 use gpuinfer::scaler::simulate::warm_window::WarmWindow;
 use gpuinfer::scaler::simulate::{HOUR, MINUTE, Millis, SECOND};
 
-fn small_tier() -> TierModel {
+pub(crate) fn small_tier() -> TierModel {
     TierModel {
         tier: Tier::Small,
         cold_start: ColdStart::from_seconds([360.0, 30.0, 25.0, 5.0]),
@@ -29,7 +29,7 @@ fn small_tier() -> TierModel {
     }
 }
 
-fn timing(end: Millis) -> Timing {
+pub(crate) fn timing(end: Millis) -> Timing {
     Timing { period: MINUTE, retention: 24 * HOUR, end }
 }
 
@@ -42,7 +42,7 @@ fn settled_at_zero(run: &Run) -> Option<Millis> {
     }
 }
 
-fn bursty(seed: u64) -> Vec<Millis> {
+pub(crate) fn bursty(seed: u64) -> Vec<Millis> {
     let traffic = Traffic::Bursty { rate: 600.0, burst_minutes: 10.0, gap_minutes: 110.0 };
     let arrivals = trace::generate(traffic, 24 * HOUR, &mut fastrand::Rng::with_seed(seed));
     arrivals.into_iter().map(|(at, _)| at).collect()
@@ -279,7 +279,7 @@ fn the_command_prints_the_table_and_writes_the_plot() {
 }
 
 /// `gpuinfer simulate` with `args`, its stdout; panics if it fails.
-fn simulate(args: &[&str]) -> String {
+pub(crate) fn simulate(args: &[&str]) -> String {
     let output =
         std::process::Command::new(env!("CARGO_BIN_EXE_gpuinfer")).arg("simulate").args(args).output().unwrap();
     assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));

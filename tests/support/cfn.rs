@@ -123,7 +123,7 @@ impl Stack {
 
     /// What `!Ref id` gives: a queue's URL, the name of a bucket, cluster, role, log group or function, else
     /// the resource's ARN.
-    fn reference(&self, id: &str) -> String {
+    pub fn reference(&self, id: &str) -> String {
         match self.resource(id)["Type"].as_str().unwrap() {
             "AWS::SQS::Queue" => format!("https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{}", self.physical_name(id)),
             "AWS::S3::Bucket"
@@ -143,6 +143,10 @@ impl Stack {
             "AWS::S3::Bucket" => format!("arn:aws:s3:::{name}"),
             "AWS::ECS::Cluster" => format!("arn:aws:ecs:{REGION}:{ACCOUNT}:cluster/{name}"),
             "AWS::IAM::Role" => format!("arn:aws:iam::{ACCOUNT}:role/{name}"),
+            "AWS::ECS::Service" => {
+                let cluster = text(&self.property(id, "Cluster").unwrap());
+                format!("arn:aws:ecs:{REGION}:{ACCOUNT}:service/{cluster}/{name}")
+            }
             // A partial ARN: Secrets Manager appends six random characters to a secret's; its API takes either.
             "AWS::SecretsManager::Secret" => format!("arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:{name}"),
             kind => {
@@ -198,6 +202,10 @@ impl Stack {
         };
         let arg = |i: usize| self.resolve(&args[i]).unwrap_or_else(|| panic!("{function}: argument {i} is NoValue"));
         Some(match function.as_str() {
+            // A CommaDelimitedList parameter is a list.
+            "Ref" if self.template["Parameters"][args.as_str().unwrap()]["Type"] == "CommaDelimitedList" => {
+                json!(self.lookup(args.as_str().unwrap())?.split(',').collect::<Vec<_>>())
+            }
             "Ref" => json!(self.lookup(args.as_str().unwrap())?),
             "Fn::GetAtt" => {
                 let path: Vec<String> = match args {
@@ -233,6 +241,11 @@ impl Stack {
     pub fn rule_holds(&self, name: &str) -> bool {
         let rule = self.template["Rules"].get(name).unwrap_or_else(|| panic!("template.yaml has no rule {name}"));
         rule["Assertions"].as_array().unwrap().iter().all(|assertion| self.truth(&assertion["Assert"]))
+    }
+
+    /// Whether the stack has resource `id`: it has no Condition, or its condition holds.
+    pub fn deploys(&self, id: &str) -> bool {
+        self.resource(id)["Condition"].as_str().is_none_or(|condition| self.condition(condition))
     }
 
     /// A condition of the template's Conditions section.

@@ -9,6 +9,7 @@ use anyhow::{Context, bail};
 use crate::contract::tier::{Lanes, PerTier, Tier};
 use crate::infra::metrics::Emf;
 use crate::ports::{DEFAULT_CLUSTER_NAME, DEFAULT_SERVICE_NAME, GpuUtilization, Queue, Service, ServiceTasks};
+use crate::scaler::fallback::Fallback;
 use crate::scaler::{
     DEFAULT_BACKLOG_PER_TASK, DEFAULT_INTERVAL_SECONDS, DEFAULT_MAX_TASKS, DEFAULT_MIN_TASKS,
     DEFAULT_UTILIZATION_TARGET, ScaledTier, Scaler, ScalingPolicy,
@@ -59,6 +60,15 @@ pub(crate) struct ScalerArgs {
     pub service: ServiceArgs,
     #[command(flatten)]
     pub policy: PolicyArgs,
+    /// Tiers on Spot with an On-Demand fallback, repeated or comma-separated: while a Spot task of theirs waits
+    /// SPOT_FALLBACK_MINUTES for an instance, the scaler starts On-Demand tasks of their fallback service (the tier's
+    /// SERVICE_NAME and `-fallback`) [default: none].
+    #[arg(long = "fallback-tier", env = "SPOT_FALLBACK_TIERS", value_enum, value_delimiter = ',')]
+    pub(crate) fallback_tiers: Vec<Tier>,
+    /// Minutes a Spot task may wait for an instance before its tier's fallback starts; also how long Spot must serve
+    /// the tier again before the fallback stops.
+    #[arg(long, env = "SPOT_FALLBACK_MINUTES", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=60))]
+    pub(crate) spot_fallback_minutes: u64,
 }
 
 /// The ECS cluster and each tier's service: the dimensions of the scaling metrics and of the workers' saturation.
@@ -85,7 +95,14 @@ impl ScalerArgs {
             let pattern = &self.service.service_name;
             bail!("SERVICE_NAME `{pattern}` must contain {{tier}} when more than one tier is scaled");
         }
-        let tier = |tier| anyhow::Ok((self.service.service(tier), self.policy.policy(tier)?));
+        let tier = |tier| {
+            let service = self.service.service(tier);
+            let fallback = self.fallback_tiers.contains(&tier).then(|| Fallback {
+                service: Service { cluster: service.cluster.clone(), name: format!("{}-fallback", service.name) },
+                bound: Duration::from_secs(self.spot_fallback_minutes * 60),
+            });
+            anyhow::Ok((service, self.policy.policy(tier)?, fallback))
+        };
         Ok(ScalerSettings {
             tiers: PerTier { small: tier(Tier::Small)?, large: tier(Tier::Large)? },
             interval: Duration::from_secs(self.scaler_interval),
@@ -96,7 +113,7 @@ impl ScalerArgs {
 /// The scaler's checked settings: each tier's service (its metrics' dimensions) and policy, the loop's interval.
 #[derive(Debug, Clone)]
 pub(crate) struct ScalerSettings {
-    tiers: PerTier<(Service, ScalingPolicy)>,
+    tiers: PerTier<(Service, ScalingPolicy, Option<Fallback>)>,
     interval: Duration,
 }
 
@@ -120,8 +137,8 @@ impl ScalerSettings {
         let tiers = queues
             .into_iter()
             .map(|(tier, lanes)| {
-                let (service, policy) = self.tiers.get(tier).clone();
-                ScaledTier { tier, service, lanes, policy }
+                let (service, policy, fallback) = self.tiers.get(tier).clone();
+                ScaledTier { tier, service, lanes, policy, fallback }
             })
             .collect();
         Scaler::new(tiers, tasks, gpu, metrics)

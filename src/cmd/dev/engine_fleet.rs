@@ -23,6 +23,15 @@ use crate::contract::tier::Tier;
 use crate::ports::{FirstTask, FleetError, GpuUtilization, Service, ServiceTasks, TaskCounts};
 use crate::scaler::{TierOutcome, TierReport};
 
+/// Why a drill found nothing to interrupt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DrillRefused {
+    /// The tier's engine is at a fixed URL: dev did not start it and cannot stop it.
+    FixedEngine,
+    /// The tier has no engine running now.
+    NoEngine,
+}
+
 /// Engines per tier at most, unless configured (`--max-engines`).
 pub(crate) const DEFAULT_MAX_ENGINES: u32 = 1;
 /// Seconds a tier must need fewer engines before one is stopped, unless configured (`--engine-idle-ttl-seconds`).
@@ -125,6 +134,27 @@ impl EngineFleet {
                 );
             }
         }
+    }
+
+    /// A Spot interruption drill on `tier`: each of its running engines gets the notice a Spot instance's task gets
+    /// (its worker pool drains: what cannot end within the drain is handed back at once), then the engine is stopped,
+    /// and the next tick replaces it if work remains, as ECS places the task elsewhere. The engines noticed, by id.
+    pub(crate) fn interrupt(&self, tier: Tier) -> Result<Vec<u64>, DrillRefused> {
+        let managed = self.managed(tier).ok_or(DrillRefused::FixedEngine)?;
+        let drain = managed.spec.worker.drain_timeout.as_secs();
+        let mut state = lock(&managed.state);
+        let mut noticed = Vec::new();
+        for (id, slot) in state.engines.iter_mut().filter(|(_, slot)| slot.healthy && !slot.stopping) {
+            slot.stopping = true;
+            slot.stop.cancel();
+            noticed.push(*id);
+            tracing::warn!(%tier, engine = id, port = slot.port, drain_timeout_s = drain, "Spot interruption drill: notice given; the worker pool drains, then the engine stops");
+        }
+        if noticed.is_empty() {
+            return Err(DrillRefused::NoEngine);
+        }
+        state.lost += noticed.len() as u32;
+        Ok(noticed)
     }
 
     /// Waits until every engine has stopped (after the shutdown token is cancelled).

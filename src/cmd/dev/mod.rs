@@ -3,6 +3,7 @@
 //! `config`: its flags and the configuration they become; `run` is a sequence of steps, each a method of `Dev`.
 
 mod config;
+mod drill;
 pub mod engine_fleet;
 mod engine_run;
 mod expiry;
@@ -46,7 +47,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     let state = dev.router_state(outputs, scaling.wake.clone()).await?;
     let upkeep = tokio::spawn(upkeep::run_periodically(Arc::clone(&state), upkeep::DEV_PERIOD, dev.shutdown.clone()));
     print_banner(&config, &dev.metrics_path);
-    let served = serve(config.server.listen, state, config.server.http, dev.shutdown.clone()).await;
+    let app = crate::router::app(state).merge(drill::routes(scaling.fleet.clone()));
+    let served = serve(config.server.listen, app, config.server.http, dev.shutdown.clone()).await;
     dev.shutdown.cancel();
     let lost = dev.wait_for_stop(pools, scaling, expiry, upkeep).await;
     served?;
@@ -297,5 +299,11 @@ fn print_banner(config: &Config, metrics_path: &Path) {
         config.scaler.interval().as_secs(),
         metrics_path.display()
     );
+    if commands.commands.small.is_some() || commands.commands.large.is_some() {
+        println!(
+            "  drill     curl -X POST '{url}{}?tier=small'    (a Spot notice to its engines)",
+            drill::SPOT_INTERRUPTION
+        );
+    }
     println!("  stop      Ctrl-C (requests in flight finish first; queued ones wait in the data directory)");
 }

@@ -8,11 +8,12 @@ use clap::ValueEnum;
 use crate::cmd::args::{PolicyArgs, TierSetting};
 use crate::contract::tier::{PerTier, Tier};
 use crate::scaler::simulate::TierModel;
+use crate::scaler::simulate::capacity::SpotModel;
 use crate::scaler::simulate::cold_start::ColdStart;
 use crate::scaler::simulate::event_loop::Timing;
 use crate::scaler::simulate::trace::{self, RawArrival, Traffic};
 use crate::scaler::simulate::warm_window::{Hours, WarmWindow};
-use crate::scaler::simulate::{MINUTE, SECOND, seconds};
+use crate::scaler::simulate::{MINUTE, Millis, SECOND, seconds};
 
 /// Requests per hour of each generated trace unless --rate says otherwise.
 const DEFAULT_POISSON_RATE: f64 = 60.0;
@@ -79,6 +80,8 @@ pub struct Args {
     warm: WarmArgs,
     #[command(flatten)]
     policy: PolicyArgs,
+    #[command(flatten)]
+    spot: SpotArgs,
 }
 
 /// The traffic: which trace, and the shape of a generated one.
@@ -221,23 +224,64 @@ pub struct WarmArgs {
     utc_offset: f64,
 }
 
+/// Spot capacity, modelled (`scaler::simulate::spot`): every value an assumption, none measured.
+#[derive(Debug, clap::Args)]
+pub struct SpotArgs {
+    /// A Spot task-hour's price as a fraction of the On-Demand one. Assumed: 0.35 (65 % off); AWS states Spot runs
+    /// "at up to a 90% discount compared to On-Demand prices" (AWS Containers blog, "Optimize cost for container
+    /// workloads with ECS capacity providers and EC2 Spot Instances"); g6e's own varies by Region and hour.
+    #[arg(long, env = "SIM_SPOT_PRICE_FRACTION", default_value_t = 0.35)]
+    spot_price_fraction: f64,
+    /// Interruptions per Spot task-hour. Assumed: 0.0003, the Spot Instance Advisor's highest band (over 20 % of
+    /// instances reclaimed in a month) as a rate: 0.2 / 730 h.
+    #[arg(long, env = "SIM_SPOT_INTERRUPTIONS_PER_HOUR", default_value_t = 0.0003)]
+    spot_interruptions_per_hour: f64,
+    /// The chance a Spot launch finds no Spot capacity. Assumed, no public figure: 0.2.
+    #[arg(long, env = "SIM_SPOT_SHORTAGE", default_value_t = 0.2)]
+    spot_shortage: f64,
+    /// Minutes such a launch waits for Spot capacity. Assumed: 30.
+    #[arg(long, env = "SIM_SPOT_SHORTAGE_MINUTES", default_value_t = 30.0)]
+    spot_shortage_minutes: f64,
+    /// Minutes a Spot task may wait before the fallback starts an On-Demand one (the template's SpotFallbackMinutes).
+    #[arg(long, env = "SIM_SPOT_FALLBACK_MINUTES", default_value_t = 5.0)]
+    spot_fallback_minutes: f64,
+}
+
+impl SpotArgs {
+    fn model(&self) -> anyhow::Result<SpotModel> {
+        ensure!((0.0..=1.0).contains(&self.spot_price_fraction), "--spot-price-fraction must be between 0 and 1");
+        ensure!((0.0..=1.0).contains(&self.spot_shortage), "--spot-shortage must be between 0 and 1");
+        ensure!(self.spot_interruptions_per_hour >= 0.0, "--spot-interruptions-per-hour must be at least 0");
+        Ok(SpotModel {
+            price_fraction: self.spot_price_fraction,
+            interruptions_per_hour: self.spot_interruptions_per_hour,
+            shortage: self.spot_shortage,
+            shortage_wait: seconds(self.spot_shortage_minutes * 60.0),
+            fallback_after: Some(seconds(self.spot_fallback_minutes * 60.0)),
+        })
+    }
+}
+
 /// A run of the simulation, checked and built from the flags.
 pub struct Config {
     pub(super) description: String,
-    pub(super) arrivals: Vec<RawArrival>,
+    /// Requests in the trace, all tiers.
+    pub(super) requests: usize,
+    /// The arrivals of each tier.
+    pub(super) arrivals: PerTier<Vec<Millis>>,
     pub(super) tiers: Vec<Tier>,
     pub(super) models: PerTier<TierModel>,
     pub(super) idle_windows: Vec<u32>,
     pub(super) warm_windows: PerTier<Option<WarmWindow>>,
     pub(super) timing: Timing,
-    pub(super) large_share: f64,
-    pub(super) random_seed: u64,
     pub(super) plot: Option<PathBuf>,
+    /// The Spot assumptions, with the fallback's bound.
+    pub(super) spot: SpotModel,
 }
 
 impl Args {
     pub fn into_config(self) -> anyhow::Result<Config> {
-        let Args { trace, span, cold_start, task, warm, policy } = self;
+        let Args { trace, span, cold_start, task, warm, policy, spot } = self;
         ensure!(span.hours > 0.0 && span.tail_hours >= 0.0, "--hours must be above 0 and --tail-hours at least 0");
         ensure!((0.0..=1.0).contains(&span.large_share), "--large-share must be between 0 and 1");
         ensure!(span.retention_hours > 0.0, "--retention-hours must be above 0");
@@ -250,9 +294,11 @@ impl Args {
         let warm_windows = PerTier { small: warm.window(Tier::Small), large: warm.window(Tier::Large) };
         let mut tiers = span.tiers;
         tiers.dedup();
+        let mut rng = fastrand::Rng::with_seed(span.random_seed);
         Ok(Config {
             description,
-            arrivals,
+            requests: arrivals.len(),
+            arrivals: trace::split_by_tier(&arrivals, &tiers, span.large_share, &mut rng),
             tiers,
             models,
             idle_windows: span.idle_windows,
@@ -262,9 +308,8 @@ impl Args {
                 retention: seconds(span.retention_hours * 3600.0),
                 end,
             },
-            large_share: span.large_share,
-            random_seed: span.random_seed,
             plot: span.plot,
+            spot: spot.model()?,
         })
     }
 }

@@ -1,6 +1,6 @@
 //! `gpuinfer simulate`: replay one traffic trace against the AWS sample's scaling policy and ours, for one tier or
 //! both, print the side-by-side table, a lone request's time by phase, our policy's cost and p95 by idle window and
-//! with a warm window, and optionally plot tasks and backlog over time.
+//! with a warm window, on Spot (modelled), and optionally plot tasks and backlog over time.
 
 mod args;
 
@@ -13,14 +13,13 @@ use crate::scaler::simulate::lone_request;
 use crate::scaler::simulate::plot::{self, TierSeries};
 use crate::scaler::simulate::policy::PolicyKind;
 use crate::scaler::simulate::report::{self, Column, Summary};
-use crate::scaler::simulate::trace;
+use crate::scaler::simulate::spot;
 use crate::scaler::simulate::trade;
 use crate::scaler::simulate::warm_window::WarmWindow;
-use crate::scaler::simulate::{HOUR, SECOND};
+use crate::scaler::simulate::{HOUR, MINUTE, SECOND};
 
 pub fn run(config: Config) -> anyhow::Result<()> {
-    let mut rng = fastrand::Rng::with_seed(config.random_seed);
-    let arrivals = trace::split_by_tier(&config.arrivals, &config.tiers, config.large_share, &mut rng);
+    let arrivals = &config.arrivals;
     let results: Vec<(Tier, event_loop::Comparison)> = config
         .tiers
         .iter()
@@ -30,7 +29,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     println!(
         "{}; requests: {} ({}); simulated for {:.1} h\n",
         config.description,
-        config.arrivals.len(),
+        config.requests,
         results.iter().map(|(tier, c)| format!("{tier} {}", c.sample.requests)).collect::<Vec<_>>().join(", "),
         config.timing.end as f64 / HOUR as f64,
     );
@@ -78,6 +77,22 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             .collect();
         println!("Ours with a warm window ({window}):\n\n{}\n", report::trade_table(&warm));
     }
+    let spot = config.spot;
+    let bound = spot.fallback_after.unwrap_or_default();
+    let runs: Vec<(Tier, Vec<Column>)> = models
+        .iter()
+        .map(|model| (model.tier, spot::runs(model, spot, bound, &config.timing, arrivals.get(model.tier))))
+        .collect();
+    println!(
+        "On Spot, modelled (assumed, not measured: Spot at {:.0} % of the On-Demand price, {} interruptions a task-hour, \
+         a launch without Spot capacity {:.0} % of the time for {:.0} min; fallback after {:.0} min):\n\n{}\n",
+        spot.price_fraction * 100.0,
+        spot.interruptions_per_hour,
+        spot.shortage * 100.0,
+        spot.shortage_wait as f64 / MINUTE as f64,
+        bound as f64 / MINUTE as f64,
+        spot::table(&runs)
+    );
     println!(
         "scaler period {} s, retention {:.0} h; see docs/scaling.md for the model",
         config.timing.period / SECOND,

@@ -6,18 +6,21 @@
 //! - `trace`: request arrivals from a seeded generator (Poisson, on/off bursts, a daily cycle) or a CSV file
 //! - `autoscaling`: CloudWatch alarms, step scaling policies and the scalable target, by AWS's documented rules
 //! - `policy`: the two policies under comparison: their metric and their alarms
-//! - `cold_start`: a task's cold start by phase; `warm_window`: hours a tier keeps a task
+//! - `cold_start`: a task's cold start by phase; `warm_window`: hours a tier keeps a task; `capacity`: On-Demand or
+//!   Spot; `spot`: Spot, priced and compared
 //! - `event_loop`: one tier under one policy: queue, tasks with cold starts, the scaler's ticks, our wake on arrival
 //! - `report`: the side-by-side table; `lone_request`: one request on an idle tier, phase by phase;
 //!   `trade`: our policy's cost and latency by idle window and with a warm window; `plot`: tasks and backlog as SVG
 
 pub mod autoscaling;
+pub mod capacity;
 pub mod cold_start;
 pub mod event_loop;
 pub mod lone_request;
 pub mod plot;
 pub mod policy;
 pub mod report;
+pub mod spot;
 mod tier_model;
 mod time;
 pub mod trace;

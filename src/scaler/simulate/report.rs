@@ -10,13 +10,13 @@ use super::time::{HOUR, MINUTE, Millis, SECOND, hours};
 pub struct Summary {
     pub(crate) instance_hours: f64,
     pub dollars: f64,
-    pub(crate) requests: u64,
+    pub requests: u64,
     pub served: u64,
     /// Still queued or being served when the run ended.
     pub unfinished: u64,
     /// Dropped by the queue after the retention period.
     pub expired: u64,
-    pub(crate) latency: Percentiles,
+    pub latency: Percentiles,
     pub(crate) hours_at_zero: f64,
     pub(crate) peak_tasks: u32,
 }
@@ -25,7 +25,7 @@ pub struct Summary {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Percentiles {
     pub(crate) p50: Option<Millis>,
-    pub(crate) p95: Option<Millis>,
+    pub p95: Option<Millis>,
     pub(crate) p99: Option<Millis>,
 }
 

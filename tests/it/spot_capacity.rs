@@ -1,0 +1,115 @@
+//! Each tier's capacity choice (`SmallCapacity`, `LargeCapacity`: on-demand, spot, spot-with-fallback) as
+//! CloudFormation would deploy it: which provider the tier's service uses, what a Spot provider launches, the
+//! fallback service and what the scaler is told and allowed for it.
+
+use serde_json::{Value, json};
+
+use crate::support::cfn::{ACCOUNT, REGION, Stack};
+
+const CHOICES: [&str; 3] = ["on-demand", "spot", "spot-with-fallback"];
+
+fn provider_of(stack: &Stack, service: &str) -> Value {
+    stack.property(service, "CapacityProviderStrategy").unwrap()[0]["CapacityProvider"].clone()
+}
+
+fn launch(stack: &Stack, provider: &str) -> Value {
+    stack.property(provider, "ManagedInstancesProvider").unwrap()["InstanceLaunchTemplate"].clone()
+}
+
+/// ECS API Reference, UpdateCapacityProvider: its InstanceLaunchTemplateUpdate has no capacityOptionType (AWS Batch,
+/// InstanceLaunchTemplateUpdate: "You cannot change capacityOptionType"), so a provider's option is fixed at its
+/// creation: a tier moves between On-Demand and Spot by moving its service to another provider (a capacity provider
+/// strategy change, which starts a new deployment), never by changing one. The On-Demand providers keep the default
+/// (no CapacityOptionType), the Spot ones are SPOT, and no provider's option depends on a parameter.
+#[test]
+fn a_tier_moves_to_spot_by_moving_its_service_to_a_spot_provider_of_its_own() {
+    for tier in ["Small", "Large"] {
+        for choice in CHOICES {
+            let stack = Stack::new("s", &[(&format!("{tier}Capacity"), choice)]);
+            let spot = format!("{tier}SpotCapacityProvider");
+            let on_spot = choice != "on-demand";
+            assert_eq!(stack.deploys(&spot), on_spot, "{tier} {choice}");
+            let expected = if on_spot { spot.clone() } else { format!("{tier}CapacityProvider") };
+            let service = format!("{tier}Service");
+            assert_eq!(provider_of(&stack, &service), provider_of_resource(&stack, &expected), "{tier} {choice}");
+            assert!(launch(&stack, &format!("{tier}CapacityProvider")).get("CapacityOptionType").is_none());
+            if on_spot {
+                let template = launch(&stack, &spot);
+                assert_eq!(template["CapacityOptionType"], "SPOT", "{tier} {choice}");
+                let allowed = &template["InstanceRequirements"]["AllowedInstanceTypes"];
+                let default = if tier == "Small" {
+                    json!(["g6e.xlarge", "g6e.2xlarge", "g6e.4xlarge"])
+                } else {
+                    json!(["g6e.48xlarge"])
+                };
+                assert_eq!(allowed, &default, "{tier}: the types that fit the tier's task");
+            }
+        }
+    }
+}
+
+/// What a `Ref` to a resource resolves to, as the service's strategy would name it.
+fn provider_of_resource(stack: &Stack, id: &str) -> Value {
+    json!(stack.reference(id))
+}
+
+/// MaxSpotPriceAsPercentageOfOptimalOnDemandPrice (InstanceRequirementsRequest) only when a ceiling is given.
+#[test]
+fn a_spot_price_ceiling_is_set_only_when_given() {
+    let ceiling = |percent: &str| {
+        let stack = Stack::new("s", &[("SmallCapacity", "spot"), ("SpotMaxPricePercent", percent)]);
+        launch(&stack, "SmallSpotCapacityProvider")["InstanceRequirements"]
+            .get("MaxSpotPriceAsPercentageOfOptimalOnDemandPrice")
+            .cloned()
+    };
+    assert_eq!(ceiling("0"), None);
+    assert_eq!(ceiling("60"), Some(json!("60")));
+}
+
+/// spot-with-fallback: a second service of the tier's task on its On-Demand provider, at 0 tasks, named as the scaler
+/// derives it (the tier's SERVICE_NAME and `-fallback`), which the scaler is told of (SPOT_FALLBACK_TIERS, the bound)
+/// and may set (UpdateService on it alone), reading the Spot tasks' ages (ListTasks in the cluster, DescribeTasks on
+/// its tasks). Without it, none of these exists.
+#[test]
+fn a_tier_on_spot_with_fallback_gets_an_on_demand_service_the_scaler_alone_sets() {
+    for choice in CHOICES {
+        let stack = Stack::new("s", &[("SmallCapacity", choice), ("SpotFallbackMinutes", "7")]);
+        let falls_back = choice == "spot-with-fallback";
+        assert_eq!(stack.deploys("SmallFallbackService"), falls_back, "{choice}");
+        assert!(!stack.deploys("LargeFallbackService"), "{choice}");
+        let env: std::collections::HashMap<String, String> = stack.environment("ScalerFunction").into_iter().collect();
+        let actions: Vec<String> = stack
+            .role_policies("ScalerRole")
+            .iter()
+            .flat_map(|(_, document)| document["Statement"].as_array().unwrap().clone())
+            .map(|statement| statement["Action"].to_string())
+            .collect();
+        let fallback_actions = ["ecs:ListTasks", "ecs:DescribeTasks", "ecs:UpdateService"];
+        if !falls_back {
+            assert_eq!(env.get("SPOT_FALLBACK_TIERS"), None, "{choice}");
+            assert!(actions.iter().all(|a| fallback_actions.iter().all(|f| !a.contains(f))), "{choice}: {actions:?}");
+            continue;
+        }
+        assert_eq!(env["SPOT_FALLBACK_TIERS"], "small");
+        assert_eq!(env["SPOT_FALLBACK_MINUTES"], "7");
+        let pattern = &env["SERVICE_NAME"];
+        assert_eq!(
+            stack.physical_name("SmallFallbackService"),
+            format!("{}-fallback", pattern.replace("{tier}", "small"))
+        );
+        assert_eq!(
+            stack.property("SmallFallbackService", "TaskDefinition"),
+            stack.property("SmallService", "TaskDefinition")
+        );
+        assert_eq!(provider_of(&stack, "SmallFallbackService"), provider_of_resource(&stack, "SmallCapacityProvider"));
+        assert_eq!(stack.property("SmallFallbackService", "DesiredCount"), Some(json!(0)));
+        let update = stack
+            .role_policies("ScalerRole")
+            .iter()
+            .flat_map(|(_, document)| document["Statement"].as_array().unwrap().clone())
+            .find(|statement| statement["Action"] == "ecs:UpdateService")
+            .unwrap();
+        let arn = format!("arn:aws:ecs:{REGION}:{ACCOUNT}:service/s-cluster/s-small-fallback");
+        assert_eq!(update["Resource"], json!([arn]));
+    }
+}
