@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Lints the deployment files with real linters, installed on first use: cfn-lint (informational
-# checks included) and checkov on template.yaml, hadolint on the Dockerfile, shellcheck on every
+# checks included) and checkov on template.yaml and the demos' templates, hadolint on the Dockerfile, shellcheck on every
 # shell script. Any finding fails.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -24,9 +24,9 @@ if ! command -v shellcheck >/dev/null; then
 fi
 
 echo "lint-deploy: cfn-lint"
-"$VENV/bin/cfn-lint" --include-checks I -- template.yaml
+"$VENV/bin/cfn-lint" --include-checks I -- template.yaml demos/*/*.yaml
 echo "lint-deploy: checkov"
-"$VENV/bin/checkov" -f template.yaml --framework cloudformation --skip-download --compact --quiet
+"$VENV/bin/checkov" -f template.yaml demos/*/*.yaml --framework cloudformation --skip-download --compact --quiet
 skips=$(grep -c 'id: CKV_' template.yaml || true)
 ((skips <= 5)) || { echo "lint-deploy: $skips checkov skips; at most 5 are allowed, each with a reason" >&2; exit 1; }
 echo "lint-deploy: hadolint"

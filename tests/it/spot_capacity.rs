@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::cfn::{ACCOUNT, REGION, Stack};
+use crate::support::cfn::{ACCOUNT, REGION, Stack, template_at};
 
 const CHOICES: [&str; 3] = ["on-demand", "spot", "spot-with-fallback"];
 
@@ -111,5 +111,40 @@ fn a_tier_on_spot_with_fallback_gets_an_on_demand_service_the_scaler_alone_sets(
             .unwrap();
         let arn = format!("arn:aws:ecs:{REGION}:{ACCOUNT}:service/s-cluster/s-small-fallback");
         assert_eq!(update["Resource"], json!([arn]));
+    }
+}
+
+/// demos/spot-interruption/experiment.yaml drills what template.yaml deploys: its FIS target selects the tier's Spot
+/// instances by the tag the tier's Spot provider carries and propagates to them (PropagateTags CAPACITY_PROVIDER), its
+/// role may interrupt only instances with that tag, and its action is AWS FIS's `aws:ec2:send-spot-instance-interruptions`
+/// on `aws:ec2:spot-instance` targets, whose `durationBeforeInterruption` is 2 to 15 minutes (AWS FIS User Guide,
+/// "Amazon EC2 actions").
+#[test]
+fn the_spot_interruption_drill_targets_the_tiers_spot_instances_by_the_tag_they_carry() {
+    let demo = template_at("demos/spot-interruption/experiment.yaml");
+    let experiment = &demo["Resources"]["Experiment"]["Properties"];
+    let target = &experiment["Targets"]["SpotInstances"];
+    assert_eq!(target["ResourceType"], "aws:ec2:spot-instance");
+    let selected = json!({"gpuinfer:spot-tier": {"Fn::Sub": "${StackName}-${Tier}"}});
+    assert_eq!(target["ResourceTags"], selected);
+    assert_eq!(experiment["Actions"]["Interrupt"]["ActionId"], "aws:ec2:send-spot-instance-interruptions");
+    let pattern = demo["Parameters"]["DurationBeforeInterruption"]["AllowedPattern"].as_str().unwrap();
+    assert_eq!(pattern, "^PT([2-9]|1[0-5])M$");
+    let role =
+        demo["Resources"]["ExperimentRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"][0].clone();
+    assert_eq!(role["Action"], "ec2:SendSpotInstanceInterruptions");
+    assert_eq!(role["Condition"]["StringEquals"]["aws:ResourceTag/gpuinfer:spot-tier"], selected["gpuinfer:spot-tier"]);
+    for tier in ["small", "large"] {
+        let stack = Stack::new("s", &[("SmallCapacity", "spot"), ("LargeCapacity", "spot")]);
+        let provider = format!("{}SpotCapacityProvider", if tier == "small" { "Small" } else { "Large" });
+        assert_eq!(
+            stack.property(&provider, "ManagedInstancesProvider").unwrap()["PropagateTags"],
+            "CAPACITY_PROVIDER"
+        );
+        let tags = stack.property(&provider, "Tags").unwrap();
+        assert!(
+            tags.as_array().unwrap().contains(&json!({"Key": "gpuinfer:spot-tier", "Value": format!("s-{tier}")})),
+            "{tags}"
+        );
     }
 }

@@ -5,7 +5,12 @@ use serde_json::{Value, json};
 
 /// template.yaml, parsed.
 pub fn template() -> Value {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/template.yaml")).unwrap();
+    template_at("template.yaml")
+}
+
+/// A CloudFormation template of the repository (`path` from its root), parsed.
+pub fn template_at(path: &str) -> Value {
+    let text = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap();
     normalize(serde_yaml_ng::from_str(&text).unwrap())
 }
 
