@@ -86,6 +86,19 @@ impl FirstSeen {
     }
 }
 
+/// A `gpuinfer worker`'s environment on moto: the queue (and its high lane), the dead-letter queue, results in
+/// `bucket`.
+pub async fn worker_env(queue_url: &str, dlq_url: &str, bucket: &str) -> Vec<(&'static str, String)> {
+    let mut env = moto::child_env();
+    env.extend([
+        ("REQUEST_QUEUE_URL", queue_url.to_owned()),
+        ("HIGH_QUEUE_URL", moto::high_lane_of(queue_url).await),
+        ("DLQ_URL", dlq_url.to_owned()),
+        ("OUTPUT_DESTINATION", format!("s3://{bucket}/results/")),
+    ]);
+    env
+}
+
 /// A moto SQS queue, for its counts.
 pub async fn sqs_queue(url: &str) -> SqsQueue {
     SqsQueue::new(moto::sqs().await, url.to_owned(), None)

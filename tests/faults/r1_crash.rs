@@ -9,7 +9,7 @@ use gpuinfer::local::LocalBackends;
 use gpuinfer::ports::{Queue, QueueCounts};
 use serde_json::Value;
 
-use crate::harness::{FirstSeen, emptied, kill_points, seconds, sqs_counts, sqs_queue, worker_args};
+use crate::harness::{FirstSeen, emptied, kill_points, seconds, sqs_counts, sqs_queue, worker_args, worker_env};
 use crate::support::engine_process::EngineProcess;
 use crate::support::process::ChildProcess;
 use crate::support::{eventually, moto, report_figure, request_body};
@@ -103,13 +103,7 @@ async fn r1_a_worker_sigkilled_five_times_on_sqs_and_s3_loses_and_overwrites_not
     let engine = EngineProcess::start(&["--latency-ms", "20", "--slots", "64"]);
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("worker.log");
-    let mut env = moto::child_env();
-    env.extend([
-        ("REQUEST_QUEUE_URL", queue_url.clone()),
-        ("HIGH_QUEUE_URL", moto::high_lane_of(&queue_url).await),
-        ("DLQ_URL", dlq_url.clone()),
-        ("OUTPUT_DESTINATION", format!("s3://{bucket}/results/")),
-    ]);
+    let env = worker_env(&queue_url, &dlq_url, &bucket).await;
     let args = worker_args(&engine.url, "16", MAX_RECEIVE_COUNT, "1");
     let start = || ChildProcess::gpuinfer(&args, &env, &log);
     let stored = || async {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use gpuinfer::ports::QueueCounts;
 
-use crate::harness::{seconds, sqs_counts, worker_args};
+use crate::harness::{seconds, sqs_counts, worker_args, worker_env};
 use crate::support::engine_process::EngineProcess;
 use crate::support::process::ChildProcess;
 use crate::support::{eventually, moto, report_figure, request_body};
@@ -27,13 +27,7 @@ async fn r4_sigterm_completes_the_requests_in_flight_and_hands_back_what_arrives
     let bucket = moto::bucket(&name).await;
     let engine = EngineProcess::start(&["--latency-ms", "2000"]);
     let dir = tempfile::tempdir().unwrap();
-    let mut env = moto::child_env();
-    env.extend([
-        ("REQUEST_QUEUE_URL", queue_url.clone()),
-        ("HIGH_QUEUE_URL", moto::high_lane_of(&queue_url).await),
-        ("DLQ_URL", dlq_url),
-        ("OUTPUT_DESTINATION", format!("s3://{bucket}/results/")),
-    ]);
+    let env = worker_env(&queue_url, &dlq_url, &bucket).await;
     // Twice the slots in flight: the worker keeps a long poll open for the free ones.
     let args = worker_args(&engine.url, "8", "3", "5");
     let mut worker = ChildProcess::gpuinfer(&args, &env, &dir.path().join("worker.log"));

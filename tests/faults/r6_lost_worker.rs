@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use gpuinfer::ports::QueueCounts;
 use serde_json::Value;
 
-use crate::harness::{seconds, sqs_counts};
+use crate::harness::{seconds, sqs_counts, worker_env};
 use crate::support::engine_process::EngineProcess;
 use crate::support::process::ChildProcess;
 use crate::support::{eventually, moto, report_figure, request_body};
@@ -31,13 +31,7 @@ async fn r6_a_worker_lost_without_notice_holds_its_requests_for_its_lease_not_th
     let latency = GENERATION.as_millis().to_string();
     let engine = EngineProcess::start(&["--latency-ms", &latency]);
     let dir = tempfile::tempdir().unwrap();
-    let mut env = moto::child_env();
-    env.extend([
-        ("REQUEST_QUEUE_URL", queue_url.clone()),
-        ("HIGH_QUEUE_URL", moto::high_lane_of(&queue_url).await),
-        ("DLQ_URL", dlq_url.clone()),
-        ("OUTPUT_DESTINATION", format!("s3://{bucket}/results/")),
-    ]);
+    let env = worker_env(&queue_url, &dlq_url, &bucket).await;
     // The defaults but for the engine and a short long poll: no --visibility-timeout.
     let args = ["worker", "--tier", "small", "--engine-url", &engine.url, "--wait-time-seconds", "1"];
     let mut lost = ChildProcess::gpuinfer(&args, &env, &dir.path().join("lost.log"));

@@ -13,7 +13,7 @@ use gpuinfer::local::queue::LocalQueue;
 use gpuinfer::ports::{Queue, QueueCounts};
 use serde_json::{Value, json};
 
-use crate::harness::{seconds, sqs_counts};
+use crate::harness::{seconds, sqs_counts, worker_env};
 use crate::support::engine_process::EngineProcess;
 use crate::support::process::ChildProcess;
 use crate::support::{eventually, moto, report_figure};
@@ -43,13 +43,7 @@ impl Backend {
         let name = moto::unique("r7");
         let (queue_url, dlq_url) = moto::queue_with_dlq(&name, 300, 3).await;
         let (s3, bucket) = (moto::s3().await, moto::bucket(&name).await);
-        let mut env = moto::child_env();
-        env.extend([
-            ("REQUEST_QUEUE_URL", queue_url.clone()),
-            ("HIGH_QUEUE_URL", moto::high_lane_of(&queue_url).await),
-            ("DLQ_URL", dlq_url.clone()),
-            ("OUTPUT_DESTINATION", format!("s3://{bucket}/results/")),
-        ]);
+        let env = worker_env(&queue_url, &dlq_url, &bucket).await;
         Backend::Sqs { queue_url, dlq_url, s3, bucket, env }
     }
 

@@ -90,6 +90,9 @@ fn a_tier_on_spot_with_fallback_gets_an_on_demand_service_the_scaler_alone_sets(
             assert!(actions.iter().all(|a| fallback_actions.iter().all(|f| !a.contains(f))), "{choice}: {actions:?}");
             continue;
         }
+        for action in fallback_actions {
+            assert!(actions.iter().any(|a| a.contains(action)), "{choice}: ScalerRole lacks {action}: {actions:?}");
+        }
         assert_eq!(env["SPOT_FALLBACK_TIERS"], "small");
         assert_eq!(env["SPOT_FALLBACK_MINUTES"], "7");
         let pattern = &env["SERVICE_NAME"];
