@@ -187,9 +187,9 @@ def simulator(processes, binary, env):
     return url
 
 
-def seed_request(i):
+def seed_request(i, tokens=TOKENS):
     """A request in the sample's format (its router passes the body on; its worker requires a requestId)."""
-    return {"requestId": str(uuid.uuid4()), "prompt": f"Benchmark request {i}: tell a story.", "maxTokens": TOKENS,
+    return {"requestId": str(uuid.uuid4()), "prompt": f"Benchmark request {i}: tell a story.", "maxTokens": tokens,
             "temperature": 0.7, "topP": 1.0}
 
 
@@ -306,6 +306,7 @@ def run(args):
     api = {"ours-wait": base + 2, "ours-callback": base + 3, "sample": base + 4}
     upstream = {"ours-wait": base + 5, "ours-callback": base + 6, "sample": base + 7}
     hook_port = base + 8
+    lease = {"VISIBILITY_TIMEOUT": str(args.lease)} if args.lease else {}
     moto = f"http://127.0.0.1:{args.moto_port}"
     endpoint = f"http://127.0.0.1:{aws_port}"
     logs = Path(tempfile.mkdtemp(prefix="aws-calls-"))
@@ -357,8 +358,8 @@ def run(args):
             processes.start([args.gpuinfer, "worker", "--tier", "small", "--engine-url", engine],
                             env(f"{scenario}-worker", **common, REQUEST_QUEUE_URL=queues["small"],
                                 HIGH_QUEUE_URL=queues["small-high"], BATCH_QUEUE_URL=queues["small-batch"],
-                                DLQ_URL=queues["dlq"], VISIBILITY_TIMEOUT="300", MAX_RECEIVE_COUNT="3",
-                                WORKER_CONCURRENCY="2048", WEBHOOK_SECRET=secret), out, err)
+                                DLQ_URL=queues["dlq"], MAX_RECEIVE_COUNT="3", WORKER_CONCURRENCY="2048",
+                                WEBHOOK_SECRET=secret, **lease), out, err)
             if scenario == "ours-wait":
                 scaler_env = env("ours-scaler", **common, **urls, SCALER_TIERS="small,large",
                                  SCALER_INTERVAL_SECONDS="1", RUST_LOG="info")
@@ -421,10 +422,10 @@ def run(args):
         for i in range(args.requests):
             time.sleep(max(0.0, load_started + i / args.rate - time.time()))
             for target in (ours_wait, sample_client):
-                thread = threading.Thread(target=target, args=(seed_request(i),))
+                thread = threading.Thread(target=target, args=(seed_request(i, args.tokens),))
                 thread.start()
                 threads.append(thread)
-            request = seed_request(i) | {"callbackUrl": f"http://127.0.0.1:{hook_port}/hook"}
+            request = seed_request(i, args.tokens) | {"callbackUrl": f"http://127.0.0.1:{hook_port}/hook"}
             status, _ = post(f"http://127.0.0.1:{api['ours-callback']}/infer", request)
             if status != 202:
                 failures.append(f"our router answered {status} to a callback request")
@@ -548,7 +549,7 @@ def summarize(args, calls, load_seconds, our_ticks, sample_ticks_ms, before, aft
     first = (
         f"One run of [`scripts/bench/aws_calls.py`](scripts/bench/aws_calls.py) `--requests {n} --rate "
         f"{args.rate:g}`, {datetime.date.today().isoformat()}, {commit}; {args.build}, {args.moto_version}. Each "
-        f"stack served {n} seed-format requests of {TOKENS} tokens, {args.rate:g} a second for {load_seconds:.0f} s, "
+        f"stack served {n} seed-format requests of {args.tokens} tokens, {args.rate:g} a second for {load_seconds:.0f} s, "
         f"on the engine simulator (8 slots). "
         f"scripts/bench/aws_call_counter.py counted every AWS call; {len(failed)} were answered 5xx. Median wait: "
         f"`submit --wait` {median(waits):.2f} s, the sample's client polling S3 {median(sample_waits):.2f} s; {hooks} "
@@ -581,6 +582,8 @@ def main():
                         help="how the binaries were built, for the section's first line")
     parser.add_argument("--requests", type=int, default=120)
     parser.add_argument("--rate", type=float, default=1.0, help="requests per second into each stack")
+    parser.add_argument("--tokens", type=int, default=TOKENS, help="each request's maxTokens (10 ms a token)")
+    parser.add_argument("--lease", type=int, help="our worker's VISIBILITY_TIMEOUT, seconds [default: its own]")
     parser.add_argument("--moto-port", type=int, default=15255)
     parser.add_argument("--port-base", type=int, default=15256)
     parser.add_argument("--write", type=Path)

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use aws_sdk_ecs::Client;
-use aws_sdk_ecs::types::DesiredStatus;
+use aws_sdk_ecs::types::{DesiredStatus, HealthStatus};
 
 use crate::ports::{CapacityControl, FirstTask, FleetError, Service, ServiceTasks, TaskAges, TaskCounts};
 
@@ -75,7 +75,8 @@ impl FirstTask for EcsServices {
 #[async_trait]
 impl CapacityControl for EcsServices {
     /// The service's tasks meant to run (ListTasks, desiredStatus RUNNING: its first page of 100, more than a tier
-    /// asks for), described: the oldest still PROVISIONING by its createdAt, the youngest RUNNING by its startedAt.
+    /// asks for), described: the oldest still PROVISIONING by its createdAt, the youngest RUNNING by its startedAt
+    /// (0 while its container health check is not HEALTHY yet).
     async fn task_ages(&self, service: &Service) -> Result<TaskAges, FleetError> {
         let what = |call: &str| format!("{call} {}/{}", service.cluster, service.name);
         let listed = self
@@ -106,9 +107,14 @@ impl CapacityControl for EcsServices {
         };
         let tasks = described.tasks.unwrap_or_default();
         let in_state = |state: &'static str| tasks.iter().filter(move |t| t.last_status() == Some(state));
+        // A task that runs but is not yet HEALTHY (its engine still loading the model) serves nothing yet: age 0.
+        let serving = |t: &aws_sdk_ecs::types::Task| match t.health_status() {
+            Some(HealthStatus::Healthy) => age(t.started_at()),
+            _ => Some(Duration::ZERO),
+        };
         Ok(TaskAges {
             oldest_provisioning: in_state("PROVISIONING").filter_map(|t| age(t.created_at())).max(),
-            youngest_running: in_state("RUNNING").filter_map(|t| age(t.started_at())).min(),
+            youngest_running: in_state("RUNNING").filter_map(serving).min(),
         })
     }
 

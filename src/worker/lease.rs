@@ -3,9 +3,11 @@
 //! given back at once.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::contract::tier::Tier;
 use crate::ports::{Queue, QueueError};
@@ -19,26 +21,33 @@ pub(super) struct HeldMessage<Q: Queue + ?Sized + 'static> {
     tier: Tier,
     /// Deleted, dead-lettered or given back: nothing is left to do on drop.
     settled: AtomicBool,
+    /// When the message's visibility was last set (received, or a renewal asked): each heartbeat renews a third of
+    /// the visibility timeout after it, however the request's phases (slot, inference, storing) cut the time.
+    renewed: Mutex<Instant>,
 }
 
 impl<Q: Queue + ?Sized + 'static> HeldMessage<Q> {
     pub(super) fn new(lease: Lease, queue: Arc<Q>, visibility_timeout: Duration, tier: Tier) -> Self {
-        HeldMessage { lease, queue, visibility_timeout, tier, settled: AtomicBool::new(false) }
+        let renewed = Mutex::new(Instant::now());
+        HeldMessage { lease, queue, visibility_timeout, tier, settled: AtomicBool::new(false), renewed }
     }
 
     pub(super) fn lease(&self) -> &Lease {
         &self.lease
     }
 
-    /// Keeps the message invisible while `work` runs, renewing every third of the visibility timeout.
+    /// Keeps the message invisible while `work` runs, renewing a third of the visibility timeout after the last
+    /// renewal (at once when that is past: the phase before ran without a heartbeat).
     pub(super) async fn heartbeat<T>(&self, work: impl Future<Output = T>) -> T {
         let every = self.visibility_timeout / 3;
-        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         tokio::pin!(work);
         loop {
+            let due = *self.renewed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) + every;
             tokio::select! {
                 out = &mut work => return out,
-                _ = ticks.tick() => {
+                () = tokio::time::sleep_until(due) => {
+                    // A failed renewal is tried again a third later, as a renewed one would be.
+                    *self.renewed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Instant::now();
                     if let Err(error) = self.queue.change_visibility(&self.lease.message.receipt, self.visibility_timeout).await {
                         tracing::warn!(tier = %self.tier, %error, "heartbeat failed");
                     }
@@ -84,5 +93,47 @@ impl<Q: Queue + ?Sized + 'static> Drop for HeldMessage<Q> {
                 tracing::warn!(%error, "could not give the message back; its visibility timeout applies");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::HeldMessage;
+    use crate::contract::tier::{Priority, Tier};
+    use crate::local::LocalBackends;
+    use crate::ports::Queue;
+    use crate::worker::lanes::Lease;
+
+    /// A request's phases need not all run under a heartbeat (looking for a result, marking its ending): the next
+    /// heartbeat renews a third of the visibility timeout after the last renewal, at once when that is past, so a
+    /// phase of most of a lease without one does not let the message lapse. On the embedded queue, in real time.
+    #[tokio::test]
+    async fn a_heartbeat_after_a_long_phase_without_one_renews_at_once() {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string());
+        let dir = dir.as_ref().map(|d| d.path().to_owned()).unwrap_or_default();
+        let backends = LocalBackends::open(&dir).map_err(|e| e.to_string());
+        let Ok(backends) = backends else { panic!("{backends:?}", backends = backends.err()) };
+        let visibility = Duration::from_secs(6);
+        let queue = backends.lane_queue(Tier::Small, Priority::Normal, visibility, 3);
+        assert!(queue.send("{}").await.is_ok());
+        let received = queue.receive(1, Duration::ZERO).await.ok().and_then(|mut m| m.pop());
+        let Some(message) = received else { panic!("no message received") };
+        let lease = Lease { lane: Priority::Normal, message, preemptible: false };
+        let held = Arc::new(HeldMessage::new(lease, Arc::clone(&queue), visibility, Tier::Small));
+        let holder = Arc::clone(&held);
+        let request = tokio::spawn(async move {
+            // 5 s without a heartbeat, then 3 s under one: the old schedule (a third after its own start) renewed
+            // first at 7 s, after the message lapsed at 6 s.
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            holder.heartbeat(tokio::time::sleep(Duration::from_secs(3))).await;
+        });
+        tokio::time::sleep(Duration::from_millis(6_500)).await;
+        let stolen = queue.receive(1, Duration::ZERO).await.map(|m| m.len());
+        assert_eq!(stolen.ok(), Some(0), "the message lapsed while it was held");
+        assert!(request.await.is_ok());
+        held.delete().await;
     }
 }

@@ -269,6 +269,10 @@ where
     /// back if the pace was wrong.
     async fn outlasts_the_drain(&self, request: &InferenceRequest, started: Instant) {
         let worker = &self.worker;
+        // On its last attempt a message handed back would be dead-lettered with no result: it runs on instead.
+        if self.held.lease().message.receive_count >= worker.config.lease.max_receive_count {
+            return std::future::pending().await;
+        }
         worker.draining.cancelled().await;
         let drain_ends = Instant::now() + worker.config.drain_timeout;
         match worker.pace.time_for(request.sampling.max_tokens) {

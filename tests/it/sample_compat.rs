@@ -621,7 +621,7 @@ fn both_capacity_providers_launch_nvidia_gpu_instances_through_managed_instances
     }
     let association = properties(&t, "ClusterCapacity");
     assert_eq!(association["Cluster"], ref_to("Cluster"));
-    let spot = |tier: &str| json!({"Fn::If": [format!("{tier}OnSpot"), ref_to(&format!("{tier}SpotCapacityProvider")), {"Ref": "AWS::NoValue"}]});
+    let spot = |tier: &str| ref_to(&format!("{tier}SpotCapacityProvider"));
     let providers =
         json!([ref_to("SmallCapacityProvider"), ref_to("LargeCapacityProvider"), spot("Small"), spot("Large")]);
     assert_eq!(association["CapacityProviders"], providers);
@@ -842,7 +842,7 @@ fn the_stack_holds_the_resources_the_samples_integration_test_finds_in_a_deploye
         ("AWS::ECS::TaskDefinition", 2),
         ("AWS::SQS::Queue", 7), // the sample's 2 (request queue, DLQ), and each tier's other lanes
         ("AWS::ECR::Repository", 1),
-        ("AWS::ECS::CapacityProvider", 2),
+        ("AWS::ECS::CapacityProvider", 4), // each tier's On-Demand one, as the sample's, and its Spot one (idle)
         ("AWS::AutoScaling::AutoScalingGroup", 0),
     ] {
         // With the default (On-Demand) capacity: the Spot providers and fallback services are conditional.

@@ -19,8 +19,10 @@ fn launch(stack: &Stack, provider: &str) -> Value {
 /// ECS API Reference, UpdateCapacityProvider: its InstanceLaunchTemplateUpdate has no capacityOptionType (AWS Batch,
 /// InstanceLaunchTemplateUpdate: "You cannot change capacityOptionType"), so a provider's option is fixed at its
 /// creation: a tier moves between On-Demand and Spot by moving its service to another provider (a capacity provider
-/// strategy change, which starts a new deployment), never by changing one. The On-Demand providers keep the default
-/// (no CapacityOptionType), the Spot ones are SPOT, and no provider's option depends on a parameter.
+/// strategy change, which starts a new deployment), never by changing one. Every provider exists and stays
+/// associated whatever the choice (ECS refuses to disassociate a provider a service uses: PutClusterCapacityProviders,
+/// ResourceInUseException), so leaving Spot changes the service's strategy alone. The On-Demand providers keep the
+/// default (no CapacityOptionType), the Spot ones are SPOT, and no provider's option depends on a parameter.
 #[test]
 fn a_tier_moves_to_spot_by_moving_its_service_to_a_spot_provider_of_its_own() {
     for tier in ["Small", "Large"] {
@@ -28,12 +30,14 @@ fn a_tier_moves_to_spot_by_moving_its_service_to_a_spot_provider_of_its_own() {
             let stack = Stack::new("s", &[(&format!("{tier}Capacity"), choice)]);
             let spot = format!("{tier}SpotCapacityProvider");
             let on_spot = choice != "on-demand";
-            assert_eq!(stack.deploys(&spot), on_spot, "{tier} {choice}");
+            assert!(stack.deploys(&spot), "{tier} {choice}");
+            let associated = stack.property("ClusterCapacity", "CapacityProviders").unwrap();
+            assert_eq!(associated.as_array().map(Vec::len), Some(4), "{tier} {choice}: {associated}");
             let expected = if on_spot { spot.clone() } else { format!("{tier}CapacityProvider") };
             let service = format!("{tier}Service");
             assert_eq!(provider_of(&stack, &service), provider_of_resource(&stack, &expected), "{tier} {choice}");
             assert!(launch(&stack, &format!("{tier}CapacityProvider")).get("CapacityOptionType").is_none());
-            if on_spot {
+            {
                 let template = launch(&stack, &spot);
                 assert_eq!(template["CapacityOptionType"], "SPOT", "{tier} {choice}");
                 let allowed = &template["InstanceRequirements"]["AllowedInstanceTypes"];

@@ -394,7 +394,8 @@ impl<'a> Simulation<'a> {
         for index in active.into_iter().take(excess) {
             let task = &mut self.tasks[index];
             task.state = if task.busy > 0 { TaskState::Draining } else { TaskState::Stopped(self.now) };
-            if let Some(fallback) = task.fallback.take().map(|index| &mut self.tasks[index]) {
+            let fallback = task.fallback.take().map(|index| &mut self.tasks[index]);
+            if let Some(fallback) = fallback.filter(|f| matches!(f.state, TaskState::Starting | TaskState::Serving)) {
                 fallback.state = if fallback.busy > 0 { TaskState::Draining } else { TaskState::Stopped(self.now) };
             }
         }
