@@ -171,11 +171,14 @@ pub(crate) async fn running(objects: &dyn ObjectStore) -> Result<Vec<String>, Op
     Ok(marks.iter().filter_map(|key| key.strip_prefix(&prefix)).map(str::to_owned).collect())
 }
 
-/// Brings every running batch up to date (see `refresh`): those whose lines have all ended are finished, and their
-/// event recorded, with no client polling. The number of batches looked at.
-pub(crate) async fn refresh_running(state: &AppState, objects: &dyn ObjectStore) -> Result<usize, OpenAiError> {
-    let running = running(objects).await?;
-    for id in &running {
+/// Brings every running batch of `running` (the ids `running` listed) up to date (see `refresh`): those whose lines
+/// have all ended are finished, and their event recorded, with no client polling. The number of batches looked at.
+pub(crate) async fn refresh_running(
+    state: &AppState,
+    objects: &dyn ObjectStore,
+    running: &[String],
+) -> Result<usize, OpenAiError> {
+    for id in running {
         // The upkeep works for every project.
         match find(objects, &Caller::default(), id).await {
             // Still being admitted (`batch_admission`).

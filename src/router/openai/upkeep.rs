@@ -26,8 +26,15 @@ pub const DEV_PERIOD: Duration = Duration::from_secs(1);
 /// One upkeep: the batches looked at and the events attempted. Failures are logged; the next upkeep tries again.
 pub async fn upkeep(state: &AppState) -> (usize, usize) {
     let Some(objects) = state.store.objects() else { return (0, 0) };
-    admit_waiting(state, objects).await;
-    let batches = batch_lifecycle::refresh_running(state, objects).await.unwrap_or_else(|error| {
+    // One listing of the running batches serves both (each batch's record is read afresh by each).
+    let batches = match batch_lifecycle::running(objects).await {
+        Ok(running) => {
+            admit_waiting(state, objects, &running).await;
+            batch_lifecycle::refresh_running(state, objects, &running).await
+        }
+        Err(error) => Err(error),
+    };
+    let batches = batches.unwrap_or_else(|error| {
         tracing::warn!(?error, "bringing running batches up to date failed; trying again at the next upkeep");
         0
     });
@@ -45,16 +52,15 @@ pub async fn upkeep(state: &AppState) -> (usize, usize) {
     (batches, attempted)
 }
 
-/// Steps the admission of every batch being admitted that no process holds (one whose creator stopped midway, or
-/// every new one on Lambda), until `batch_admission::STEP` has passed.
-async fn admit_waiting(state: &AppState, objects: &dyn ObjectStore) {
+/// Steps the admission of every batch of `running` being admitted that no process holds (one whose creator stopped
+/// midway, or every new one on Lambda), until `batch_admission::STEP` has passed.
+async fn admit_waiting(state: &AppState, objects: &dyn ObjectStore, running: &[String]) {
     let deadline = Instant::now() + batch_admission::STEP;
-    let running = batch_lifecycle::running(objects).await.unwrap_or_default();
     for id in running {
         if Instant::now() >= deadline {
             return;
         }
-        if let Err(error) = batch_admission::step(state, objects, &id, deadline).await {
+        if let Err(error) = batch_admission::step(state, objects, id, deadline).await {
             tracing::warn!(batch_id = %id, ?error, "a step of the batch's admission failed; trying again at the next upkeep");
         }
     }
