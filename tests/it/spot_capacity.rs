@@ -155,3 +155,20 @@ fn the_spot_interruption_drill_targets_the_tiers_spot_instances_by_the_tag_they_
         );
     }
 }
+
+/// A worker stopping hands work back once its open long poll returns (a SQS receive cannot be dropped: messages it
+/// brought would stay invisible); a Spot tier's workers poll 1 s (`WAIT_TIME_SECONDS`), so a notice's hand-back waits
+/// 1 s, not the default 20 (tests/faults/r7_notice.rs measures it); an On-Demand tier keeps the default.
+#[test]
+fn a_spot_tiers_workers_long_poll_for_one_second() {
+    for (tier, task) in [("Small", "SmallTaskDefinition"), ("Large", "LargeTaskDefinition")] {
+        for choice in CHOICES {
+            let capacity = format!("{tier}Capacity");
+            let models = [("ModelName", "small-model"), ("LargeModelName", "large-model"), (capacity.as_str(), choice)];
+            let stack = Stack::new("s", &models);
+            let env: std::collections::HashMap<String, String> = stack.environment(task).into_iter().collect();
+            let expected = (choice != "on-demand").then_some("1");
+            assert_eq!(env.get("WAIT_TIME_SECONDS").map(String::as_str), expected, "{tier} {choice}");
+        }
+    }
+}
