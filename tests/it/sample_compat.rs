@@ -444,8 +444,8 @@ async fn an_idle_worker_long_polls_both_lanes_and_never_spins_on_short_polls() {
 }
 
 /// The same on SQS and in the template (test_sqs_long_polling.py::TestSQSLongPollingUnit): the worker's long poll is
-/// 20 s unless WAIT_TIME_SECONDS says otherwise, neither task definition says otherwise, and a receive on an empty SQS
-/// queue waits for it (WaitTimeSeconds is sent) instead of answering at once.
+/// 20 s unless WAIT_TIME_SECONDS says otherwise, neither task definition says otherwise on On-Demand capacity, and a
+/// receive on an empty SQS queue waits for it (WaitTimeSeconds is sent) instead of answering at once.
 #[tokio::test]
 #[ignore = "needs moto: scripts/test.sh"]
 async fn the_worker_long_polls_sqs_twenty_seconds_by_default() {
@@ -455,9 +455,11 @@ async fn the_worker_long_polls_sqs_twenty_seconds_by_default() {
     let wait = worker.get_arguments().find(|a| a.get_env().is_some_and(|e| e == "WAIT_TIME_SECONDS")).unwrap();
     let defaults: Vec<String> = wait.get_default_values().iter().map(|v| v.to_string_lossy().into_owned()).collect();
     assert_eq!(defaults, ["20"]);
-    let t = template();
-    for (name, task) in of_type(&t, "AWS::ECS::TaskDefinition") {
-        assert!(!task.to_string().contains("WAIT_TIME_SECONDS"), "{name} keeps the 20 s long poll");
+    // With the default (On-Demand) capacity; a Spot tier's poll is 1 s (tests/it/spot_capacity.rs).
+    let stack = Stack::new("s", &[("ModelName", "small-model"), ("LargeModelName", "large-model")]);
+    for task in ["SmallTaskDefinition", "LargeTaskDefinition"] {
+        let env = stack.environment(task);
+        assert!(env.iter().all(|(name, _)| name != "WAIT_TIME_SECONDS"), "{task} keeps the 20 s long poll");
     }
     let (url, _) = moto::queue_with_dlq(&moto::unique("sample-long-poll"), 30, 3).await;
     let queue = SqsQueue::new(moto::sqs().await, url, None);
