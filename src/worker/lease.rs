@@ -97,6 +97,7 @@ impl<Q: Queue + ?Sized + 'static> Drop for HeldMessage<Q> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use std::sync::Arc;
     use std::time::Duration;
@@ -112,15 +113,12 @@ mod tests {
     /// phase of most of a lease without one does not let the message lapse. On the embedded queue, in real time.
     #[tokio::test]
     async fn a_heartbeat_after_a_long_phase_without_one_renews_at_once() {
-        let dir = tempfile::tempdir().map_err(|e| e.to_string());
-        let dir = dir.as_ref().map(|d| d.path().to_owned()).unwrap_or_default();
-        let backends = LocalBackends::open(&dir).map_err(|e| e.to_string());
-        let Ok(backends) = backends else { panic!("{backends:?}", backends = backends.err()) };
+        let dir = tempfile::tempdir().unwrap();
+        let backends = LocalBackends::open(dir.path()).unwrap();
         let visibility = Duration::from_secs(6);
         let queue = backends.lane_queue(Tier::Small, Priority::Normal, visibility, 3);
-        assert!(queue.send("{}").await.is_ok());
-        let received = queue.receive(1, Duration::ZERO).await.ok().and_then(|mut m| m.pop());
-        let Some(message) = received else { panic!("no message received") };
+        queue.send("{}").await.unwrap();
+        let message = queue.receive(1, Duration::ZERO).await.unwrap().pop().expect("the message");
         let lease = Lease { lane: Priority::Normal, message, preemptible: false };
         let held = Arc::new(HeldMessage::new(lease, Arc::clone(&queue), visibility, Tier::Small));
         let holder = Arc::clone(&held);
@@ -131,9 +129,9 @@ mod tests {
             holder.heartbeat(tokio::time::sleep(Duration::from_secs(3))).await;
         });
         tokio::time::sleep(Duration::from_millis(6_500)).await;
-        let stolen = queue.receive(1, Duration::ZERO).await.map(|m| m.len());
-        assert_eq!(stolen.ok(), Some(0), "the message lapsed while it was held");
-        assert!(request.await.is_ok());
+        let stolen = queue.receive(1, Duration::ZERO).await.unwrap().len();
+        assert_eq!(stolen, 0, "the message lapsed while it was held");
+        request.await.unwrap();
         held.delete().await;
     }
 }

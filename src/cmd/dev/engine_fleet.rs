@@ -123,8 +123,7 @@ impl EngineFleet {
         let count = active.len() - needed;
         for (id, _) in active.into_iter().take(count) {
             if let Some(slot) = state.engines.get_mut(&id) {
-                slot.stopping = true;
-                slot.stop.cancel();
+                slot.stop();
                 tracing::info!(
                     %tier,
                     engine = id,
@@ -145,8 +144,7 @@ impl EngineFleet {
         let mut state = lock(&managed.state);
         let mut noticed = Vec::new();
         for (id, slot) in state.engines.iter_mut().filter(|(_, slot)| slot.healthy && !slot.stopping) {
-            slot.stopping = true;
-            slot.stop.cancel();
+            slot.stop();
             noticed.push(*id);
             tracing::warn!(%tier, engine = id, port = slot.port, drain_timeout_s = drain, "Spot interruption drill: notice given; the worker pool drains, then the engine stops");
         }

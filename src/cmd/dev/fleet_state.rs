@@ -54,6 +54,14 @@ pub(super) struct Slot {
     pub(super) pool: Option<Arc<Slots>>,
 }
 
+impl Slot {
+    /// Marks the engine stopping and tells its run to drain its worker pool, then stop it.
+    pub(super) fn stop(&mut self) {
+        self.stopping = true;
+        self.stop.cancel();
+    }
+}
+
 #[derive(Default)]
 pub(super) struct TierState {
     pub(super) engines: BTreeMap<u64, Slot>,

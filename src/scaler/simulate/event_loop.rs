@@ -164,6 +164,11 @@ impl Task {
         self.kind != TaskKind::Fallback && matches!(self.state, TaskState::Starting | TaskState::Serving)
     }
 
+    /// Takes no new request from `now`: stops at once when idle, else after its last request (draining).
+    fn stop_at(&mut self, now: Millis) {
+        self.state = if self.busy > 0 { TaskState::Draining } else { TaskState::Stopped(now) };
+    }
+
     fn is_billed(&self) -> bool {
         !matches!(self.state, TaskState::Stopped(_))
     }
@@ -301,7 +306,7 @@ impl<'a> Simulation<'a> {
             return;
         }
         self.seen.interruptions += u64::from(matches!(why, Event::Interrupted { .. }));
-        task.state = if task.busy > 0 { TaskState::Draining } else { TaskState::Stopped(self.now) };
+        task.stop_at(self.now);
         self.reconcile();
     }
 
@@ -393,10 +398,10 @@ impl<'a> Simulation<'a> {
         });
         for index in active.into_iter().take(excess) {
             let task = &mut self.tasks[index];
-            task.state = if task.busy > 0 { TaskState::Draining } else { TaskState::Stopped(self.now) };
+            task.stop_at(self.now);
             let fallback = task.fallback.take().map(|index| &mut self.tasks[index]);
             if let Some(fallback) = fallback.filter(|f| matches!(f.state, TaskState::Starting | TaskState::Serving)) {
-                fallback.state = if fallback.busy > 0 { TaskState::Draining } else { TaskState::Stopped(self.now) };
+                fallback.stop_at(self.now);
             }
         }
     }
