@@ -122,7 +122,8 @@ fn a_tier_on_spot_with_fallback_gets_an_on_demand_service_the_scaler_alone_sets(
 }
 
 /// demos/spot-interruption/experiment.yaml drills what template.yaml deploys: its FIS target selects the tier's Spot
-/// instances by the tag the tier's Spot provider carries and propagates to them (PropagateTags CAPACITY_PROVIDER), its
+/// instances by the tag the tier's Spot provider carries and propagates to them (ECS API Reference,
+/// CreateManagedInstancesProviderConfiguration `propagateTags`: "CAPACITY_PROVIDER — Propagates tags to instances"), its
 /// role may interrupt only instances with that tag, and its action is AWS FIS's `aws:ec2:send-spot-instance-interruptions`
 /// on `aws:ec2:spot-instance` targets, whose `durationBeforeInterruption` is 2 to 15 minutes (AWS FIS User Guide,
 /// "Amazon EC2 actions").
