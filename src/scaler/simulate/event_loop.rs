@@ -164,11 +164,6 @@ impl Task {
         self.kind != TaskKind::Fallback && matches!(self.state, TaskState::Starting | TaskState::Serving)
     }
 
-    /// Takes no new request from `now`: stops at once when idle, else after its last request (draining).
-    fn stop_at(&mut self, now: Millis) {
-        self.state = if self.busy > 0 { TaskState::Draining } else { TaskState::Stopped(now) };
-    }
-
     fn is_billed(&self) -> bool {
         !matches!(self.state, TaskState::Stopped(_))
     }
@@ -306,7 +301,7 @@ impl<'a> Simulation<'a> {
             return;
         }
         self.seen.interruptions += u64::from(matches!(why, Event::Interrupted { .. }));
-        task.stop_at(self.now);
+        task.state = if task.busy > 0 { TaskState::Draining } else { TaskState::Stopped(self.now) };
         self.reconcile();
     }
 
@@ -398,10 +393,10 @@ impl<'a> Simulation<'a> {
         });
         for index in active.into_iter().take(excess) {
             let task = &mut self.tasks[index];
-            task.stop_at(self.now);
+            task.state = if task.busy > 0 { TaskState::Draining } else { TaskState::Stopped(self.now) };
             let fallback = task.fallback.take().map(|index| &mut self.tasks[index]);
             if let Some(fallback) = fallback.filter(|f| matches!(f.state, TaskState::Starting | TaskState::Serving)) {
-                fallback.stop_at(self.now);
+                fallback.state = if fallback.busy > 0 { TaskState::Draining } else { TaskState::Stopped(self.now) };
             }
         }
     }
