@@ -13,11 +13,11 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use gpuinfer::aws::sqs::SqsQueue;
-use gpuinfer::contract::engine_load::EngineLoad;
-use gpuinfer::contract::tier::Tier;
-use gpuinfer::local::LocalBackends;
-use gpuinfer::ports::{Queue, QueueCounts};
+use gpuinfer::EngineLoad;
+use gpuinfer::LocalBackends;
+use gpuinfer::SqsQueue;
+use gpuinfer::Tier;
+use gpuinfer::{Queue, QueueCounts};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
@@ -433,11 +433,11 @@ fn python_router(port: u16, env: &[(&str, String)]) -> Process {
 /// Creates fresh queues and a results bucket for a router on `aws` (moto or the aws-stand-in), as the stack gives
 /// its function on AWS, and returns its environment.
 async fn router_env(aws: &str) -> Vec<(&'static str, String)> {
-    let sdk = gpuinfer::aws::sdk_config(Some(aws)).await;
+    let sdk = gpuinfer::sdk_config(Some(aws)).await;
     let sqs = aws_sdk_sqs::Client::new(&sdk);
     let suffix = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
     let bucket = format!("bench-results-{suffix}");
-    gpuinfer::aws::s3::client(&sdk).create_bucket().bucket(&bucket).send().await.unwrap();
+    gpuinfer::s3_client(&sdk).create_bucket().bucket(&bucket).send().await.unwrap();
     let mut env = vec![("AWS_ENDPOINT_URL", aws.to_owned()), ("OUTPUT_DESTINATION", format!("s3://{bucket}/results/"))];
     let lanes = [
         ("SMALL_QUEUE_URL", "small"),
@@ -459,7 +459,7 @@ fn small_queue<'a>(env: &'a [(&str, String)]) -> &'a str {
 /// The median time one SendMessage of the router's size takes `aws` to answer, over a warm connection: the part of
 /// a router's first 202 that is the emulator's.
 async fn send_message_ms(aws: &str, queue_url: &str) -> f64 {
-    let sqs = aws_sdk_sqs::Client::new(&gpuinfer::aws::sdk_config(Some(aws)).await);
+    let sqs = aws_sdk_sqs::Client::new(&gpuinfer::sdk_config(Some(aws)).await);
     let mut times = Vec::new();
     for _ in 0..21 {
         let sent = Instant::now();
@@ -547,8 +547,8 @@ fn service_pid(service: &str, url: &str) -> u32 {
 /// at the end, so watching costs moto no CPU: on this machine moto shares the 2 cores with the engine, and the
 /// direct runs have no watcher.
 async fn through_sqs_worker(binary: &str, moto: WorkerAws<'_>, engine: &str, requests: usize) -> SqsRun {
-    let sqs = aws_sdk_sqs::Client::new(&gpuinfer::aws::sdk_config(Some(moto.sqs)).await);
-    let s3 = gpuinfer::aws::s3::client(&gpuinfer::aws::sdk_config(Some(moto.s3)).await);
+    let sqs = aws_sdk_sqs::Client::new(&gpuinfer::sdk_config(Some(moto.sqs)).await);
+    let s3 = gpuinfer::s3_client(&gpuinfer::sdk_config(Some(moto.s3)).await);
     let suffix = &uuid::Uuid::new_v4().simple().to_string()[..8];
     let queue = |name: String| {
         let sqs = sqs.clone();
@@ -657,8 +657,8 @@ async fn through_sqs_worker(binary: &str, moto: WorkerAws<'_>, engine: &str, req
 
 /// Uploads ~1 GiB of mixed file sizes to moto, then times `gpuinfer fetch-model` and `aws s3 cp --recursive`.
 async fn fetch_versus_cli(moto: &str) -> (f64, f64) {
-    let sdk = gpuinfer::aws::sdk_config(Some(moto)).await;
-    let s3 = gpuinfer::aws::s3::client(&sdk);
+    let sdk = gpuinfer::sdk_config(Some(moto)).await;
+    let s3 = gpuinfer::s3_client(&sdk);
     let bucket = format!("bench-models-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
     s3.create_bucket().bucket(&bucket).send().await.unwrap();
     let mut sizes = vec![256 << 20; 3];

@@ -12,13 +12,13 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use gpuinfer::contract::tier::Tier;
-use gpuinfer::scaler::simulate::cold_start::ColdStart;
-use gpuinfer::scaler::simulate::event_loop::{self, Timing};
-use gpuinfer::scaler::simulate::policy::{Policy, PolicyKind};
-use gpuinfer::scaler::simulate::trace::{self, Traffic};
-use gpuinfer::scaler::simulate::{Millis, SECOND, TierModel};
-use gpuinfer::scaler::{DEFAULT_BACKLOG_PER_TASK, DEFAULT_UTILIZATION_TARGET, ScalingPolicy};
+use gpuinfer::Tier;
+use gpuinfer::simulate::cold_start::ColdStart;
+use gpuinfer::{DEFAULT_BACKLOG_PER_TASK, DEFAULT_UTILIZATION_TARGET, ScalingPolicy};
+use gpuinfer::{simulate::Millis, simulate::SECOND, simulate::TierModel};
+use gpuinfer::{simulate::event_loop, simulate::event_loop::Timing};
+use gpuinfer::{simulate::policy::Policy, simulate::policy::PolicyKind};
+use gpuinfer::{simulate::trace, simulate::trace::Traffic};
 use serde_json::json;
 
 mod support;

@@ -5,19 +5,19 @@ pub(crate) mod classifier;
 mod engine;
 mod fleet;
 mod key_store;
-pub mod object_io;
+pub(crate) mod object_io;
 mod port_error;
 mod queue;
 mod stores;
 
 pub use classifier::{Classifier, ClassifyError};
-pub use engine::{Completion, Engine, EngineError};
-pub use fleet::{ArrivalWake, CapacityControl, FirstTask, GpuUtilization, Service, ServiceTasks, TaskAges, TaskCounts};
+pub(crate) use engine::Completion;
+pub use engine::{Engine, EngineError};
+pub(crate) use fleet::{ArrivalWake, FirstTask};
+pub use fleet::{CapacityControl, GpuUtilization, Service, ServiceTasks, TaskAges, TaskCounts};
 pub(crate) use fleet::{DEFAULT_CLUSTER_NAME, DEFAULT_SERVICE_NAME, START_FAILURES_TO_STOP};
 pub use key_store::KeyStore;
-pub use port_error::{
-    FleetError, FleetPort, KeyStoreError, KeyStorePort, PortError, QueueError, QueuePort, StoreError, StorePort,
-};
+pub use port_error::{FleetError, KeyStoreError, QueueError, StoreError};
 pub(crate) use queue::{DEFAULT_MAX_RECEIVE_COUNT, MAX_RECEIVE_WAIT};
 pub use queue::{MAX_MESSAGES_PER_CALL, Message, Queue, QueueCounts};
 pub(crate) use stores::ByteChunks;

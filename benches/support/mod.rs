@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use gpuinfer::contract::engine_load::EngineLoad;
-use gpuinfer::engine::load;
+use gpuinfer::EngineLoad;
+use gpuinfer::parse_engine_load;
 
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
@@ -404,7 +404,7 @@ fn serving(mut command: Command, what: &str) -> (Process, String) {
 /// The engine's load, from its /metrics.
 pub async fn engine_load(http: &reqwest::Client, engine: &str) -> EngineLoad {
     let text = http.get(format!("{engine}/metrics")).send().await.unwrap().text().await.unwrap();
-    load::parse(&text).expect("the engine's /metrics names its running and waiting")
+    parse_engine_load(&text).expect("the engine's /metrics names its running and waiting")
 }
 
 /// How often `loads_during` reads the engine's load.

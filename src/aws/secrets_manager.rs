@@ -7,14 +7,14 @@ use aws_sdk_secretsmanager::Client;
 use crate::ports::{KeyStore, KeyStoreError};
 
 #[derive(Debug, Clone)]
-pub struct SecretKeyStore {
+pub(crate) struct SecretKeyStore {
     client: Client,
     /// The secret's ARN or name.
     secret_id: String,
 }
 
 impl SecretKeyStore {
-    pub fn new(client: Client, secret_id: String) -> Self {
+    pub(crate) fn new(client: Client, secret_id: String) -> Self {
         SecretKeyStore { client, secret_id }
     }
 }

@@ -15,7 +15,7 @@ pub(crate) struct SqsResults {
 }
 
 impl SqsResults {
-    pub fn new(queue: SqsQueue, url: String) -> Self {
+    pub(crate) fn new(queue: SqsQueue, url: String) -> Self {
         SqsResults { queue, url }
     }
 }

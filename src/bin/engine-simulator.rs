@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
-use gpuinfer::engine::simulator::{Behavior, EngineSimulator, Faults};
+use gpuinfer::{simulator::Behavior, simulator::EngineSimulator, simulator::Faults};
 
 /// OpenAI-compatible engine simulator: /health, /v1/models, /v1/completions, /v1/chat/completions, /simulator/stats.
 #[derive(Debug, Parser)]

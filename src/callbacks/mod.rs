@@ -1,6 +1,6 @@
 //! Signed webhooks: the result callback a worker sends when a result is stored, the OpenAI-shaped events of a
 //! deployment's responses and batches, and the rules for where one may go.
 
-pub mod openai_events;
-pub mod outbound;
-pub mod webhook;
+pub(crate) mod openai_events;
+pub(crate) mod outbound;
+pub(crate) mod webhook;

@@ -19,7 +19,7 @@ pub(crate) struct OpenAiClassifier {
 
 impl OpenAiClassifier {
     /// Asks `engine`, found at `endpoint`.
-    pub fn new(engine: impl Engine + 'static, endpoint: String) -> Self {
+    pub(crate) fn new(engine: impl Engine + 'static, endpoint: String) -> Self {
         OpenAiClassifier { engine: Box::new(engine), endpoint, reports: FailureReports::default() }
     }
 }

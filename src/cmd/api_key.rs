@@ -28,7 +28,7 @@ pub struct Args {
 }
 
 #[derive(Debug, Clone, clap::Subcommand)]
-pub enum Action {
+pub(crate) enum Action {
     /// Make a key for a project and print it, once: the store keeps only its SHA-256 digest. Two keys of one project
     /// see the same files, batches and responses, so a key is rotated by adding its successor, then revoking it.
     Add {
@@ -65,7 +65,7 @@ impl Args {
     }
 }
 
-pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub(crate) async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     let client = aws_sdk_secretsmanager::Client::new(&sdk_config(None).await);
     let store: Arc<dyn KeyStore> = Arc::new(SecretKeyStore::new(client, config.secret_id));
     tokio::select! {

@@ -27,7 +27,7 @@ pub(crate) enum Destination {
 
 impl Destination {
     /// `s3://bucket/prefix/`, an SQS queue URL, a folder (or `file://` path); none → the data directory.
-    pub fn parse(value: Option<&str>, data_dir: &Path) -> anyhow::Result<Self> {
+    pub(crate) fn parse(value: Option<&str>, data_dir: &Path) -> anyhow::Result<Self> {
         Ok(match value.map(str::trim) {
             None | Some("") => Destination::Folder(data_dir.to_owned()),
             Some(v) if v.starts_with("s3://") => Destination::S3(S3Location::parse(v).map_err(anyhow::Error::msg)?),
@@ -60,7 +60,7 @@ impl QueueSource {
 
     /// A tier's lanes from their URLs (`names`: the variables that set them): SQS when the normal lane's is set
     /// (without a high or batch lane's, those requests share the normal queue), embedded when none is.
-    pub fn lanes(
+    pub(crate) fn lanes(
         urls: Lanes<Option<String>>,
         dead_letter_url: Option<String>,
         names: Lanes<&str>,
@@ -92,7 +92,7 @@ pub(crate) struct Wiring {
 }
 
 impl Wiring {
-    pub fn new(data_dir: PathBuf) -> Self {
+    pub(crate) fn new(data_dir: PathBuf) -> Self {
         Wiring { data_dir, local: OnceLock::new(), sdk: OnceCell::new() }
     }
 
@@ -110,7 +110,7 @@ impl Wiring {
     }
 
     /// A tier's lanes.
-    pub async fn lanes(
+    pub(crate) async fn lanes(
         &self,
         sources: &Lanes<QueueSource>,
         tier: Tier,
@@ -146,7 +146,7 @@ impl Wiring {
         })
     }
 
-    pub async fn store(&self, destination: &Destination) -> anyhow::Result<Arc<dyn ResultStore>> {
+    pub(crate) async fn store(&self, destination: &Destination) -> anyhow::Result<Arc<dyn ResultStore>> {
         Ok(match destination {
             Destination::Folder(dir) if dir == &self.data_dir => self.local()?.store.clone(),
             Destination::Folder(dir) => Arc::new(

@@ -45,7 +45,7 @@ impl Args {
     }
 }
 
-pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub(crate) async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     let client = s3::client(&sdk_config(None).await);
     let started = Instant::now();
     let summary = tokio::select! {

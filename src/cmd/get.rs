@@ -99,7 +99,7 @@ impl Args {
     }
 }
 
-pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub(crate) async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     let client = config.client.client().await?;
     if config.client.wait {
         return config.client.wait_and_print(&client, &config.request_id, &shutdown).await;

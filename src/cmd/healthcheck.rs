@@ -35,7 +35,7 @@ impl Args {
     }
 }
 
-pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub(crate) async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     let base = config.engine.base();
     tokio::select! {
         health = config.engine.health(config.timeout) => {

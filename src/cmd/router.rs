@@ -174,7 +174,7 @@ impl ApiKeysArgs {
     }
 }
 
-pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub(crate) async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     let wiring = &config.wiring;
     let lanes = |tier: Tier| {
         wiring.lanes(config.queues.get(tier), tier, tier.queue_visibility_timeout(), DEFAULT_MAX_RECEIVE_COUNT)

@@ -78,7 +78,7 @@ impl Config {
     }
 }
 
-pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub(crate) async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     let scaler = config.scaler().await?;
     if running_on_lambda() {
         return serve_lambda(scaler, shutdown).await;

@@ -114,7 +114,7 @@ fn read_input(path: Option<&PathBuf>) -> anyhow::Result<String> {
     }
 }
 
-pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub(crate) async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     let client = config.client.client().await?;
     let answer = client.submit(&config.request).await?;
     let request_id = answer["requestId"].as_str().context("the router's answer has no requestId")?.to_owned();

@@ -59,7 +59,7 @@ pub struct EngineArgs {
 
 /// The queues the worker consumes: SQS, or the embedded ones.
 #[derive(Debug, clap::Args)]
-pub struct QueueArgs {
+pub(crate) struct QueueArgs {
     /// SQS queue to consume (or --embedded-queues for the tier's embedded queue in --data-dir).
     #[arg(long, env = "REQUEST_QUEUE_URL")]
     pub(crate) request_queue_url: Option<String>,
@@ -80,7 +80,7 @@ pub struct QueueArgs {
 
 /// When the container's cold start began, as ECS and entrypoint.sh tell it.
 #[derive(Debug, clap::Args)]
-pub struct ContainerStartArgs {
+pub(crate) struct ContainerStartArgs {
     /// ECS task metadata endpoint (set by ECS), read for the task ARN and when the task's image was pulled.
     #[arg(long, env = "ECS_CONTAINER_METADATA_URI_V4", hide = true)]
     pub(crate) metadata_uri: Option<String>,
@@ -133,7 +133,7 @@ impl QueueArgs {
     }
 }
 
-pub async fn run(mut config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub(crate) async fn run(mut config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     let task = ecs_metadata::task(config.start.metadata_uri.as_deref(), &config.worker.task_arn).await;
     config.worker.task_arn = task.arn;
     let start = Start::of_container(task.image_pull, config.start.started_at, config.start.weights_ready_at);

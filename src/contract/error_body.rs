@@ -9,7 +9,7 @@ pub(crate) fn plain(message: &str) -> Value {
 }
 
 /// OpenAI's error object for an answer of HTTP `status`; its `type` follows the status, as OpenAI's API does.
-pub fn openai(status: u16, message: &str, param: Option<&str>, code: Option<&str>) -> Value {
+pub(crate) fn openai(status: u16, message: &str, param: Option<&str>, code: Option<&str>) -> Value {
     let kind = match status {
         401 => "authentication_error",
         404 => "not_found_error",

@@ -32,7 +32,7 @@ impl Labels {
 }
 
 /// OpenAI's metadata: at most 16 pairs, keys of at most 64 characters, string values of at most 512; else why not.
-pub fn check_metadata(value: Value) -> Result<Map<String, Value>, String> {
+pub(crate) fn check_metadata(value: Value) -> Result<Map<String, Value>, String> {
     let Value::Object(pairs) = value else {
         return Err(format!("must be an object of at most {MAX_METADATA_PAIRS} string values"));
     };

@@ -2,12 +2,12 @@
 //! its id and its labels (user, metadata), the result and error documents, the JSON error bodies, a Batch API line,
 //! an OpenAI response's id and where it stands, the engine's load.
 
-pub mod batch_line;
-pub mod engine_load;
+pub(crate) mod batch_line;
+pub(crate) mod engine_load;
 pub(crate) mod error_body;
-pub mod labels;
+pub(crate) mod labels;
 pub(crate) mod openai_response;
-pub mod outcome;
-pub mod request;
-pub mod request_id;
-pub mod tier;
+pub(crate) mod outcome;
+pub(crate) mod request;
+pub(crate) mod request_id;
+pub(crate) mod tier;

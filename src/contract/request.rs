@@ -13,13 +13,14 @@ mod refusal;
 mod sampling;
 mod strict_json;
 
-pub use messages::ChatMessage;
-pub use origin::Origin;
-pub use output::Output;
+pub(crate) use messages::ChatMessage;
+pub(crate) use origin::Origin;
+pub(crate) use output::Output;
 pub use refusal::RequestError;
 pub(crate) use refusal::shorten;
+pub use sampling::MAX_TOKENS_LIMIT;
+pub(crate) use sampling::Sampling;
 pub(crate) use sampling::{DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, DEFAULT_TOP_P};
-pub use sampling::{MAX_TOKENS_LIMIT, Sampling};
 pub(crate) use strict_json::parse_json;
 
 use chrono::{DateTime, Utc};

@@ -45,7 +45,7 @@ pub(crate) struct PacedBody {
 }
 
 impl PacedBody {
-    pub fn new(body: Body, pace: BodyPace) -> Self {
+    pub(crate) fn new(body: Body, pace: BodyPace) -> Self {
         let deadline = Box::pin(tokio::time::sleep(pace.timeout));
         PacedBody { body, pace, deadline, handed_at: Some(Instant::now()) }
     }

@@ -24,7 +24,7 @@ use crate::http::request_heads::RequestHeads;
 pub(crate) struct BothLengths(AtomicU64);
 
 impl BothLengths {
-    pub fn new() -> Arc<Self> {
+    pub(crate) fn new() -> Arc<Self> {
         Arc::new(BothLengths(AtomicU64::new(u64::MAX)))
     }
 }
@@ -37,7 +37,7 @@ pub(crate) struct FollowedReads<T> {
 }
 
 impl<T> FollowedReads<T> {
-    pub fn new(inner: T, both_lengths: Arc<BothLengths>) -> Self {
+    pub(crate) fn new(inner: T, both_lengths: Arc<BothLengths>) -> Self {
         FollowedReads { inner, heads: RequestHeads::default(), both_lengths }
     }
 }
@@ -77,7 +77,7 @@ pub(crate) struct RefuseBothLengths<S> {
 }
 
 impl<S> RefuseBothLengths<S> {
-    pub fn new(inner: S, both_lengths: Arc<BothLengths>) -> Self {
+    pub(crate) fn new(inner: S, both_lengths: Arc<BothLengths>) -> Self {
         RefuseBothLengths { inner, both_lengths, requests: AtomicU64::new(0) }
     }
 }

@@ -3,7 +3,7 @@
 
 pub(crate) mod body_pace;
 pub(crate) mod both_lengths;
-pub mod refusals;
+pub(crate) mod refusals;
 pub(crate) mod request_heads;
-pub mod server;
+pub(crate) mod server;
 pub(crate) mod write_deadline;

@@ -19,7 +19,7 @@ pub(crate) struct JsonRefusals<T> {
 }
 
 impl<T> JsonRefusals<T> {
-    pub fn new(inner: T) -> Self {
+    pub(crate) fn new(inner: T) -> Self {
         JsonRefusals { inner, pending: None }
     }
 }

@@ -21,7 +21,7 @@ pub(crate) struct WriteDeadline<T> {
 }
 
 impl<T> WriteDeadline<T> {
-    pub fn new(inner: T, timeout: Duration) -> Self {
+    pub(crate) fn new(inner: T, timeout: Duration) -> Self {
         WriteDeadline { inner, timeout, stalled: None }
     }
 

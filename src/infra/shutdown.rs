@@ -3,7 +3,7 @@
 use tokio_util::sync::CancellationToken;
 
 /// A token cancelled on the first SIGTERM/SIGINT. A second signal ends the process with 130.
-pub fn on_signals() -> CancellationToken {
+pub(crate) fn on_signals() -> CancellationToken {
     let token = CancellationToken::new();
     let cancel = token.clone();
     tokio::spawn(async move {

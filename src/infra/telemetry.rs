@@ -22,7 +22,7 @@ pub struct TelemetryArgs {
 }
 
 /// Installs the global subscriber. AWS_LAMBDA_LOG_LEVEL wins over the flag, as Lambda's log config expects.
-pub fn init(args: &TelemetryArgs) {
+pub(crate) fn init(args: &TelemetryArgs) {
     let level =
         std::env::var("AWS_LAMBDA_LOG_LEVEL").map(|l| l.to_lowercase()).unwrap_or_else(|_| args.log_level.clone());
     let filter = EnvFilter::try_new(&level).unwrap_or_else(|_| EnvFilter::new("info"));

@@ -1,10 +1,10 @@
 //! Embedded backends for one machine: SQLite queues and a results folder under a data directory, and the
 //! local fleets: fixed worker pools, or engines started on demand.
 
-pub mod fleet;
-pub mod objects;
-pub mod queue;
-pub mod store;
+pub(crate) mod fleet;
+pub(crate) mod objects;
+pub(crate) mod queue;
+pub(crate) mod store;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -46,7 +46,7 @@ pub(crate) struct QueueSettings {
 }
 
 impl QueueDb {
-    pub fn open(path: &Path) -> Result<Self, QueueError> {
+    pub(crate) fn open(path: &Path) -> Result<Self, QueueError> {
         let conn =
             Connection::open(path).map_err(|e| QueueError::caused(&format!("cannot open {}", path.display()), e))?;
         // secure_delete: a deleted message's body (the prompt) is overwritten, not left in free pages of the file.
@@ -78,14 +78,14 @@ impl QueueDb {
     }
 
     /// A handle on one named queue of this database.
-    pub fn queue(&self, name: &str, settings: QueueSettings) -> LocalQueue {
+    pub(crate) fn queue(&self, name: &str, settings: QueueSettings) -> LocalQueue {
         LocalQueue { db: self.clone(), name: name.to_owned(), settings }
     }
 
     /// Makes every message received but not deleted visible again, in every queue of the file: for a process that
     /// holds the data directory alone, whose leases all belong to a process that is gone. Messages sent with a delay
     /// (never received) keep it. How many were taken back.
-    pub fn take_back_leases(&self) -> Result<usize, QueueError> {
+    pub(crate) fn take_back_leases(&self) -> Result<usize, QueueError> {
         let conn = self.lock()?;
         let now = now_ms();
         let taken = conn

@@ -58,7 +58,7 @@ impl Default for FailureReports {
 }
 
 impl FailureReports {
-    pub fn new(interval: Duration) -> Self {
+    pub(crate) fn new(interval: Duration) -> Self {
         FailureReports { interval, state: Mutex::default() }
     }
 

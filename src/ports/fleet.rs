@@ -53,7 +53,7 @@ pub trait ServiceTasks: Send + Sync {
 /// Asks a service for its first task, at once (ECS UpdateService with a desired count of 1): the wake on arrival of
 /// a tier at zero. Called only when the desired count was read as 0, so it never lowers a count.
 #[async_trait]
-pub trait FirstTask: Send + Sync {
+pub(crate) trait FirstTask: Send + Sync {
     async fn ask_for_first_task(&self, service: &Service) -> Result<(), FleetError>;
 }
 

@@ -14,7 +14,9 @@ mod key_source;
 mod keys;
 mod stored_keys;
 
-pub use key_document::{KeyDocument, MAX_DOCUMENT_BYTES, MIN_DIGEST_PREFIX};
+pub use key_document::{KeyDocument, MAX_DOCUMENT_BYTES};
 pub use key_source::KeySource;
-pub use keys::{ApiKeys, Caller, KeyEntry, check_project, client_key, digest};
-pub use stored_keys::{DEFAULT_CACHE_SECONDS, StoredKeys};
+pub use keys::{ApiKeys, digest};
+pub(crate) use keys::{Caller, check_project, client_key};
+pub(crate) use stored_keys::DEFAULT_CACHE_SECONDS;
+pub use stored_keys::StoredKeys;

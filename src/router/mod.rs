@@ -1,18 +1,18 @@
 //! The HTTP API (`app(state) -> axum::Router`): POST /infer, POST /infer/batch, GET and DELETE /results/{id},
 //! GET /healthz.
 
-pub mod acceptance;
+pub(crate) mod acceptance;
 mod api_error;
-pub mod api_keys;
-pub mod body_budget;
+pub(crate) mod api_keys;
+pub(crate) mod body_budget;
 mod guards;
 mod infer;
 mod json_body;
-pub mod openai;
+pub(crate) mod openai;
 mod result_wait;
 mod results;
-pub mod routing;
-pub mod state;
+pub(crate) mod routing;
+pub(crate) mod state;
 
 use std::sync::Arc;
 

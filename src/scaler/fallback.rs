@@ -20,7 +20,7 @@ pub struct Fallback {
 /// What the fallback decision reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct FallbackReadings {
+pub(crate) struct FallbackReadings {
     pub spot: TaskCounts,
     pub spot_ages: TaskAges,
     pub on_demand: TaskCounts,
@@ -29,21 +29,21 @@ pub struct FallbackReadings {
 /// The fallback service's desired count, and why it changes (None: it stays).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct FallbackDecision {
+pub(crate) struct FallbackDecision {
     pub on_demand_tasks: u32,
     #[serde(skip)]
     pub switch: Option<Switch>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Switch {
+pub(crate) enum Switch {
     /// A Spot task waited the bound for an instance: On-Demand serves what Spot owes.
     ToOnDemand,
     /// Spot serves the tier again (or it needs nothing): the On-Demand tasks stop.
     BackToSpot,
 }
 
-pub fn decide(readings: &FallbackReadings, bound: Duration) -> FallbackDecision {
+pub(crate) fn decide(readings: &FallbackReadings, bound: Duration) -> FallbackDecision {
     let (spot, ages, current) = (readings.spot, readings.spot_ages, readings.on_demand.desired);
     let owed = spot.desired.saturating_sub(spot.running);
     let starved = ages.oldest_provisioning.is_some_and(|waited| waited >= bound);

@@ -2,14 +2,13 @@
 //! (`decision`), and publishes the decision as EMF lines and a one-line JSON summary. `wake` asks a tier at zero
 //! for a task on arrival; `simulate` replays traffic against the sample's policy and ours.
 
-pub mod decision;
-pub mod fallback;
+pub(crate) mod decision;
+pub(crate) mod fallback;
 pub mod simulate;
-pub mod wake;
+pub(crate) mod wake;
 
-pub use decision::{
-    DEFAULT_BACKLOG_PER_TASK, DEFAULT_UTILIZATION_TARGET, Decision, PolicyError, Readings, ScalingPolicy, decide,
-};
+pub(crate) use decision::Decision;
+pub use decision::{DEFAULT_BACKLOG_PER_TASK, DEFAULT_UTILIZATION_TARGET, Readings, ScalingPolicy, decide};
 pub(crate) use decision::{DEFAULT_INTERVAL_SECONDS, DEFAULT_MAX_TASKS, DEFAULT_MIN_TASKS};
 
 use std::sync::Arc;

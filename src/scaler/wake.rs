@@ -36,7 +36,7 @@ pub(crate) const AWS_RECHECK: Duration = Duration::from_secs(10);
 
 /// What one arrival did for its tier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Wake {
+pub(crate) enum Wake {
     /// Looked at within `recheck`, or being looked at now.
     Skipped,
     /// The service already has a task running or asked for.
@@ -62,7 +62,7 @@ pub(crate) fn wakes(counts: &TaskCounts) -> Wake {
 }
 
 /// Wakes each tier's service on arrival; shared by every entry that enqueues work.
-pub struct WakeOnArrival {
+pub(crate) struct WakeOnArrival {
     tiers: PerTier<TierWake>,
     tasks: Arc<dyn ServiceTasks>,
     first_task: Arc<dyn FirstTask>,
@@ -78,7 +78,7 @@ struct TierWake {
 impl WakeOnArrival {
     /// Reads task counts from `tasks`, asks `first_task` for a tier's first task, looks at a tier at most once per
     /// `recheck`.
-    pub fn new(
+    pub(crate) fn new(
         services: PerTier<Service>,
         tasks: Arc<dyn ServiceTasks>,
         first_task: Arc<dyn FirstTask>,
@@ -94,7 +94,7 @@ impl WakeOnArrival {
     }
 
     /// Work was just enqueued for `tier`: asks for its first task if it has none (see the module documentation).
-    pub async fn arrived(&self, tier: Tier) -> Wake {
+    pub(crate) async fn arrived(&self, tier: Tier) -> Wake {
         let wake = self.tiers.get(tier);
         let Ok(mut looked_at) = wake.looked_at.try_lock() else { return Wake::Skipped };
         if looked_at.is_some_and(|at| at.elapsed() < self.recheck) {

@@ -81,7 +81,7 @@ pub(crate) struct AdaptiveLimit {
 
 impl AdaptiveLimit {
     /// A limit starting at `INITIAL_LIMIT` (at most `ceiling`), never above `ceiling`, never below 1.
-    pub fn new(ceiling: usize) -> Self {
+    pub(crate) fn new(ceiling: usize) -> Self {
         let ceiling = ceiling.max(1);
         AdaptiveLimit {
             limit: INITIAL_LIMIT.min(ceiling),

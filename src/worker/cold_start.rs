@@ -78,7 +78,7 @@ pub(crate) struct Phases {
 
 impl Phases {
     /// From the start to the first result written: the sum of the phases.
-    pub fn total(&self) -> Duration {
+    pub(crate) fn total(&self) -> Duration {
         self.in_order().iter().flatten().sum()
     }
 
@@ -132,7 +132,7 @@ pub(crate) struct ColdStart {
 }
 
 impl ColdStart {
-    pub fn new(start: Start) -> Self {
+    pub(crate) fn new(start: Start) -> Self {
         ColdStart {
             start,
             engine_healthy: OnceLock::new(),
@@ -141,16 +141,16 @@ impl ColdStart {
         }
     }
 
-    pub fn engine_healthy(&self) {
+    pub(crate) fn engine_healthy(&self) {
         let _ = self.engine_healthy.set(SystemTime::now());
     }
 
-    pub fn request_received(&self) {
+    pub(crate) fn request_received(&self) {
         let _ = self.first_request.set(SystemTime::now());
     }
 
     /// On the worker's first result written (only), logs the phases in one line and emits them under `tier`.
-    pub fn result_written(&self, tier: Tier, metrics: &Emf) {
+    pub(crate) fn result_written(&self, tier: Tier, metrics: &Emf) {
         let result = SystemTime::now();
         if self.reported.swap(true, Ordering::Relaxed) {
             return;

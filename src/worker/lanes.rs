@@ -95,7 +95,7 @@ impl<Q: ?Sized> Drop for LaneReceiver<Q> {
 }
 
 impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
-    pub fn new(lanes: Lanes<Arc<Q>>, wait: Duration) -> Self {
+    pub(crate) fn new(lanes: Lanes<Arc<Q>>, wait: Duration) -> Self {
         LaneReceiver {
             lanes,
             wait,

@@ -3,25 +3,25 @@
 //! own (`assembly`, `run`, `receive_loop`, `request_run`, `lease`, `engine_watch`, `limit_loop`, `finish`,
 //! `endings`).
 
-pub mod adaptive_limit;
+pub(crate) mod adaptive_limit;
 mod assembly;
 mod cancel_watch;
-pub mod cold_start;
+pub(crate) mod cold_start;
 mod config;
 mod endings;
 mod engine_watch;
 mod finish;
-pub mod lanes;
+pub(crate) mod lanes;
 mod lease;
 mod limit_loop;
 mod pace;
-pub mod preemption;
+pub(crate) mod preemption;
 mod receive_loop;
 mod request_run;
 mod run;
-pub mod saturation_report;
+pub(crate) mod saturation_report;
 pub(crate) mod shared_lane;
-pub mod slots;
+pub(crate) mod slots;
 
 pub use assembly::{Stopped, Worker};
 pub(crate) use config::{

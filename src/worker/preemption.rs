@@ -52,7 +52,7 @@ pub(crate) struct Preemptible {
 }
 
 impl Preemption {
-    pub fn new() -> Arc<Self> {
+    pub(crate) fn new() -> Arc<Self> {
         Arc::new(Preemption::default())
     }
 

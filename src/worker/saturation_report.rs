@@ -14,7 +14,7 @@ const SAMPLE_EVERY: Duration = Duration::from_secs(1);
 const SAMPLES_PER_REPORT: u32 = 10;
 
 /// Samples and publishes until aborted.
-pub async fn run(slots: Arc<Slots>, service: Service, emf: Emf) {
+pub(crate) async fn run(slots: Arc<Slots>, service: Service, emf: Emf) {
     let dimensions = [("ClusterName", service.cluster.as_str()), ("ServiceName", service.name.as_str())];
     let mut ticks = tokio::time::interval(SAMPLE_EVERY);
     loop {

@@ -14,7 +14,7 @@ pub(crate) struct SharedLane {
 }
 
 impl SharedLane {
-    pub fn new(normal: Arc<dyn Queue>) -> Self {
+    pub(crate) fn new(normal: Arc<dyn Queue>) -> Self {
         SharedLane { normal }
     }
 }

@@ -6,8 +6,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use gpuinfer::aws::sqs::SqsQueue;
-use gpuinfer::ports::{Queue, QueueCounts};
+use gpuinfer::SqsQueue;
+use gpuinfer::{Queue, QueueCounts};
 
 use crate::support::moto;
 

@@ -4,9 +4,9 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use gpuinfer::contract::tier::Tier;
-use gpuinfer::local::LocalBackends;
-use gpuinfer::ports::{Queue, QueueCounts};
+use gpuinfer::LocalBackends;
+use gpuinfer::Tier;
+use gpuinfer::{Queue, QueueCounts};
 use serde_json::Value;
 
 use crate::harness::{FirstSeen, emptied, kill_points, seconds, sqs_counts, sqs_queue, worker_args, worker_env};
@@ -36,8 +36,7 @@ async fn r1_a_worker_sigkilled_five_times_on_the_embedded_queue_loses_and_overwr
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let backends = LocalBackends::open(dir.path()).unwrap();
-    let queue =
-        backends.lane_queue(Tier::Small, gpuinfer::contract::tier::Priority::Normal, Duration::from_secs(3), 10);
+    let queue = backends.lane_queue(Tier::Small, gpuinfer::Priority::Normal, Duration::from_secs(3), 10);
     let mut ids = HashSet::new();
     for i in 0..REQUESTS {
         let (id, body) = request_body(&format!("crash test {i}"));

@@ -4,9 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use gpuinfer::contract::tier::Tier;
-use gpuinfer::local::LocalBackends;
-use gpuinfer::ports::Queue;
+use gpuinfer::LocalBackends;
+use gpuinfer::Queue;
+use gpuinfer::Tier;
 
 use crate::harness::{FirstSeen, emptied, seconds, worker_args};
 use crate::support::engine_process::EngineProcess;
@@ -20,7 +20,7 @@ async fn r2_a_failing_hanging_garbling_engine_leaves_a_document_for_every_reques
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let backends = LocalBackends::open(dir.path()).unwrap();
-    let queue = backends.lane_queue(Tier::Small, gpuinfer::contract::tier::Priority::Normal, Duration::from_secs(3), 3);
+    let queue = backends.lane_queue(Tier::Small, gpuinfer::Priority::Normal, Duration::from_secs(3), 3);
     let poison = [
         "not json at all".to_owned(),
         r#"{"prompt": "a request without its requestId"}"#.to_owned(),

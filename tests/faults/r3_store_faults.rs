@@ -6,12 +6,12 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gpuinfer::contract::tier::Tier;
-use gpuinfer::engine::client::{EngineClient, EngineConfig};
-use gpuinfer::infra::metrics::Emf;
-use gpuinfer::local::LocalBackends;
-use gpuinfer::ports::{Queue, QueueCounts};
-use gpuinfer::worker::{HealthSettings, LeaseSettings, Stopped, Worker, WorkerConfig};
+use gpuinfer::LocalBackends;
+use gpuinfer::Tier;
+use gpuinfer::metrics::Emf;
+use gpuinfer::{EngineClient, EngineConfig};
+use gpuinfer::{HealthSettings, LeaseSettings, Stopped, Worker, WorkerConfig};
+use gpuinfer::{Queue, QueueCounts};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -21,7 +21,7 @@ use crate::support::faulty_store::FaultyStore;
 use crate::support::free_port;
 use crate::support::process::ChildProcess;
 use crate::support::{eventually, moto, report_figure, request_body};
-use gpuinfer::engine::simulator::{Behavior, EngineSimulator};
+use gpuinfer::{simulator::Behavior, simulator::EngineSimulator};
 
 const OUTAGE: Duration = Duration::from_secs(4);
 
@@ -56,7 +56,7 @@ async fn r3_a_result_store_refusing_for_a_window_delays_requests_on_the_embedded
     };
     let queue = backends.lane_queue(
         Tier::Small,
-        gpuinfer::contract::tier::Priority::Normal,
+        gpuinfer::Priority::Normal,
         config.lease.visibility_timeout,
         config.lease.max_receive_count,
     );

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use gpuinfer::ports::QueueCounts;
+use gpuinfer::QueueCounts;
 
 use crate::harness::{seconds, sqs_counts, worker_args, worker_env};
 use crate::support::engine_process::EngineProcess;

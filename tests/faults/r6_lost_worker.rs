@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use gpuinfer::ports::QueueCounts;
+use gpuinfer::QueueCounts;
 use serde_json::Value;
 
 use crate::harness::{seconds, sqs_counts, worker_env};

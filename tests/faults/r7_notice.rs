@@ -6,11 +6,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gpuinfer::contract::request_id::RequestId;
-use gpuinfer::contract::tier::{Priority, Tier};
-use gpuinfer::local::LocalBackends;
-use gpuinfer::local::queue::LocalQueue;
-use gpuinfer::ports::{Queue, QueueCounts};
+use gpuinfer::LocalBackends;
+use gpuinfer::LocalQueue;
+use gpuinfer::RequestId;
+use gpuinfer::{Priority, Tier};
+use gpuinfer::{Queue, QueueCounts};
 use serde_json::{Value, json};
 
 use crate::harness::{seconds, sqs_counts, worker_env};

@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use crate::support::request_body;
 use crate::support::rig::{Rig, config};
-use gpuinfer::contract::engine_load::EngineLoad;
-use gpuinfer::contract::tier::Tier;
-use gpuinfer::engine::load;
-use gpuinfer::engine::simulator::Behavior;
-use gpuinfer::ports::Queue;
-use gpuinfer::worker::WorkerConfig;
+use gpuinfer::EngineLoad;
+use gpuinfer::Queue;
+use gpuinfer::Tier;
+use gpuinfer::WorkerConfig;
+use gpuinfer::parse_engine_load;
+use gpuinfer::simulator::Behavior;
 
 const SLOTS: usize = 16;
 const BACKLOG: usize = 200;
@@ -36,7 +36,7 @@ async fn loads_on(behavior: Behavior, config: WorkerConfig, backlog: usize) -> (
     let mut loads = Vec::new();
     while rig.engine.calls() < backlog as u64 {
         let text = http.get(format!("{}/metrics", rig.engine.url)).send().await.unwrap().text().await.unwrap();
-        loads.push(load::parse(&text).unwrap());
+        loads.push(parse_engine_load(&text).unwrap());
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     rig.drained().await;

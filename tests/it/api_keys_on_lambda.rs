@@ -11,9 +11,9 @@ use crate::support::lambda_runtime::RuntimeApi;
 use crate::support::moto;
 use crate::support::process::ChildProcess;
 use crate::support::receiver::Receiver;
-use gpuinfer::callbacks::webhook::WebhookSecret;
-use gpuinfer::engine::simulator::{Behavior, EngineSimulator};
-use gpuinfer::router::api_keys::digest;
+use gpuinfer::WebhookSecret;
+use gpuinfer::digest;
+use gpuinfer::{simulator::Behavior, simulator::EngineSimulator};
 use serde_json::{Value, json};
 
 /// How long the router keeps the keys it read, here (API_KEYS_CACHE_SECONDS).

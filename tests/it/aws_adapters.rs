@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use crate::support::cloudwatch::CloudWatchDouble;
 use crate::support::{eventually, free_port, moto, request_body, result_document};
-use gpuinfer::aws::cloudwatch::SaturationOrGpu;
-use gpuinfer::aws::s3::{S3Location, S3Store};
-use gpuinfer::aws::sqs::SqsQueue;
-use gpuinfer::contract::tier::{Lanes, Tier};
-use gpuinfer::engine::simulator::{Behavior, EngineSimulator, Faults};
-use gpuinfer::infra::metrics::Emf;
-use gpuinfer::ports::{GpuUtilization, PutOutcome, Queue, QueueCounts, QueueError, ResultStore, Service};
-use gpuinfer::worker::WorkerConfig;
+use gpuinfer::SaturationOrGpu;
+use gpuinfer::SqsQueue;
+use gpuinfer::WorkerConfig;
+use gpuinfer::metrics::Emf;
+use gpuinfer::{GpuUtilization, PutOutcome, Queue, QueueCounts, QueueError, ResultStore, Service};
+use gpuinfer::{Lanes, Tier};
+use gpuinfer::{S3Location, S3Store};
+use gpuinfer::{simulator::Behavior, simulator::EngineSimulator, simulator::Faults};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -83,7 +83,7 @@ async fn s3_store_writes_once_under_the_prefix_and_reads_back() {
     let bucket = moto::bucket(&moto::unique("results")).await;
     let location = S3Location::parse(&format!("s3://{bucket}/team/a/")).unwrap();
     let store = S3Store::new(moto::s3().await, location);
-    let id = gpuinfer::contract::request_id::RequestId::new_v4();
+    let id = gpuinfer::RequestId::new_v4();
     assert!(!store.exists(id).await.unwrap());
     assert_eq!(store.get(id).await.unwrap(), None);
     assert_eq!(store.put_if_absent(id, br#"{"n":1}"#).await.unwrap(), PutOutcome::Created);
@@ -102,8 +102,8 @@ async fn s3_store_writes_once_under_the_prefix_and_reads_back() {
 #[tokio::test]
 #[ignore = "needs moto: scripts/test.sh"]
 async fn s3_objects_read_on_from_an_offset() {
-    use gpuinfer::ports::ObjectStore;
-    use gpuinfer::ports::object_io::one_chunk;
+    use gpuinfer::ObjectStore;
+    use gpuinfer::one_chunk;
     let bucket = moto::bucket(&moto::unique("ranges")).await;
     let store = S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}/results/")).unwrap());
     store.put("files/f.jsonl", one_chunk(b"line one\nline two\n".to_vec())).await.unwrap();
@@ -133,7 +133,7 @@ async fn s3_store_names_the_missing_permission_when_s3_answers_403() {
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, forbidding).await });
     let store = S3Store::new(moto::s3_at(&endpoint).await, S3Location::parse("s3://results/results/").unwrap());
-    let id = gpuinfer::contract::request_id::RequestId::new_v4();
+    let id = gpuinfer::RequestId::new_v4();
     let error = store.exists(id).await.unwrap_err();
     assert!(std::error::Error::source(&error).is_some(), "the SDK's error is kept as the source");
     let read = error.to_string();
@@ -152,9 +152,7 @@ fn s3_destinations_parse_into_bucket_and_prefix() {
     assert!(parse("s3:///p").is_err());
     assert!(parse("https://b/p").is_err());
     let sent = "550E8400-E29B-41D4-A716-44665544ABCD";
-    let key = S3Location::parse("s3://b/results/")
-        .unwrap()
-        .key(gpuinfer::contract::request_id::RequestId::parse(sent).unwrap());
+    let key = S3Location::parse("s3://b/results/").unwrap().key(gpuinfer::RequestId::parse(sent).unwrap());
     assert_eq!(key, format!("results/{sent}.json"), "the sample's key: prefix + the requestId as sent");
 }
 
@@ -379,16 +377,13 @@ async fn in_process_worker(
     engine: &EngineSimulator,
     config: WorkerConfig,
     shutdown: &CancellationToken,
-) -> tokio::task::JoinHandle<gpuinfer::worker::Stopped> {
+) -> tokio::task::JoinHandle<gpuinfer::Stopped> {
     let sqs = moto::sqs().await;
     let lanes =
         lanes.clone().map(|url| Arc::new(SqsQueue::new(sqs.clone(), url, Some(dlq.to_owned()))) as Arc<dyn Queue>);
-    let engine_config = gpuinfer::engine::client::EngineConfig {
-        base_url: engine.url.clone(),
-        model: None,
-        request_timeout: Duration::from_secs(10),
-    };
-    let worker = gpuinfer::cmd::worker::build(lanes, store, &engine_config, config, Emf::discard()).unwrap();
+    let engine_config =
+        gpuinfer::EngineConfig { base_url: engine.url.clone(), model: None, request_timeout: Duration::from_secs(10) };
+    let worker = gpuinfer::build_worker(lanes, store, &engine_config, config, Emf::discard()).unwrap();
     tokio::spawn(worker.run(shutdown.clone()))
 }
 
@@ -494,7 +489,8 @@ async fn on_sqs_one_slot_fills_from_the_high_lane_first_and_normal_gets_every_fi
     for (lane, url, count) in [("high", &lanes.high, 6), ("normal", &lanes.normal, 4)] {
         let bodies: Vec<String> = (0..count)
             .map(|i| {
-                json!({"requestId": gpuinfer::contract::request_id::RequestId::new_v4(), "prompt": format!("{lane} {i}"), "maxTokens": 4}).to_string()
+                json!({"requestId": gpuinfer::RequestId::new_v4(), "prompt": format!("{lane} {i}"), "maxTokens": 4})
+                    .to_string()
             })
             .collect();
         let sent = SqsQueue::new(sqs.clone(), url.clone(), None).send_many(&bodies).await;
@@ -527,8 +523,8 @@ async fn on_sqs_one_slot_fills_from_the_high_lane_first_and_normal_gets_every_fi
 #[tokio::test]
 #[ignore = "needs moto: scripts/test.sh"]
 async fn ecs_task_counts_come_from_describe_services() {
-    use gpuinfer::aws::ecs::EcsServices;
-    use gpuinfer::ports::{Service, ServiceTasks};
+    use gpuinfer::EcsServices;
+    use gpuinfer::{Service, ServiceTasks};
     let ecs = aws_sdk_ecs::Client::new(&moto::sdk().await);
     let cluster = moto::unique("cluster");
     ecs.create_cluster().cluster_name(&cluster).send().await.unwrap();
@@ -556,10 +552,10 @@ async fn ecs_task_counts_come_from_describe_services() {
 #[test]
 fn the_newest_cloudwatch_datapoint_is_the_reading() {
     use aws_sdk_cloudwatch::primitives::DateTime;
-    use gpuinfer::aws::cloudwatch::newest;
+    use gpuinfer::newest_datapoint;
     let at = |secs| DateTime::from_secs(secs);
-    assert_eq!(newest(&[at(120), at(180), at(60)], &[40.0, 75.5, 10.0]), Some(75.5));
-    assert_eq!(newest(&[], &[]), None);
+    assert_eq!(newest_datapoint(&[at(120), at(180), at(60)], &[40.0, 75.5, 10.0]), Some(75.5));
+    assert_eq!(newest_datapoint(&[], &[]), None);
 }
 
 #[tokio::test]
@@ -613,7 +609,7 @@ async fn the_scalers_gpu_term_is_the_workers_saturation_else_container_insights_
     cloudwatch.put("ECS/ContainerInsights", "TaskGPUUtilization", &dimensions, 40.0);
     assert_eq!(term.compute_utilization(&service).await.unwrap(), Some(40.0), "workers without saturation: GPU");
 
-    let (namespace, saturation) = (gpuinfer::infra::metrics::NAMESPACE, gpuinfer::infra::metrics::ENGINE_SATURATION);
+    let (namespace, saturation) = (gpuinfer::metrics::NAMESPACE, gpuinfer::metrics::ENGINE_SATURATION);
     cloudwatch.put(namespace, saturation, &[("ServiceName", "stack-small")], 10.0);
     assert_eq!(term.compute_utilization(&service).await.unwrap(), Some(40.0), "another dimension set, another metric");
     cloudwatch.put(namespace, saturation, &dimensions, 87.5);

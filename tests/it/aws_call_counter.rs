@@ -93,7 +93,7 @@ async fn every_call_the_sdks_make_through_the_counter_is_counted_once_by_operati
         .await
         .unwrap();
 
-    let s3 = gpuinfer::aws::s3::client(&sdk);
+    let s3 = gpuinfer::s3_client(&sdk);
     let bucket = moto::unique("counter");
     s3.create_bucket().bucket(&bucket).send().await.unwrap();
     s3.put_object().bucket(&bucket).key("results/a.json").body(b"{}".to_vec().into()).send().await.unwrap();

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use crate::support::cfn::{of_type, statements, template};
 use crate::support::moto;
-use gpuinfer::aws::sqs::SqsQueue;
-use gpuinfer::ports::Queue;
+use gpuinfer::Queue;
+use gpuinfer::SqsQueue;
 use serde_json::{Value, json};
 
 fn read(path: &str) -> String {
@@ -483,7 +483,7 @@ fn the_router_may_abort_a_multipart_upload_and_the_bucket_drops_parts_left_behin
 #[test]
 fn a_file_the_router_serves_through_lambda_fits_lambdas_6_mb_response_once_base64_encoded() {
     const LAMBDA_PAYLOAD_BYTES: u64 = 6_000_000;
-    let encoded = gpuinfer::router::openai::LAMBDA_DOWNLOAD_LIMIT.div_ceil(3) * 4;
+    let encoded = gpuinfer::LAMBDA_DOWNLOAD_LIMIT.div_ceil(3) * 4;
     assert!(encoded + 64 * 1024 < LAMBDA_PAYLOAD_BYTES, "{encoded} bytes encoded");
     assert!(
         read("docs/api.md").contains("part_size=4 * 1024 * 1024"),
@@ -693,7 +693,7 @@ fn only_the_router_and_the_spot_fallback_may_set_a_desired_count_each_on_its_own
 /// and both task roles may get them (a grant on `results/*`, not on the bucket's other keys).
 #[test]
 fn the_cancel_mark_lies_where_the_router_may_write_it_and_the_workers_may_head_it() {
-    let location = gpuinfer::aws::s3::S3Location::parse("s3://results-bucket/results/").unwrap();
+    let location = gpuinfer::S3Location::parse("s3://results-bucket/results/").unwrap();
     let key = location.cancel_mark_key();
     assert!(key.starts_with("results/") && !key.ends_with(".json"), "{key}: beside the results, not one of them");
     let t = template();
@@ -854,8 +854,8 @@ fn the_router_may_read_the_api_keys_secret_and_decrypt_it_with_the_key_that_encr
 /// to do) instead of leaving PutSecretValue to fail; every document it accepts fits.
 #[test]
 fn the_key_document_always_fits_in_a_secrets_manager_secret_string() {
-    use gpuinfer::router::api_keys::{KeyDocument, MAX_DOCUMENT_BYTES};
-    assert_eq!(MAX_DOCUMENT_BYTES, 65_536);
+    use gpuinfer::{KeyDocument, MAX_KEY_DOCUMENT_BYTES};
+    assert_eq!(MAX_KEY_DOCUMENT_BYTES, 65_536);
     let mut document = KeyDocument::default();
     let project = "p".repeat(64);
     let mut added = 0;
@@ -864,7 +864,7 @@ fn the_key_document_always_fits_in_a_secrets_manager_secret_string() {
             Ok(_) => added += 1,
             Err(refusal) => break refusal,
         }
-        assert!(document.to_json().len() <= MAX_DOCUMENT_BYTES, "{added} keys: over the limit");
+        assert!(document.to_json().len() <= MAX_KEY_DOCUMENT_BYTES, "{added} keys: over the limit");
     };
     assert!(added > 300, "only {added} keys of the longest project fit");
     assert!(refusal.contains("revoke"), "{refusal}");

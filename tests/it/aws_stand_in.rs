@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 use aws_sdk_sqs::types::{
     DeleteMessageBatchRequestEntry, MessageSystemAttributeName, QueueAttributeName, SendMessageBatchRequestEntry,
 };
-use gpuinfer::aws::s3::{S3Location, S3Store};
-use gpuinfer::aws::sqs::SqsQueue;
-use gpuinfer::contract::tier::Lanes;
-use gpuinfer::engine::simulator::{Behavior, EngineSimulator};
-use gpuinfer::infra::metrics::Emf;
-use gpuinfer::ports::{PutOutcome, Queue, QueueCounts, QueueError, ResultStore};
+use gpuinfer::Lanes;
+use gpuinfer::SqsQueue;
+use gpuinfer::metrics::Emf;
+use gpuinfer::{PutOutcome, Queue, QueueCounts, QueueError, ResultStore};
+use gpuinfer::{S3Location, S3Store};
+use gpuinfer::{simulator::Behavior, simulator::EngineSimulator};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -123,15 +123,12 @@ async fn worker_scenario(endpoint: &str, bodies: &[String]) -> Ending {
     assert!(normal.send_many(bodies).await.iter().all(Result::is_ok), "every request queued");
 
     let engine = EngineSimulator::start(Behavior::default()).await;
-    let engine_config = gpuinfer::engine::client::EngineConfig {
-        base_url: engine.url.clone(),
-        model: None,
-        request_timeout: Duration::from_secs(10),
-    };
+    let engine_config =
+        gpuinfer::EngineConfig { base_url: engine.url.clone(), model: None, request_timeout: Duration::from_secs(10) };
     let queues =
         lanes.clone().map(|url| Arc::new(SqsQueue::new(backend.sqs.clone(), url, Some(dlq.clone()))) as Arc<dyn Queue>);
     let config = moto::worker_config();
-    let worker = gpuinfer::cmd::worker::build(queues, Arc::clone(&store), &engine_config, config, Emf::discard());
+    let worker = gpuinfer::build_worker(queues, Arc::clone(&store), &engine_config, config, Emf::discard());
     let shutdown = CancellationToken::new();
     let worker = tokio::spawn(worker.unwrap().run(shutdown.clone()));
 
@@ -224,7 +221,7 @@ async fn a_conditional_put_of_a_key_that_exists_is_412_and_reads_list_and_ranges
     assert_eq!(aws_sdk_s3::error::ProvideErrorMetadata::code(&refused), Some("PreconditionFailed"));
 
     let store = S3Store::new(s3.clone(), S3Location::parse("s3://results/team/").unwrap());
-    let id = gpuinfer::contract::request_id::RequestId::new_v4();
+    let id = gpuinfer::RequestId::new_v4();
     assert!(!store.exists(id).await.unwrap(), "HeadObject of a missing key: 404, NotFound");
     assert_eq!(store.get(id).await.unwrap(), None, "GetObject of a missing key: NoSuchKey");
     assert_eq!(store.put_if_absent(id, b"{}").await.unwrap(), PutOutcome::Created);

@@ -264,7 +264,7 @@ async fn a_batch_whose_router_stopped_midway_through_its_enqueue_is_taken_up_whe
 /// Line `line` of batch `batch` ended as a worker ends it: its success document, then its mark. The batch has no
 /// line key (as one created before its lines had one): the request id is from batch and line alone.
 fn store_success(results: &std::path::Path, batch: &str, line: u32) {
-    let id = gpuinfer::contract::batch_line::BatchLine { id: batch.to_owned(), line }.request_id(None);
+    let id = gpuinfer::BatchLine { id: batch.to_owned(), line }.request_id(None);
     let usage = serde_json::json!({"promptTokens": 1, "completionTokens": 1, "totalTokens": 2});
     let result = serde_json::json!({"text": "ok", "usage": usage, "finishReason": "stop"});
     let document = serde_json::json!({"requestId": id, "status": "success", "result": result});
@@ -329,7 +329,7 @@ fn stored_batch(
     window: i64,
     stopped_at: Option<usize>,
 ) -> String {
-    use gpuinfer::router::openai::files::{FileObject, content_key, record_key};
+    use gpuinfer::{FileObject, content_key, record_key};
     let text: String = (0..lines)
         .map(|i| {
             let body = serde_json::json!({"model": "small", "prompt": format!("line {i}"), "max_tokens": 4});
@@ -338,13 +338,12 @@ fn stored_batch(
                 + "\n"
         })
         .collect();
-    let file =
-        FileObject::new(gpuinfer::router::openai::ids::new("file-"), text.len() as u64, "in.jsonl".into(), "batch");
+    let file = FileObject::new(gpuinfer::new_object_id("file-"), text.len() as u64, "in.jsonl".into(), "batch");
     std::fs::create_dir_all(results.join("files")).unwrap();
     std::fs::create_dir_all(results.join("batches/running")).unwrap();
     std::fs::write(results.join(content_key(&file.id)), &text).unwrap();
     std::fs::write(results.join(record_key(&file.id)), serde_json::to_vec(&file).unwrap()).unwrap();
-    let id = gpuinfer::router::openai::ids::new("batch_");
+    let id = gpuinfer::new_object_id("batch_");
     let batch = serde_json::json!({
         "id": id, "object": "batch", "endpoint": "/v1/completions", "errors": null, "input_file_id": file.id,
         "completion_window": "24h", "status": "in_progress", "output_file_id": null, "error_file_id": null,

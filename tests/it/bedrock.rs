@@ -10,11 +10,11 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use gpuinfer::aws::bedrock::BedrockClassifier;
-use gpuinfer::contract::request::{InferenceRequest, Intake};
-use gpuinfer::contract::tier::Tier;
-use gpuinfer::ports::Classifier;
-use gpuinfer::router::routing::{Reason, RoutingConfig, route};
+use gpuinfer::BedrockClassifier;
+use gpuinfer::Classifier;
+use gpuinfer::Tier;
+use gpuinfer::{InferenceRequest, Intake};
+use gpuinfer::{Reason, RoutingConfig, route};
 use serde_json::{Value, json};
 
 use crate::support::SharedBuf;
@@ -150,7 +150,7 @@ fn counted(emf: &SharedBuf, metric: &str) -> f64 {
 }
 
 /// POSTs one ambiguous request (500 to 2000 characters) to the router: the tier it went to.
-async fn submit(state: &Arc<gpuinfer::router::state::AppState>) -> String {
+async fn submit(state: &Arc<gpuinfer::AppState>) -> String {
     let body = json!({"prompt": "Compare two approaches to tensor parallelism. ".repeat(15)}).to_string();
     let (status, answer) = call(state, post_infer(body)).await;
     assert_eq!(status, 202, "{answer}");

@@ -177,7 +177,7 @@ async fn a_callback_url_given_to_submit_gets_the_signed_document() {
     let delivery = receiver.received(1, Duration::from_secs(10)).await.remove(0);
     assert_eq!(delivery.id, document["requestId"].as_str().unwrap());
     assert_eq!(serde_json::from_slice::<Value>(&delivery.body).unwrap(), document);
-    let secret: gpuinfer::callbacks::webhook::WebhookSecret = SECRET.parse().unwrap();
+    let secret: gpuinfer::WebhookSecret = SECRET.parse().unwrap();
     assert_eq!(delivery.signature, secret.sign(&delivery.id, delivery.timestamp.parse().unwrap(), &delivery.body));
 }
 

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use gpuinfer::infra::metrics::{COLD_START, NAMESPACE};
+use gpuinfer::{metrics::COLD_START, metrics::NAMESPACE};
 use serde_json::Value;
 
 use crate::support::process::ChildProcess;
@@ -90,7 +90,7 @@ fn engine_command() -> String {
 }
 
 async fn submit(http: &reqwest::Client, base: &str, prompt: &str) -> String {
-    let id = gpuinfer::contract::request_id::RequestId::new_v4().to_string();
+    let id = gpuinfer::RequestId::new_v4().to_string();
     let body = serde_json::json!({ "requestId": id, "prompt": prompt, "maxTokens": 8 });
     let response = http.post(format!("{base}/infer")).json(&body).send().await.unwrap();
     assert_eq!(response.status(), 202, "{}", response.text().await.unwrap());

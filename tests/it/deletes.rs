@@ -5,12 +5,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use gpuinfer::aws::sqs_deletes::{BatchDelete, DeleteBatcher};
-use gpuinfer::contract::tier::{Priority, Tier};
-use gpuinfer::local::LocalBackends;
-use gpuinfer::local::queue::LocalQueue;
-use gpuinfer::ports::MAX_MESSAGES_PER_CALL;
-use gpuinfer::ports::{Queue, QueueCounts, QueueError};
+use gpuinfer::LocalBackends;
+use gpuinfer::LocalQueue;
+use gpuinfer::MAX_MESSAGES_PER_CALL;
+use gpuinfer::{BatchDelete, DeleteBatcher};
+use gpuinfer::{Priority, Tier};
+use gpuinfer::{Queue, QueueCounts, QueueError};
 
 /// Deletes from the embedded queue, 20 ms per call, recording each call's size.
 struct SlowDeletes {

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use clap::CommandFactory;
-use gpuinfer::cli::Cli;
+use gpuinfer::Cli;
 
 /// A setting's default: the one clap applies, or the one its help states (`[default: …]`) when clap has none.
 enum SettingDefault {

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use gpuinfer::contract::request::{InferenceRequest, Intake};
-use gpuinfer::engine::client::{EngineClient, EngineConfig, base_url};
-use gpuinfer::engine::simulator::{Behavior, EngineSimulator, Reply};
-use gpuinfer::ports::{Engine, EngineError};
+use gpuinfer::{Engine, EngineError};
+use gpuinfer::{EngineClient, EngineConfig, engine_base_url};
+use gpuinfer::{InferenceRequest, Intake};
+use gpuinfer::{simulator::Behavior, simulator::EngineSimulator, simulator::Reply};
 use serde_json::json;
 
 fn client(url: &str, model: Option<&str>, timeout: Duration) -> EngineClient {
@@ -21,7 +21,7 @@ fn request(body: serde_json::Value) -> InferenceRequest {
 #[test]
 fn base_urls_are_normalized() {
     for given in ["http://h:8000", "http://h:8000/", "http://h:8000/v1", "http://h:8000/v1/", " http://h:8000 "] {
-        assert_eq!(base_url(given), "http://h:8000", "{given:?}");
+        assert_eq!(engine_base_url(given), "http://h:8000", "{given:?}");
     }
 }
 

@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use gpuinfer::ports::{Queue, QueueCounts};
+use gpuinfer::{Queue, QueueCounts};
 use serde_json::Value;
 
 use crate::support::process::ChildProcess;
@@ -149,7 +149,7 @@ impl OnDemand {
 
     /// The same on the lane of `priority`.
     async fn send_on(&self, prompt: &str, max_tokens: u32, priority: &str) -> String {
-        let id = gpuinfer::contract::request_id::RequestId::new_v4();
+        let id = gpuinfer::RequestId::new_v4();
         let body =
             serde_json::json!({ "requestId": id, "prompt": prompt, "maxTokens": max_tokens, "priority": priority })
                 .to_string();
@@ -380,8 +380,8 @@ async fn an_engine_killed_mid_request_is_replaced(engine: EngineKind, max_tokens
     assert!(log.contains("replacing a lost engine"), "{log}");
     assert!(log.contains("engine process exited: its worker pool hands its messages back now"), "{log}");
     dev.assert_each_finished_once(&ids);
-    let queues = gpuinfer::local::LocalBackends::open(data.path()).unwrap();
-    let lanes = queues.lane_handles(gpuinfer::contract::tier::Tier::Small);
+    let queues = gpuinfer::LocalBackends::open(data.path()).unwrap();
+    let lanes = queues.lane_handles(gpuinfer::Tier::Small);
     let counts = lanes.high.counts().await.unwrap() + lanes.normal.counts().await.unwrap();
     assert_eq!(counts, QueueCounts::default(), "messages still queued after every request ended");
     crate::support::report_figure(&format!(

@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 use crate::support::engine_process::EngineProcess;
 use crate::support::process::ChildProcess;
 use crate::support::{eventually, request_body};
-use gpuinfer::contract::outcome::{ResultDocument, Status};
-use gpuinfer::contract::tier::{Priority, Tier};
-use gpuinfer::local::LocalBackends;
-use gpuinfer::local::queue::LocalQueue;
-use gpuinfer::ports::{Queue, QueueCounts, ResultStore};
+use gpuinfer::LocalBackends;
+use gpuinfer::LocalQueue;
+use gpuinfer::{Priority, Tier};
+use gpuinfer::{Queue, QueueCounts, ResultStore};
+use gpuinfer::{ResultDocument, Status};
 
 const REQUESTS: usize = 8;
 /// Long enough that "visible again" can only mean released, never timed out.

@@ -4,8 +4,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::support::moto;
-use gpuinfer::aws::model_download::{FetchConfig, FetchError, fetch};
-use gpuinfer::aws::s3::S3Location;
+use gpuinfer::S3Location;
+use gpuinfer::{FetchConfig, FetchError, fetch_model};
 
 /// Deterministic bytes, different for every file and offset.
 fn content(seed: u8, len: usize) -> Vec<u8> {
@@ -100,7 +100,7 @@ async fn an_interrupted_download_resumes_from_its_finished_parts() {
     std::fs::write(dest.path().join("w.bin.partial"), &partial).unwrap();
     std::fs::write(dest.path().join("w.bin.partial.parts"), "0\n2\n").unwrap();
     let source = S3Location::parse(&format!("s3://{bucket}/m/")).unwrap();
-    let summary = fetch(&moto::s3().await, &source, dest.path(), &config(mib as u64)).await.unwrap();
+    let summary = fetch_model(&moto::s3().await, &source, dest.path(), &config(mib as u64)).await.unwrap();
     assert_eq!(summary.bytes_downloaded, 2 * mib as u64, "only the two missing parts were fetched");
     assert_eq!(std::fs::read(dest.path().join("w.bin")).unwrap(), bytes);
     assert!(!dest.path().join("w.bin.partial.parts").exists());
@@ -116,10 +116,10 @@ async fn corrupt_parts_fail_the_md5_check_and_are_discarded() {
     std::fs::write(dest.path().join("w.bin.partial"), vec![7u8; bytes.len()]).unwrap();
     std::fs::write(dest.path().join("w.bin.partial.parts"), "0\n").unwrap();
     let source = S3Location::parse(&format!("s3://{bucket}/m/")).unwrap();
-    let error = fetch(&moto::s3().await, &source, dest.path(), &config(1024 * 1024)).await.unwrap_err();
+    let error = fetch_model(&moto::s3().await, &source, dest.path(), &config(1024 * 1024)).await.unwrap_err();
     assert!(matches!(error, FetchError::ChecksumMismatch { .. }), "{error}");
     assert!(!dest.path().join("w.bin").exists() && !dest.path().join("w.bin.partial").exists());
-    let again = fetch(&moto::s3().await, &source, dest.path(), &config(1024 * 1024)).await.unwrap();
+    let again = fetch_model(&moto::s3().await, &source, dest.path(), &config(1024 * 1024)).await.unwrap();
     assert_eq!(again.bytes_downloaded, bytes.len() as u64);
     assert_eq!(std::fs::read(dest.path().join("w.bin")).unwrap(), bytes);
 }
@@ -130,12 +130,12 @@ async fn missing_buckets_and_empty_prefixes_say_what_to_check() {
     let dest = tempfile::tempdir().unwrap();
     let s3 = moto::s3().await;
     let missing = S3Location::parse(&format!("s3://{}/m/", moto::unique("absent"))).unwrap();
-    let error = fetch(&s3, &missing, dest.path(), &config(1024)).await.unwrap_err();
+    let error = fetch_model(&s3, &missing, dest.path(), &config(1024)).await.unwrap_err();
     assert!(matches!(error, FetchError::NoSuchBucket(_)), "{error}");
     assert!(error.to_string().contains("does not exist (check MODEL_S3_PATH)"));
     let bucket = moto::bucket(&moto::unique("empty")).await;
     let empty = S3Location::parse(&format!("s3://{bucket}/nothing/")).unwrap();
-    let error = fetch(&s3, &empty, dest.path(), &config(1024)).await.unwrap_err();
+    let error = fetch_model(&s3, &empty, dest.path(), &config(1024)).await.unwrap_err();
     assert!(error.to_string().starts_with(&format!("nothing under s3://{bucket}/nothing/")), "{error}");
 
     let cli = Command::new(env!("CARGO_BIN_EXE_gpuinfer"))

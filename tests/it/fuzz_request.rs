@@ -3,7 +3,7 @@
 //! always names the field at fault, and an accepted request keeps the contract and survives the queue.
 
 use crate::support::strategies::{body_bytes, request_like};
-use gpuinfer::contract::request::{FIELDS, InferenceRequest, Input, Intake, MAX_TOKENS_LIMIT, RequestError};
+use gpuinfer::{InferenceRequest, Input, Intake, MAX_TOKENS_LIMIT, REQUEST_FIELDS, RequestError};
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -43,7 +43,7 @@ fn check_refused(error: &RequestError, body: &[u8]) {
         value.as_object().unwrap().keys().any(|key| *field == *key || *field == serde_json::to_string(key).unwrap())
     };
     assert!(
-        field == "body" || FIELDS.contains(&field.as_str()) || field.starts_with("messages[") || unknown_key(),
+        field == "body" || REQUEST_FIELDS.contains(&field.as_str()) || field.starts_with("messages[") || unknown_key(),
         "{error} names no field of the request"
     );
     assert_eq!(error.to_string(), format!("{field}: {problem}"));

@@ -10,7 +10,7 @@ use crate::support::router::{Fixture, call, fixture};
 use crate::support::strategies::body_bytes;
 use axum::http::{HeaderName, HeaderValue, Request};
 use base64::Engine as _;
-use gpuinfer::cmd::router::lambda_event;
+use gpuinfer::lambda_event;
 use lambda_http::request::LambdaRequest;
 use proptest::collection::{btree_map, vec};
 use proptest::prelude::*;

@@ -2,7 +2,7 @@
 
 use std::process::Output;
 
-use gpuinfer::engine::simulator::{Behavior, EngineSimulator};
+use gpuinfer::{simulator::Behavior, simulator::EngineSimulator};
 
 async fn healthcheck(engine_url: &str) -> Output {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_gpuinfer"))

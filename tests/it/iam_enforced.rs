@@ -10,7 +10,7 @@ use crate::support::process::ChildProcess;
 use crate::support::{eventually, free_port, moto, router_listening};
 use aws_sdk_sqs::types::QueueAttributeName;
 use futures_util::StreamExt;
-use gpuinfer::engine::simulator::{Behavior, EngineSimulator, Reply};
+use gpuinfer::{simulator::Behavior, simulator::EngineSimulator, simulator::Reply};
 use serde_json::{Value, json};
 
 /// How long a result, a dead letter or a scaling decision may take.
@@ -57,7 +57,7 @@ impl World {
     /// Creates (as admin) the secret `name` holding a key document with `keys` ((project, key) pairs), as the
     /// stack's ApiKeysSecret holds them once `gpuinfer api-key add` has run; its ARN.
     async fn key_secret(&self, name: &str, keys: &[(&str, &str)]) -> String {
-        let mut document = gpuinfer::router::api_keys::KeyDocument::default();
+        let mut document = gpuinfer::KeyDocument::default();
         for (project, key) in keys {
             document.add(project, key).unwrap();
         }
@@ -308,7 +308,7 @@ async fn the_router_role_lets_the_router_read_its_api_keys_and_no_other_secret()
 #[tokio::test]
 #[ignore = "needs the moto server binary: scripts/test.sh"]
 async fn the_router_role_lets_the_router_read_the_key_that_signs_its_openai_events() {
-    use gpuinfer::callbacks::webhook::WebhookSecret;
+    use gpuinfer::WebhookSecret;
     let receiver = crate::support::receiver::Receiver::start([]).await;
     let stack = stack(&[("OpenAiWebhookUrl", "https://hooks.example.com/openai")]);
     let mut env = stack.environment("RouterFunction");

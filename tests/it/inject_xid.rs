@@ -8,8 +8,9 @@ use std::process::Output;
 
 use axum::Json;
 use axum::routing::get;
-use gpuinfer::cmd::inject_xid::xid::{
-    CRITICAL_XIDS, Gpu, Injection, XidError, critical_xid_list, discovery_args, parse_discovery, shell_words,
+use gpuinfer::{
+    xid::CRITICAL_XIDS, xid::Gpu, xid::Injection, xid::XidError, xid::critical_xid_list, xid::discovery_args,
+    xid::parse_discovery, xid::shell_words,
 };
 use serde_json::{Value, json};
 
@@ -472,7 +473,7 @@ fn every_command_the_image_runs_is_kept_by_the_container_build() {
         assert!(run.iter().any(|command| command == expected), "{expected} not found among {run:?}");
     }
     for command in &run {
-        assert!(gpuinfer::cli::CONTAINER_COMMANDS.contains(&command.as_str()), "the image runs `gpuinfer {command}`");
+        assert!(gpuinfer::CONTAINER_COMMANDS.contains(&command.as_str()), "the image runs `gpuinfer {command}`");
     }
 }
 

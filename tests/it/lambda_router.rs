@@ -4,8 +4,8 @@ use std::process::{Command, Stdio};
 
 use crate::support::lambda_runtime::{RuntimeApi, http_event};
 use crate::support::moto;
-use gpuinfer::aws::s3::{S3Location, S3Store};
-use gpuinfer::ports::ResultStore;
+use gpuinfer::ResultStore;
+use gpuinfer::{S3Location, S3Store};
 use serde_json::{Value, json};
 
 /// The router run as Lambda runs a bootstrap (no arguments, the subcommand named by GPUINFER_COMMAND), against a
@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 struct LambdaRouter {
     runtime: RuntimeApi,
     function: std::process::Child,
-    small: gpuinfer::contract::tier::Lanes<String>,
-    large: gpuinfer::contract::tier::Lanes<String>,
+    small: gpuinfer::Lanes<String>,
+    large: gpuinfer::Lanes<String>,
     bucket: String,
 }
 
@@ -53,7 +53,7 @@ fn body(answer: &Value) -> Value {
 async fn api_gateway_events_get_the_same_answers_as_http() {
     let LambdaRouter { runtime, mut function, small, large, bucket } = lambda_router("lambda").await;
 
-    let id = gpuinfer::contract::request_id::RequestId::new_v4();
+    let id = gpuinfer::RequestId::new_v4();
     let valid = json!({"requestId": id, "prompt": "What is Amazon ECS?", "maxTokens": 64}).to_string();
     let answer = runtime.invoke(http_event("POST", "/infer", Some(&valid))).await;
     assert_eq!(answer["statusCode"], 202, "{answer}");
@@ -95,7 +95,7 @@ async fn api_gateway_events_get_the_same_answers_as_http() {
     assert_eq!(results[1]["status"], 400);
     assert!(results[1]["error"].as_str().unwrap().starts_with("priority: must be"), "{results}");
 
-    let never_sent = gpuinfer::contract::request_id::RequestId::new_v4();
+    let never_sent = gpuinfer::RequestId::new_v4();
     let answer = runtime.invoke(http_event("DELETE", &format!("/results/{never_sent}"), None)).await;
     assert_eq!(answer["statusCode"].as_u64(), Some(404), "only an accepted request can be canceled: {answer}");
     let queued = json!({"prompt": "cancel me", "route": "large"}).to_string();
@@ -143,8 +143,8 @@ async fn api_gateway_events_get_the_same_answers_as_http() {
 #[ignore = "needs moto: scripts/test.sh"]
 async fn batch_files_go_up_through_lambda_and_downloads_past_6_mb_are_redirected_to_s3() {
     use base64::Engine as _;
-    use gpuinfer::ports::ObjectStore;
-    use gpuinfer::router::openai::files::{FileObject, content_key, record_key};
+    use gpuinfer::ObjectStore;
+    use gpuinfer::{FileObject, content_key, record_key};
     let b64 = base64::engine::general_purpose::STANDARD;
     let LambdaRouter { runtime, mut function, bucket, small, .. } = lambda_router("lambda-files").await;
 
@@ -192,11 +192,10 @@ async fn batch_files_go_up_through_lambda_and_downloads_past_6_mb_are_redirected
 
     // A 7 MB file, stored as the Files API stores one.
     let store = S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}/results/")).unwrap());
-    let large_file =
-        FileObject::new(gpuinfer::router::openai::ids::new("file-"), 7_000_000, "big.jsonl".into(), "batch");
+    let large_file = FileObject::new(gpuinfer::new_object_id("file-"), 7_000_000, "big.jsonl".into(), "batch");
     let bytes = jsonl.repeat(7_000_000 / jsonl.len() + 1).into_bytes();
-    store.put(&content_key(&large_file.id), gpuinfer::ports::object_io::one_chunk(bytes.clone())).await.unwrap();
-    gpuinfer::ports::object_io::write_json(&store, &record_key(&large_file.id), &large_file).await.unwrap();
+    store.put(&content_key(&large_file.id), gpuinfer::one_chunk(bytes.clone())).await.unwrap();
+    gpuinfer::write_json(&store, &record_key(&large_file.id), &large_file).await.unwrap();
     let answer = runtime.invoke(http_event("GET", &format!("/v1/files/{}/content", large_file.id), None)).await;
     assert_eq!(answer["statusCode"], 307, "{}", answer["statusCode"]);
     let location = answer["headers"]["location"].as_str().expect("a Location header");

@@ -5,12 +5,12 @@
 use std::time::{Duration, Instant};
 
 use crate::support::rig::{Rig, config, rig};
-use gpuinfer::contract::outcome::Status;
-use gpuinfer::contract::request_id::RequestId;
-use gpuinfer::contract::tier::Priority;
-use gpuinfer::engine::simulator::Behavior;
-use gpuinfer::ports::Queue;
-use gpuinfer::worker::WorkerConfig;
+use gpuinfer::Priority;
+use gpuinfer::Queue;
+use gpuinfer::RequestId;
+use gpuinfer::Status;
+use gpuinfer::WorkerConfig;
+use gpuinfer::simulator::Behavior;
 use serde_json::json;
 
 /// A request whose prompt names its lane.

@@ -54,11 +54,11 @@ async fn limits_out_of_range_and_unknown_orders_are_refused_and_ascending_pages_
 }
 
 /// An answer's memory is bounded whatever `limit` asks: records as large as OpenAI's bounds allow (16 metadata
-/// values of 512 characters, 4-byte characters each) fill a page to `PAGE_BYTES`, which then ends with `has_more`,
+/// values of 512 characters, 4-byte characters each) fill a page to `FILE_PAGE_BYTES`, which then ends with `has_more`,
 /// and the next page goes on after its last id, each record answered once.
 #[tokio::test]
 async fn a_page_of_large_records_ends_at_its_byte_bound_and_the_next_goes_on_after_it() {
-    use gpuinfer::router::openai::files::PAGE_BYTES;
+    use gpuinfer::FILE_PAGE_BYTES;
     let f = fixture();
     let upload = form(&[("purpose", None, b"batch"), ("file", Some("in.jsonl"), LINE)]);
     let (_, file) = call(&f.state, post_form("/v1/files", upload)).await;
@@ -67,7 +67,7 @@ async fn a_page_of_large_records_ends_at_its_byte_bound_and_the_next_goes_on_aft
     let create = json!({"input_file_id": file["id"], "endpoint": "/v1/completions", "completion_window": "24h",
                         "metadata": metadata});
     let record_bytes = json!(metadata).to_string().len();
-    let count = PAGE_BYTES / record_bytes + 3;
+    let count = FILE_PAGE_BYTES / record_bytes + 3;
     for _ in 0..count {
         let (status, batch) = call(&f.state, post_json("/v1/batches", &create)).await;
         assert_eq!(status, StatusCode::OK, "{batch}");
@@ -77,7 +77,7 @@ async fn a_page_of_large_records_ends_at_its_byte_bound_and_the_next_goes_on_aft
     let answered = first.to_string().len();
     let held = first["data"].as_array().unwrap().len();
     assert!(held < count && first["has_more"] == true, "{held} of {count}, has_more {}", first["has_more"]);
-    assert!(answered <= PAGE_BYTES + 4096, "{answered} bytes");
+    assert!(answered <= FILE_PAGE_BYTES + 4096, "{answered} bytes");
     let last = first["last_id"].as_str().unwrap();
     let (_, rest) = call(&f.state, get(&format!("/v1/batches?limit=100&after={last}"))).await;
     assert_eq!(held + rest["data"].as_array().unwrap().len(), count, "every batch once over the two pages");

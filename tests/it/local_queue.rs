@@ -2,15 +2,15 @@
 
 use std::time::Duration;
 
-use gpuinfer::contract::tier::{Priority, Tier};
-use gpuinfer::local::LocalBackends;
-use gpuinfer::ports::{Queue, QueueCounts, QueueError};
+use gpuinfer::LocalBackends;
+use gpuinfer::{Priority, Tier};
+use gpuinfer::{Queue, QueueCounts, QueueError};
 
 fn open(
     dir: &std::path::Path,
     visibility: Duration,
     max_receive_count: u32,
-) -> (LocalBackends, std::sync::Arc<gpuinfer::local::queue::LocalQueue>) {
+) -> (LocalBackends, std::sync::Arc<gpuinfer::LocalQueue>) {
     let backends = LocalBackends::open(dir).unwrap();
     let queue = backends.lane_queue(Tier::Small, Priority::Normal, visibility, max_receive_count);
     (backends, queue)

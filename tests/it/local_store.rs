@@ -3,16 +3,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gpuinfer::contract::request_id::RequestId;
-use gpuinfer::local::store::FileStore;
-use gpuinfer::ports::{PutOutcome, ResultStore};
-use gpuinfer::worker::LeaseSettings;
+use gpuinfer::FileStore;
+use gpuinfer::LeaseSettings;
+use gpuinfer::RequestId;
+use gpuinfer::{PutOutcome, ResultStore};
 
 #[tokio::test]
 async fn the_first_writer_wins_and_readers_never_see_a_partial_document() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(FileStore::open(dir.path()).unwrap());
-    let id = gpuinfer::contract::request_id::RequestId::new_v4();
+    let id = gpuinfer::RequestId::new_v4();
     assert!(!store.exists(id).await.unwrap());
     assert_eq!(store.get(id).await.unwrap(), None);
     let writers: Vec<_> = (0..16)

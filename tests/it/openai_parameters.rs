@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use axum::http::StatusCode;
-use gpuinfer::router::state::AppState;
+use gpuinfer::AppState;
 use serde_json::{Value, json};
 
 use crate::support::router::{admitted, call, fixture};

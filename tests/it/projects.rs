@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use gpuinfer::router::api_keys::{ApiKeys, KeySource};
-use gpuinfer::router::openai::ids;
-use gpuinfer::router::state::AppState;
+use gpuinfer::AppState;
+use gpuinfer::new_object_id;
+use gpuinfer::{ApiKeys, KeySource};
 use serde_json::{Value, json};
 
 use crate::support::dev::Dev;
@@ -107,7 +107,7 @@ async fn as_if_missing(
 /// Every call of `other` on what `made` holds is answered as for an id that does not exist.
 async fn invisible(state: &Arc<AppState>, other: &str, made: &Made) {
     let not_found = StatusCode::NOT_FOUND;
-    let file = (made.file.as_str(), &*ids::new("file-"));
+    let file = (made.file.as_str(), &*new_object_id("file-"));
     for ask in [
         |id: &str| get(&format!("/v1/files/{id}")),
         |id: &str| get(&format!("/v1/files/{id}/content")),
@@ -123,14 +123,14 @@ async fn invisible(state: &Arc<AppState>, other: &str, made: &Made) {
     };
     as_if_missing(state, other, batch_on, file, StatusCode::BAD_REQUEST).await;
 
-    let upload = (made.upload.as_str(), &*ids::new("upload_"));
+    let upload = (made.upload.as_str(), &*new_object_id("upload_"));
     let part = |id: &str| post_form(&format!("/v1/uploads/{id}/parts"), form(&[("data", Some("part"), LINE)]));
     as_if_missing(state, other, part, upload, not_found).await;
     let complete = |id: &str| post_json(&format!("/v1/uploads/{id}/complete"), &json!({"part_ids": []}));
     as_if_missing(state, other, complete, upload, not_found).await;
     as_if_missing(state, other, |id| post(&format!("/v1/uploads/{id}/cancel")), upload, not_found).await;
 
-    let batch = (made.batch.as_str(), &*ids::new("batch_"));
+    let batch = (made.batch.as_str(), &*new_object_id("batch_"));
     as_if_missing(state, other, |id| get(&format!("/v1/batches/{id}")), batch, not_found).await;
     as_if_missing(state, other, |id| post(&format!("/v1/batches/{id}/cancel")), batch, not_found).await;
 
@@ -190,17 +190,17 @@ async fn neither_project_sees_the_others_objects_and_a_second_key_of_a_project_s
 /// exactly as a request id that does not exist; its own project reads it and is told it already finished.
 #[tokio::test]
 async fn results_answer_another_projects_response_as_an_id_never_seen() {
-    use gpuinfer::ports::ResultStore;
+    use gpuinfer::ResultStore;
     let f = router_with_keys();
     let create = json!({"model": "small", "input": "Say hi.", "background": true});
     let (_, response) = send(&f.state, A, post_json("/v1/responses", &create)).await;
-    let id = gpuinfer::contract::request_id::RequestId::parse(
+    let id = gpuinfer::RequestId::parse(
         &uuid::Uuid::parse_str(&response["id"].as_str().unwrap()["resp_".len()..]).unwrap().to_string(),
     )
     .unwrap();
     let document = json!({"requestId": id, "status": "success", "result": {"text": "hi"}});
     f.backends.store.put_if_absent(id, document.to_string().as_bytes()).await.unwrap();
-    let never = gpuinfer::contract::request_id::RequestId::new_v4();
+    let never = gpuinfer::RequestId::new_v4();
     let as_missing = |answer: (StatusCode, Value), missing: (StatusCode, Value)| {
         assert_eq!(answer.0, missing.0);
         assert_eq!(
@@ -223,7 +223,7 @@ async fn a_project_lists_without_reading_anything_another_project_owns() {
     let f = router_with_keys();
     let of_a: Vec<Made> = futures_util::future::join_all((0..3).map(|_| make(&f.state, A))).await;
     let of_b = make(&f.state, B).await;
-    gpuinfer::router::openai::upkeep::upkeep(&f.state).await;
+    gpuinfer::upkeep(&f.state).await;
     let results = f.backends.store.dir().to_path_buf();
     for made in &of_a {
         std::fs::write(results.join(format!("files/{}.json", made.file)), "not a record").unwrap();

@@ -10,7 +10,7 @@ use axum::http::{Request, StatusCode};
 use serde_json::Value;
 
 use crate::support::router::{call, fixture, get};
-use gpuinfer::router::state::AppState;
+use gpuinfer::AppState;
 
 /// The OpenAI error object of a refusal under /v1, or a panic naming what came instead.
 fn openai_error(status: StatusCode, body: &Value, want: StatusCode) -> &Value {
@@ -77,8 +77,8 @@ async fn an_empty_after_cursor_is_refused_naming_the_parameter() {
 async fn the_bearer_scheme_is_case_insensitive() {
     let f = fixture();
     let mut state = Arc::into_inner(f.state).unwrap();
-    let keys = gpuinfer::router::api_keys::ApiKeys::parse_local(&["the-key".into()]).unwrap();
-    state.openai.api_keys = keys.map(gpuinfer::router::api_keys::KeySource::Local);
+    let keys = gpuinfer::ApiKeys::parse_local(&["the-key".into()]).unwrap();
+    state.openai.api_keys = keys.map(gpuinfer::KeySource::Local);
     let state: Arc<AppState> = Arc::new(state);
     for scheme in ["Bearer", "bearer", "BEARER"] {
         let request = Request::get("/v1/models").header("authorization", format!("{scheme} the-key"));
@@ -96,19 +96,19 @@ async fn the_bearer_scheme_is_case_insensitive() {
 struct FixedKeyStore(Option<String>);
 
 #[async_trait::async_trait]
-impl gpuinfer::ports::KeyStore for FixedKeyStore {
-    async fn read(&self) -> Result<String, gpuinfer::ports::KeyStoreError> {
-        self.0.clone().ok_or_else(|| gpuinfer::ports::KeyStoreError::unavailable("AccessDeniedException"))
+impl gpuinfer::KeyStore for FixedKeyStore {
+    async fn read(&self) -> Result<String, gpuinfer::KeyStoreError> {
+        self.0.clone().ok_or_else(|| gpuinfer::KeyStoreError::unavailable("AccessDeniedException"))
     }
 
-    async fn write(&self, _: &str) -> Result<(), gpuinfer::ports::KeyStoreError> {
+    async fn write(&self, _: &str) -> Result<(), gpuinfer::KeyStoreError> {
         unreachable!("the router never writes its keys")
     }
 }
 
 /// The router's state with its /v1 keys read from `store`.
 fn with_stored_keys(store: FixedKeyStore) -> Arc<AppState> {
-    use gpuinfer::router::api_keys::{KeySource, StoredKeys};
+    use gpuinfer::{KeySource, StoredKeys};
     let mut state = Arc::into_inner(fixture().state).unwrap();
     let keys = StoredKeys::new(Arc::new(store), std::time::Duration::from_secs(60));
     state.openai.api_keys = Some(KeySource::Stored(Arc::new(keys)));
@@ -120,7 +120,7 @@ fn with_stored_keys(store: FixedKeyStore) -> Arc<AppState> {
 /// clients honour), before the request is read, never letting one through.
 #[tokio::test]
 async fn stored_keys_guard_the_v1_routes_only_and_an_unreadable_store_lets_nothing_through() {
-    let mut document = gpuinfer::router::api_keys::KeyDocument::default();
+    let mut document = gpuinfer::KeyDocument::default();
     document.add("team-a", "sk-stored").unwrap();
     let state = with_stored_keys(FixedKeyStore(Some(document.to_json())));
     let with_key = |path: &str, key: &str| {
@@ -145,6 +145,6 @@ async fn stored_keys_guard_the_v1_routes_only_and_an_unreadable_store_lets_nothi
         .body(Body::from(vec![b' '; 3 * 1024 * 1024]));
     let (status, body) = call(&state, oversized.unwrap()).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "the key is checked before the body is read: {body}");
-    let response = tower::ServiceExt::oneshot(gpuinfer::router::app(state), with_key("/v1/models", "x")).await;
+    let response = tower::ServiceExt::oneshot(gpuinfer::app(state), with_key("/v1/models", "x")).await;
     assert_eq!(response.unwrap().headers()["retry-after"], "1");
 }

@@ -7,13 +7,13 @@ use crate::support::router::{Fixture, call, fixture, get, post};
 use async_trait::async_trait;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use gpuinfer::callbacks::outbound::OutboundPolicy;
-use gpuinfer::contract::request_id::RequestId;
-use gpuinfer::contract::tier::{Lanes, PerTier, Priority, Tier};
-use gpuinfer::infra::metrics::Emf;
-use gpuinfer::ports::{Message, Queue, QueueCounts, QueueError, ResultStore};
-use gpuinfer::router::routing::RoutingConfig;
-use gpuinfer::router::state::{AppState, CallbackAcceptance};
+use gpuinfer::OutboundPolicy;
+use gpuinfer::RequestId;
+use gpuinfer::RoutingConfig;
+use gpuinfer::metrics::Emf;
+use gpuinfer::{AppState, CallbackAcceptance};
+use gpuinfer::{Lanes, PerTier, Priority, Tier};
+use gpuinfer::{Message, Queue, QueueCounts, QueueError, ResultStore};
 use serde_json::{Value, json};
 
 #[tokio::test]
@@ -84,7 +84,7 @@ async fn bodies_over_the_cap_get_413() {
 #[tokio::test]
 async fn bodies_beyond_the_servers_body_budget_are_refused_and_released_after_each_request() {
     let f = fixture();
-    let budget = gpuinfer::router::body_budget::BodyBudget::new(4096);
+    let budget = gpuinfer::BodyBudget::new(4096);
     let state = Arc::new(AppState { bodies: budget.clone(), ..clone_state(&f) });
     let small = json!({"prompt": "x".repeat(3000)}).to_string();
     for _ in 0..3 {
@@ -93,7 +93,7 @@ async fn bodies_beyond_the_servers_body_budget_are_refused_and_released_after_ea
     let mut held = budget.none();
     assert!(budget.take(&mut held, 2000), "another request holds half the budget");
     let request = Request::post("/infer").header("content-type", "application/json").body(Body::from(small)).unwrap();
-    let response = tower::ServiceExt::oneshot(gpuinfer::router::app(Arc::clone(&state)), request).await.unwrap();
+    let response = tower::ServiceExt::oneshot(gpuinfer::app(Arc::clone(&state)), request).await.unwrap();
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(response.headers()["retry-after"], "1");
     drop(held);
@@ -188,7 +188,7 @@ async fn a_refusing_queue_gives_503_never_2xx() {
 #[tokio::test]
 async fn results_are_served_pending_or_refused() {
     let f = fixture();
-    let id = gpuinfer::contract::request_id::RequestId::new_v4();
+    let id = gpuinfer::RequestId::new_v4();
     let (status, body) = call(&f.state, get(&format!("/results/{id}"))).await;
     assert_eq!((status, body), (StatusCode::NOT_FOUND, json!({"requestId": id, "status": "pending"})));
 
@@ -287,7 +287,7 @@ async fn callback_urls_follow_the_operators_policy() {
 #[tokio::test]
 async fn a_batch_answers_every_entry_and_queues_the_valid_ones_on_their_lanes() {
     let f = fixture();
-    let repeated = gpuinfer::contract::request_id::RequestId::new_v4();
+    let repeated = gpuinfer::RequestId::new_v4();
     let batch = json!([
         {"prompt": "first"},
         {"prompt": ""},
@@ -356,12 +356,12 @@ fn delete(path: &str) -> Request<Body> {
 #[tokio::test]
 async fn cancel_stores_a_canceled_document_once_and_refuses_finished_requests() {
     let f = fixture();
-    let never_sent = gpuinfer::contract::request_id::RequestId::new_v4();
+    let never_sent = gpuinfer::RequestId::new_v4();
     let (status, body) = call(&f.state, delete(&format!("/results/{never_sent}"))).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "only an accepted request can be canceled: {body}");
     assert!(!f.backends.store.path_of(never_sent).exists(), "no document is made for an id nobody sent");
     let (_, accepted) = call(&f.state, post(json!({"prompt": "cancel me"}).to_string())).await;
-    let id = gpuinfer::contract::request_id::RequestId::parse(accepted["requestId"].as_str().unwrap()).unwrap();
+    let id = gpuinfer::RequestId::parse(accepted["requestId"].as_str().unwrap()).unwrap();
     let (status, canceled) = call(&f.state, delete(&format!("/results/{id}"))).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!((&canceled["status"], &canceled["error"]["code"]), (&json!("error"), &json!("canceled")));
@@ -369,7 +369,7 @@ async fn cancel_stores_a_canceled_document_once_and_refuses_finished_requests() 
     assert_eq!(call(&f.state, delete(&format!("/results/{id}"))).await, (StatusCode::OK, canceled), "idempotent");
 
     let (_, accepted) = call(&f.state, post(json!({"prompt": "finished"}).to_string())).await;
-    let done = gpuinfer::contract::request_id::RequestId::parse(accepted["requestId"].as_str().unwrap()).unwrap();
+    let done = gpuinfer::RequestId::parse(accepted["requestId"].as_str().unwrap()).unwrap();
     let document = json!({"requestId": done, "status": "success", "result": {"text": "ok"}});
     f.backends.store.put_if_absent(done, document.to_string().as_bytes()).await.unwrap();
     let (status, body) = call(&f.state, delete(&format!("/results/{done}"))).await;
@@ -384,7 +384,7 @@ async fn cancel_stores_a_canceled_document_once_and_refuses_finished_requests() 
 #[tokio::test]
 async fn a_reused_request_id_is_refused_and_a_retry_is_answered_as_before() {
     let f = fixture();
-    let id = gpuinfer::contract::request_id::RequestId::new_v4();
+    let id = gpuinfer::RequestId::new_v4();
     let first = json!({"requestId": id, "prompt": "the first", "maxTokens": 8});
     let (status, answer) = call(&f.state, post(first.to_string())).await;
     assert_eq!((status, &answer["tier"]), (StatusCode::ACCEPTED, &json!("small")));
@@ -418,7 +418,7 @@ async fn an_id_the_router_made_needs_no_record_and_is_refused_when_sent_back() {
     let f = fixture();
     let (status, answer) = call(&f.state, post(json!({"prompt": "no id"}).to_string())).await;
     assert_eq!(status, StatusCode::ACCEPTED);
-    let id = gpuinfer::contract::request_id::RequestId::parse(answer["requestId"].as_str().unwrap()).unwrap();
+    let id = gpuinfer::RequestId::parse(answer["requestId"].as_str().unwrap()).unwrap();
     assert!(id.is_router_made());
     assert_eq!(f.backends.store.acceptance(id).await.unwrap(), None, "no record for an id the router made");
     for sent in [id.to_string(), id.to_string().to_uppercase()] {
@@ -446,7 +446,7 @@ async fn a_request_sent_with_wait_is_answered_with_its_result_when_it_comes_in_t
         assert_eq!(status, StatusCode::BAD_REQUEST, "wait={refused}: {answer}");
         assert!(answer["error"].as_str().unwrap().starts_with("wait: whole seconds from 0 to 25"), "{answer}");
     }
-    let id = gpuinfer::contract::request_id::RequestId::new_v4();
+    let id = gpuinfer::RequestId::new_v4();
     let request = json!({"requestId": id, "prompt": "answered in time"}).to_string();
     let store = f.backends.store.clone();
     let worker = tokio::spawn(async move {
@@ -509,8 +509,7 @@ async fn ids_that_differ_only_in_case_are_one_id() {
 #[tokio::test]
 async fn a_request_that_could_not_be_enqueued_can_be_retried_with_its_id() {
     let f = fixture();
-    let body =
-        json!({"requestId": gpuinfer::contract::request_id::RequestId::new_v4(), "prompt": "retry me"}).to_string();
+    let body = json!({"requestId": gpuinfer::RequestId::new_v4(), "prompt": "retry me"}).to_string();
     assert_eq!(call(&refusing(&f), post(body.clone())).await.0, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(call(&f.state, post(body)).await.0, StatusCode::ACCEPTED, "the retry is a new acceptance");
     assert_eq!(f.lane(Tier::Small, Priority::Normal).counts().await.unwrap().visible, 1);

@@ -8,9 +8,9 @@ use std::time::Duration;
 use crate::support::router::{call, fixture, get, post};
 use axum::body::{Body, Bytes};
 use axum::http::{Request, StatusCode};
-use gpuinfer::contract::request::MAX_REQUEST_BYTES;
-use gpuinfer::contract::tier::Tier;
-use gpuinfer::ports::Queue;
+use gpuinfer::MAX_REQUEST_BYTES;
+use gpuinfer::Queue;
+use gpuinfer::Tier;
 use serde_json::json;
 
 const CHUNK: usize = 64 * 1024;
@@ -97,7 +97,7 @@ async fn hostile_bodies_get_400_naming_the_problem() {
         let message = body["error"].as_str().unwrap_or_else(|| panic!("{shown}: a JSON error body, got {body}"));
         assert!(message.starts_with(expected), "{shown}: {message:?} should start with {expected:?}");
     }
-    let small = f.lane(Tier::Small, gpuinfer::contract::tier::Priority::Normal);
+    let small = f.lane(Tier::Small, gpuinfer::Priority::Normal);
     assert_eq!(small.counts().await.unwrap().visible, 0, "nothing refused is enqueued");
 }
 

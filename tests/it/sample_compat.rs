@@ -20,20 +20,20 @@ use crate::support::{eventually, moto};
 use async_trait::async_trait;
 use axum::http::StatusCode;
 use clap::CommandFactory;
-use gpuinfer::aws::s3::{S3Location, S3Store};
-use gpuinfer::aws::sqs::SqsQueue;
-use gpuinfer::contract::request::{InferenceRequest, Intake};
-use gpuinfer::contract::request_id::RequestId;
-use gpuinfer::contract::tier::{Lanes, Priority, Tier};
-use gpuinfer::engine::client::EngineConfig;
-use gpuinfer::engine::simulator::{Behavior, EngineSimulator};
-use gpuinfer::infra::metrics::Emf;
-use gpuinfer::local::LocalBackends;
-use gpuinfer::local::queue::LocalQueue;
-use gpuinfer::ports::{Classifier, ClassifyError, Message, Queue, QueueCounts, QueueError, ResultStore, TaskCounts};
-use gpuinfer::router::routing::{Reason, RoutingConfig, route};
-use gpuinfer::scaler::{Readings, ScalingPolicy, decide};
-use gpuinfer::worker::{Stopped, WorkerConfig};
+use gpuinfer::EngineConfig;
+use gpuinfer::LocalBackends;
+use gpuinfer::LocalQueue;
+use gpuinfer::RequestId;
+use gpuinfer::SqsQueue;
+use gpuinfer::metrics::Emf;
+use gpuinfer::{Classifier, ClassifyError, Message, Queue, QueueCounts, QueueError, ResultStore, TaskCounts};
+use gpuinfer::{InferenceRequest, Intake};
+use gpuinfer::{Lanes, Priority, Tier};
+use gpuinfer::{Readings, ScalingPolicy, decide};
+use gpuinfer::{Reason, RoutingConfig, route};
+use gpuinfer::{S3Location, S3Store};
+use gpuinfer::{Stopped, WorkerConfig};
+use gpuinfer::{simulator::Behavior, simulator::EngineSimulator};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -259,7 +259,7 @@ async fn sqs_worker(
     let store: Arc<dyn ResultStore> = Arc::new(S3Store::new(moto::s3().await, location));
     let engine = EngineConfig { base_url: engine.url.clone(), model: None, request_timeout: Duration::from_secs(10) };
     let config = moto::worker_config();
-    let worker = gpuinfer::cmd::worker::build(lanes, store, &engine, config, Emf::discard()).unwrap();
+    let worker = gpuinfer::build_worker(lanes, store, &engine, config, Emf::discard()).unwrap();
     tokio::spawn(worker.run(shutdown.clone()))
 }
 
@@ -429,7 +429,7 @@ async fn an_idle_worker_long_polls_both_lanes_and_never_spins_on_short_polls() {
     let long_poll = Duration::from_millis(300);
     let config = WorkerConfig { wait_time: long_poll, ..crate::support::rig::config() };
     let engine = EngineConfig { base_url: engine.url.clone(), model: None, request_timeout: Duration::from_secs(10) };
-    let worker = gpuinfer::cmd::worker::build(lanes, backends.store.clone(), &engine, config, Emf::discard()).unwrap();
+    let worker = gpuinfer::build_worker(lanes, backends.store.clone(), &engine, config, Emf::discard()).unwrap();
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(worker.run(shutdown.clone()));
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -450,7 +450,7 @@ async fn an_idle_worker_long_polls_both_lanes_and_never_spins_on_short_polls() {
 #[ignore = "needs moto: scripts/test.sh"]
 async fn the_worker_long_polls_sqs_twenty_seconds_by_default() {
     assert_eq!(WorkerConfig::new(Tier::Small).wait_time, Duration::from_secs(20));
-    let cli = gpuinfer::cli::Cli::command();
+    let cli = gpuinfer::Cli::command();
     let worker = cli.find_subcommand("worker").unwrap();
     let wait = worker.get_arguments().find(|a| a.get_env().is_some_and(|e| e == "WAIT_TIME_SECONDS")).unwrap();
     let defaults: Vec<String> = wait.get_default_values().iter().map(|v| v.to_string_lossy().into_owned()).collect();

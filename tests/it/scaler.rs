@@ -6,12 +6,12 @@ use std::sync::Arc;
 use crate::support::SharedBuf;
 use crate::support::lambda_runtime::RuntimeApi;
 use async_trait::async_trait;
-use gpuinfer::cmd::scaler::{ScheduledEvent, handle_scheduled_event};
-use gpuinfer::contract::tier::{Priority, Tier};
-use gpuinfer::infra::metrics::Emf;
-use gpuinfer::local::LocalBackends;
-use gpuinfer::ports::{FleetError, GpuUtilization, Queue, Service, ServiceTasks, TaskCounts};
-use gpuinfer::scaler::{ScaledTier, Scaler, ScalingPolicy};
+use gpuinfer::LocalBackends;
+use gpuinfer::metrics::Emf;
+use gpuinfer::{FleetError, GpuUtilization, Queue, Service, ServiceTasks, TaskCounts};
+use gpuinfer::{Priority, Tier};
+use gpuinfer::{ScaledTier, Scaler, ScalingPolicy};
+use gpuinfer::{ScheduledEvent, handle_scheduled_event};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{Value, json};
 
@@ -112,7 +112,7 @@ async fn a_tick_publishes_emf_per_tier_with_the_samples_names_and_dimensions() {
         .iter()
         .map(|m| m["Name"].as_str().unwrap())
         .collect();
-    assert!(names.iter().all(|name| gpuinfer::infra::metrics::ALL.contains(name)), "{names:?}");
+    assert!(names.iter().all(|name| gpuinfer::metrics::ALL.contains(name)), "{names:?}");
 }
 
 #[tokio::test]

@@ -2,17 +2,17 @@
 //! modes (a lone request, a tier that never goes back to zero) and on bursty traffic; our wake on arrival, warm
 //! windows and idle windows; `gpuinfer simulate` and what it prints.
 
-use gpuinfer::contract::tier::Tier;
-use gpuinfer::scaler::ScalingPolicy;
-use gpuinfer::scaler::simulate::TierModel;
-use gpuinfer::scaler::simulate::autoscaling::ScalableTarget;
-use gpuinfer::scaler::simulate::cold_start::ColdStart;
-use gpuinfer::scaler::simulate::event_loop::{self, Run, Timing};
-use gpuinfer::scaler::simulate::policy::{LARGEST_STEP, Policy, PolicyKind};
-use gpuinfer::scaler::simulate::report::Summary;
-use gpuinfer::scaler::simulate::trace::{self, Traffic};
-use gpuinfer::scaler::simulate::warm_window::WarmWindow;
-use gpuinfer::scaler::simulate::{HOUR, MINUTE, Millis, SECOND};
+use gpuinfer::ScalingPolicy;
+use gpuinfer::Tier;
+use gpuinfer::simulate::TierModel;
+use gpuinfer::simulate::autoscaling::ScalableTarget;
+use gpuinfer::simulate::cold_start::ColdStart;
+use gpuinfer::simulate::report::Summary;
+use gpuinfer::simulate::warm_window::WarmWindow;
+use gpuinfer::{simulate::HOUR, simulate::MINUTE, simulate::Millis, simulate::SECOND};
+use gpuinfer::{simulate::event_loop, simulate::event_loop::Run, simulate::event_loop::Timing};
+use gpuinfer::{simulate::policy::LARGEST_STEP, simulate::policy::Policy, simulate::policy::PolicyKind};
+use gpuinfer::{simulate::trace, simulate::trace::Traffic};
 
 pub(crate) fn small_tier() -> TierModel {
     TierModel {

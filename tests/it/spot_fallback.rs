@@ -6,14 +6,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use gpuinfer::contract::tier::Tier;
-use gpuinfer::infra::metrics::Emf;
-use gpuinfer::local::LocalBackends;
-use gpuinfer::ports::{
-    CapacityControl, FleetError, GpuUtilization, Queue, Service, ServiceTasks, TaskAges, TaskCounts,
-};
-use gpuinfer::scaler::fallback::Fallback;
-use gpuinfer::scaler::{ScaledTier, Scaler, ScalingPolicy};
+use gpuinfer::Fallback;
+use gpuinfer::LocalBackends;
+use gpuinfer::Tier;
+use gpuinfer::metrics::Emf;
+use gpuinfer::{CapacityControl, FleetError, GpuUtilization, Queue, Service, ServiceTasks, TaskAges, TaskCounts};
+use gpuinfer::{ScaledTier, Scaler, ScalingPolicy};
 
 use crate::support::SharedBuf;
 

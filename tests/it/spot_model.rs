@@ -3,12 +3,12 @@
 //! drains and is replaced with nothing lost; and on the bursty trace, Spot with the fallback meets the goal the
 //! model was built for (at most half the sample's $ per million requests, p95 at most 1.2 × On-Demand's).
 
-use gpuinfer::scaler::simulate::capacity::{Capacity, SpotModel};
-use gpuinfer::scaler::simulate::event_loop::{self, Run};
-use gpuinfer::scaler::simulate::policy::{Policy, PolicyKind};
-use gpuinfer::scaler::simulate::report::Summary;
-use gpuinfer::scaler::simulate::spot;
-use gpuinfer::scaler::simulate::{HOUR, MINUTE, Millis};
+use gpuinfer::simulate::report::Summary;
+use gpuinfer::simulate::spot;
+use gpuinfer::{simulate::HOUR, simulate::MINUTE, simulate::Millis};
+use gpuinfer::{simulate::capacity::Capacity, simulate::capacity::SpotModel};
+use gpuinfer::{simulate::event_loop, simulate::event_loop::Run};
+use gpuinfer::{simulate::policy::Policy, simulate::policy::PolicyKind};
 
 use crate::simulate::{bursty, simulate, small_tier, timing};
 

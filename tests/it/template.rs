@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::support::cfn::{Stack, environment_entries, of_type, resources, statements, template};
 use clap::CommandFactory;
-use gpuinfer::cli::Cli;
+use gpuinfer::Cli;
 use serde_json::{Value, json};
 
 /// Environment names a subcommand reads, from its clap definition (global flags included).
@@ -13,7 +13,7 @@ fn env_names(subcommand: &str) -> BTreeSet<String> {
     let cli = Cli::command();
     let mut names: BTreeSet<String> =
         cli.get_arguments().filter_map(|a| a.get_env()).map(|e| e.to_string_lossy().into_owned()).collect();
-    names.insert(gpuinfer::cli::COMMAND_ENV.to_owned());
+    names.insert(gpuinfer::COMMAND_ENV.to_owned());
     let sub = cli.find_subcommand(subcommand).unwrap_or_else(|| panic!("no subcommand {subcommand}"));
     names.extend(sub.get_arguments().filter_map(|a| a.get_env()).map(|e| e.to_string_lossy().into_owned()));
     names
@@ -400,12 +400,12 @@ fn arns_are_partition_aware() {
 fn custom_metrics_used(t: &Value) -> BTreeSet<String> {
     let mut used = BTreeSet::new();
     for (_, alarm) in of_type(t, "AWS::CloudWatch::Alarm") {
-        if alarm["Properties"]["Namespace"] == gpuinfer::infra::metrics::NAMESPACE {
+        if alarm["Properties"]["Namespace"] == gpuinfer::metrics::NAMESPACE {
             used.insert(alarm["Properties"]["MetricName"].as_str().unwrap().to_owned());
         }
     }
     let body = t["Resources"]["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"][0].as_str().unwrap();
-    let needle = format!("[\"{}\", \"", gpuinfer::infra::metrics::NAMESPACE);
+    let needle = format!("[\"{}\", \"", gpuinfer::metrics::NAMESPACE);
     for rest in body.split(&needle).skip(1) {
         used.insert(rest.split('"').next().unwrap().to_owned());
     }
@@ -418,7 +418,7 @@ fn alarms_and_dashboard_use_only_metrics_the_binary_emits() {
     let used = custom_metrics_used(&t);
     for name in &used {
         assert!(
-            gpuinfer::infra::metrics::ALL.contains(&name.as_str()),
+            gpuinfer::metrics::ALL.contains(&name.as_str()),
             "the template uses {name}, which gpuinfer never emits"
         );
     }
@@ -442,7 +442,7 @@ fn cold_start_widgets(t: &Value) -> BTreeMap<String, Vec<String>> {
     for widget in widgets.filter(cold_start) {
         for row in widget["metrics"].as_array().unwrap() {
             let row: Vec<&str> = row.as_array().unwrap().iter().filter_map(Value::as_str).collect();
-            assert_eq!((row[0], row[2]), (gpuinfer::infra::metrics::NAMESPACE, "Tier"), "{row:?}");
+            assert_eq!((row[0], row[2]), (gpuinfer::metrics::NAMESPACE, "Tier"), "{row:?}");
             read.entry(row[3].to_owned()).or_default().push(row[1].to_owned());
         }
     }
@@ -452,7 +452,7 @@ fn cold_start_widgets(t: &Value) -> BTreeMap<String, Vec<String>> {
 #[test]
 fn the_dashboard_shows_each_tiers_cold_start_under_the_names_the_worker_emits() {
     let read = cold_start_widgets(&template());
-    let emitted: Vec<String> = gpuinfer::infra::metrics::COLD_START.iter().map(|name| (*name).to_owned()).collect();
+    let emitted: Vec<String> = gpuinfer::metrics::COLD_START.iter().map(|name| (*name).to_owned()).collect();
     assert_eq!(read.keys().collect::<Vec<_>>(), ["large", "small"], "a cold-start widget per tier");
     for (tier, names) in &read {
         assert_eq!(
@@ -625,7 +625,7 @@ fn the_template_passes_the_workers_default_concurrency_as_the_string_ecs_takes()
 /// versions the versioned bucket keeps of what it expires.
 #[test]
 fn every_prefix_written_to_the_results_bucket_expires_by_a_lifecycle_rule() {
-    use gpuinfer::router::openai::expiry::{Kept, PREFIXES};
+    use gpuinfer::{KEPT_PREFIXES, Kept};
     let t = template();
     let mut destinations: Vec<Value> = of_type(&t, "AWS::Lambda::Function")
         .map(|(_, f)| f["Properties"]["Environment"]["Variables"].clone())
@@ -648,7 +648,7 @@ fn every_prefix_written_to_the_results_bucket_expires_by_a_lifecycle_rule() {
     };
     let with_results = json!({"Ref": "ResultRetentionDays"});
     let mut checked = vec![(format!("{results}550e8400-e29b-41d4-a716-446655440000.json"), Kept::WithResults)];
-    checked.extend(PREFIXES.iter().map(|(prefix, kept)| (format!("{results}{prefix}x"), *kept)));
+    checked.extend(KEPT_PREFIXES.iter().map(|(prefix, kept)| (format!("{results}{prefix}x"), *kept)));
     for (key, kept) in checked {
         let rules = applying(&key);
         assert!(!rules.is_empty(), "no lifecycle rule expires {key}");
@@ -819,7 +819,7 @@ fn warm_windows_are_scheduled_actions_as_application_auto_scaling_takes_them() {
 fn the_api_keys_secret_starts_as_an_empty_key_document_and_the_outputs_say_how_to_add_a_key() {
     let t = template();
     let secret = &t["Resources"]["ApiKeysSecret"]["Properties"];
-    let document = gpuinfer::router::api_keys::KeyDocument::parse(secret["SecretString"].as_str().unwrap());
+    let document = gpuinfer::KeyDocument::parse(secret["SecretString"].as_str().unwrap());
     assert!(document.expect("a key document").entries().is_empty(), "created without a key");
     assert!(secret.get("GenerateSecretString").is_none(), "its value is the key document, not a password");
     let outputs = &t["Outputs"];

@@ -10,7 +10,7 @@ use axum::http::{Request, StatusCode};
 use serde_json::{Value, json};
 
 use crate::support::router::{call, fixture, get};
-use gpuinfer::router::state::AppState;
+use gpuinfer::AppState;
 
 const BOUNDARY: &str = "gpuinfer-test-boundary";
 

@@ -5,11 +5,11 @@ use std::time::{Duration, Instant};
 
 use crate::support::request_body;
 use crate::support::rig::{Rig, config, rig};
-use gpuinfer::contract::outcome::{ErrorCode, Status};
-use gpuinfer::contract::tier::{Priority, Tier};
-use gpuinfer::engine::simulator::{Behavior, Faults, Reply};
-use gpuinfer::ports::{Queue, QueueCounts, ResultStore};
-use gpuinfer::worker::{HealthSettings, LeaseSettings, Stopped, WorkerConfig};
+use gpuinfer::{ErrorCode, Status};
+use gpuinfer::{HealthSettings, LeaseSettings, Stopped, WorkerConfig};
+use gpuinfer::{Priority, Tier};
+use gpuinfer::{Queue, QueueCounts, ResultStore};
+use gpuinfer::{simulator::Behavior, simulator::Faults, simulator::Reply};
 use serde_json::json;
 
 #[tokio::test]
@@ -303,7 +303,7 @@ async fn a_request_failing_while_the_engine_is_down_is_held_and_retried_on_the_s
 #[tokio::test]
 async fn a_request_whose_deadline_passed_never_reaches_the_engine_and_ends_expired() {
     let rig = rig(Behavior::default(), config()).await;
-    let id = gpuinfer::contract::request_id::RequestId::new_v4();
+    let id = gpuinfer::RequestId::new_v4();
     let past = chrono::Utc::now() - chrono::Duration::seconds(1);
     rig.send_to(Priority::Normal, &json!({"requestId": id, "prompt": "too late", "deadline": past.to_rfc3339()})).await;
     let doc = rig.result(id).await;
@@ -320,8 +320,7 @@ async fn a_deadline_that_passes_while_the_request_waits_for_a_slot_expires_it() 
     let rig = rig(behavior, WorkerConfig { concurrency: 1, ..config() }).await;
     let busy = rig.send("keeps the only slot busy").await;
     rig.engine_called(1).await;
-    let (late, on_time) =
-        (gpuinfer::contract::request_id::RequestId::new_v4(), gpuinfer::contract::request_id::RequestId::new_v4());
+    let (late, on_time) = (gpuinfer::RequestId::new_v4(), gpuinfer::RequestId::new_v4());
     rig.send_to(Priority::Normal, &json!({"requestId": late, "prompt": "late", "deadlineSeconds": 1})).await;
     rig.send_to(Priority::Normal, &json!({"requestId": on_time, "prompt": "fine", "deadlineSeconds": 60})).await;
     assert_eq!(rig.result(busy).await.status, Status::Success);

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use async_trait::async_trait;
-use gpuinfer::contract::request_id::RequestId;
-use gpuinfer::ports::{PutOutcome, ResultStore, StoreError};
+use gpuinfer::RequestId;
+use gpuinfer::{PutOutcome, ResultStore, StoreError};
 use tokio::sync::watch;
 
 pub struct FaultyStore {

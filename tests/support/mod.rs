@@ -75,8 +75,8 @@ pub async fn result_document(http: &reqwest::Client, base: &str, id: &str, limit
 }
 
 /// A valid request body with a fresh requestId.
-pub fn request_body(prompt: &str) -> (gpuinfer::contract::request_id::RequestId, String) {
-    let id = gpuinfer::contract::request_id::RequestId::new_v4();
+pub fn request_body(prompt: &str) -> (gpuinfer::RequestId, String) {
+    let id = gpuinfer::RequestId::new_v4();
     (id, serde_json::json!({ "requestId": id, "prompt": prompt, "maxTokens": 16 }).to_string())
 }
 

@@ -4,22 +4,22 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gpuinfer::callbacks::webhook::{WebhookConfig, Webhooks};
-use gpuinfer::contract::outcome::ResultDocument;
-use gpuinfer::contract::request_id::RequestId;
-use gpuinfer::contract::tier::{Lanes, Priority, Tier};
-use gpuinfer::engine::client::{EngineClient, EngineConfig};
-use gpuinfer::infra::metrics::Emf;
-use gpuinfer::local::LocalBackends;
-use gpuinfer::local::queue::LocalQueue;
-use gpuinfer::ports::{Queue, QueueCounts, ResultStore};
-use gpuinfer::worker::{HealthSettings, LeaseSettings, Stopped, Worker, WorkerConfig};
+use gpuinfer::LocalBackends;
+use gpuinfer::LocalQueue;
+use gpuinfer::RequestId;
+use gpuinfer::ResultDocument;
+use gpuinfer::metrics::Emf;
+use gpuinfer::{EngineClient, EngineConfig};
+use gpuinfer::{HealthSettings, LeaseSettings, Stopped, Worker, WorkerConfig};
+use gpuinfer::{Lanes, Priority, Tier};
+use gpuinfer::{Queue, QueueCounts, ResultStore};
+use gpuinfer::{WebhookConfig, Webhooks};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::faulty_store::FaultyStore;
 use super::{SharedBuf, eventually, request_body};
-use gpuinfer::engine::simulator::{Behavior, EngineSimulator};
+use gpuinfer::{simulator::Behavior, simulator::EngineSimulator};
 
 pub struct Rig {
     pub dir: tempfile::TempDir,
@@ -106,7 +106,7 @@ impl Rig {
 
     /// Cancels `id` the way DELETE /results/{id} does (a canceled document); returns the document.
     pub async fn cancel(&self, id: RequestId) -> Value {
-        let canceled = gpuinfer::contract::outcome::canceled(id);
+        let canceled = gpuinfer::canceled(id);
         self.backends.store.put_if_absent(id, canceled.to_string().as_bytes()).await.unwrap();
         self.backends.store.mark_cancels().await.unwrap();
         canceled

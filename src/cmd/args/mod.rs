@@ -10,7 +10,7 @@ mod worker_pool;
 pub(crate) use openai_webhook::OpenAiWebhookArgs;
 pub(crate) use scaling::{ScalerArgs, ScalerSettings};
 
-pub use scaling::{PolicyArgs, ServiceArgs};
+pub(crate) use scaling::{PolicyArgs, ServiceArgs};
 pub(crate) use tier_setting::TierSetting;
 pub(crate) use worker_pool::{CallbackPolicyArgs, TuningArgs, WebhookArgs};
 
@@ -325,7 +325,7 @@ pub(crate) struct HttpServerArgs {
 impl HttpServerArgs {
     /// The OpenAI-compatible API's settings: this server's API key, the routing's model map, and (on Lambda) the
     /// redirect of large downloads.
-    pub fn openai(&self, routing: &RoutingArgs) -> anyhow::Result<Settings> {
+    pub(crate) fn openai(&self, routing: &RoutingArgs) -> anyhow::Result<Settings> {
         let api_keys = ApiKeys::parse_local(&self.api_key).map_err(|e| anyhow::anyhow!("--api-key: {e}"))?;
         Ok(Settings {
             models: routing.model_tiers.clone().unwrap_or_default(),

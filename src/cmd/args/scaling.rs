@@ -19,7 +19,7 @@ use crate::cmd::args::tier_setting::TierSetting;
 
 /// What each tier is scaled toward; shared by `scaler`, `dev` and `simulate`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct PolicyArgs {
+pub(crate) struct PolicyArgs {
     #[arg(long, env = "QUEUE_DEPTH_THRESHOLD", value_delimiter = ',', help = format!(
         "Messages (queued, delayed or in flight) one task should carry: a backlog of B asks for ⌈B / this⌉ tasks. \
          One value (`5`) or per tier (`small=5,large=2`) [default: {DEFAULT_BACKLOG_PER_TASK}]"
@@ -39,7 +39,7 @@ pub struct PolicyArgs {
 }
 
 impl PolicyArgs {
-    pub fn policy(&self, tier: Tier) -> anyhow::Result<ScalingPolicy> {
+    pub(crate) fn policy(&self, tier: Tier) -> anyhow::Result<ScalingPolicy> {
         ScalingPolicy::new(
             TierSetting::pick(&self.queue_depth_threshold, tier, DEFAULT_BACKLOG_PER_TASK),
             TierSetting::pick(&self.min_tasks, tier, DEFAULT_MIN_TASKS),

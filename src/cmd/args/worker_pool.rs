@@ -31,7 +31,7 @@ pub(crate) struct CallbackPolicyArgs {
 }
 
 impl CallbackPolicyArgs {
-    pub fn policy(&self) -> OutboundPolicy {
+    pub(crate) fn policy(&self) -> OutboundPolicy {
         OutboundPolicy { allow_http: self.allow_http_callbacks, allow_private: self.allow_private_callbacks }
     }
 }

@@ -53,7 +53,7 @@ pub(crate) struct EngineFleet {
 }
 
 impl EngineFleet {
-    pub fn new(
+    pub(crate) fn new(
         services: Vec<(String, Tier)>,
         tiers: Vec<EngineTier>,
         outputs: PoolOutputs,
@@ -77,7 +77,7 @@ impl EngineFleet {
 
     /// Acts on one scaler tick: starts engines up to each tier's `TasksNeeded` (at most its maximum), and stops
     /// the surplus once the tier has needed fewer for the idle TTL.
-    pub fn apply(&self, reports: &[TierReport]) {
+    pub(crate) fn apply(&self, reports: &[TierReport]) {
         if self.shutdown.is_cancelled() {
             return;
         }

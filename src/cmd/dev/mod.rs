@@ -4,12 +4,12 @@
 
 mod config;
 mod drill;
-pub mod engine_fleet;
+pub(crate) mod engine_fleet;
 mod engine_run;
 mod expiry;
 mod fleet_state;
 
-pub use config::{Args, Config};
+pub(crate) use config::{Args, Config};
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -38,7 +38,7 @@ use crate::scaler::wake::WakeOnArrival;
 use crate::worker::Stopped;
 
 /// Runs the whole pipeline until `shutdown`; an error when the server failed or an engine was lost.
-pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub(crate) async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     let dev = Dev::open(&config, shutdown)?;
     let outputs = dev.outputs()?;
     let pools = dev.start_pools(&outputs)?;

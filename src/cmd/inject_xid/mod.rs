@@ -83,7 +83,7 @@ impl Args {
     }
 }
 
-pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub(crate) async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     let stay = config.stay;
     // A staying injector ends when ECS stops its task: SIGTERM is listened to from here on, so one that comes
     // before `shutdown`'s own listener is in place still ends it cleanly (exit 0).

@@ -219,7 +219,7 @@ pub(crate) struct HostDcgm {
 }
 
 impl HostDcgm {
-    pub fn new(
+    pub(crate) fn new(
         host_root: PathBuf,
         dcgmi: PathBuf,
         socket: PathBuf,

@@ -86,7 +86,7 @@ pub struct Args {
 
 /// The traffic: which trace, and the shape of a generated one.
 #[derive(Debug, clap::Args)]
-pub struct TraceArgs {
+pub(super) struct TraceArgs {
     /// The traffic: generated, or read from --csv.
     #[arg(long, env = "SIM_TRACE", value_enum, default_value = "bursty")]
     trace: TraceKind,
@@ -111,7 +111,7 @@ pub struct TraceArgs {
 
 /// What is simulated: how long, which tiers, the scaler's period, the queue's retention, and the output.
 #[derive(Debug, clap::Args)]
-pub struct SpanArgs {
+pub(super) struct SpanArgs {
     /// Seed of the random generator: the same seed gives the same trace and the same tier split.
     #[arg(long, env = "SIM_RANDOM_SEED", default_value_t = 1)]
     random_seed: u64,
@@ -145,7 +145,7 @@ pub struct SpanArgs {
 
 /// A cold start, phase by phase, or as a whole.
 #[derive(Debug, clap::Args)]
-pub struct ColdStartArgs {
+pub(super) struct ColdStartArgs {
     #[arg(long, env = "SIM_TASK_START_SECONDS", value_delimiter = ',', help = format!(
         "Cold start, phase 1: seconds from a task asked for to its container started (instance launch + image \
          pull); the AWS sample states ~5 min to provision a g6e.xlarge, the rest is assumed [default: {}]",
@@ -177,7 +177,7 @@ pub struct ColdStartArgs {
 
 /// A warm task: its speed, size, price, and the AWS sample's scale-in alarm.
 #[derive(Debug, clap::Args)]
-pub struct TaskArgs {
+pub(super) struct TaskArgs {
     #[arg(long, env = "SIM_SERVICE_SECONDS", value_delimiter = ',', help = format!(
         "Seconds one request takes on a warm task (a lone request's last phase, to its first result written) \
          [default: {}]",
@@ -210,7 +210,7 @@ pub struct TaskArgs {
 
 /// The warm window: hours a tier keeps a task.
 #[derive(Debug, clap::Args)]
-pub struct WarmArgs {
+pub(super) struct WarmArgs {
     /// Hours of the day a tier keeps a task warm, in --utc-offset's time, Monday to Friday unless --warm-weekends:
     /// `8-18`, or per tier `small=8-18` (the template's WarmWindowStart and WarmWindowEnd); prints our policy's cost
     /// and p95 with and without the window [default: off]
@@ -226,7 +226,7 @@ pub struct WarmArgs {
 
 /// Spot capacity, modelled (`scaler::simulate::spot`): every value an assumption, none measured.
 #[derive(Debug, clap::Args)]
-pub struct SpotArgs {
+pub(super) struct SpotArgs {
     /// A Spot task-hour's price as a fraction of the On-Demand one. Assumed: 0.35 (65 % off); AWS states Spot runs
     /// "at up to a 90% discount compared to On-Demand prices" (AWS Containers blog, "Optimize cost for container
     /// workloads with ECS capacity providers and EC2 Spot Instances"); g6e's own varies by Region and hour.

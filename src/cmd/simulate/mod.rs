@@ -4,7 +4,7 @@
 
 mod args;
 
-pub use args::{Args, Config};
+pub(crate) use args::{Args, Config};
 
 use crate::contract::tier::Tier;
 use crate::scaler::simulate::TierModel;
@@ -18,7 +18,7 @@ use crate::scaler::simulate::trade;
 use crate::scaler::simulate::warm_window::WarmWindow;
 use crate::scaler::simulate::{HOUR, MINUTE, SECOND};
 
-pub fn run(config: Config) -> anyhow::Result<()> {
+pub(crate) fn run(config: Config) -> anyhow::Result<()> {
     let arrivals = &config.arrivals;
     let results: Vec<(Tier, event_loop::Comparison)> = config
         .tiers

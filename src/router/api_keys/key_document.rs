@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::keys::{ApiKeys, KeyEntry, digest};
 
 /// The fewest hex digits of a digest that name one key to revoke.
-pub const MIN_DIGEST_PREFIX: usize = 8;
+pub(crate) const MIN_DIGEST_PREFIX: usize = 8;
 /// The longest document a Secrets Manager secret holds: its SecretString is at most 65,536 bytes.
 pub const MAX_DOCUMENT_BYTES: usize = 65_536;
 

@@ -51,7 +51,7 @@ fn split(text: &str) -> (Option<&str>, &str) {
 }
 
 /// The key a client sends, from a `--api-key` list as the router takes it: the first, without its `project=`.
-pub fn client_key(list: &str) -> Option<String> {
+pub(crate) fn client_key(list: &str) -> Option<String> {
     let first = list.split(',').map(str::trim).find(|key| !key.is_empty())?;
     Some(split(first).1.to_owned())
 }
@@ -95,24 +95,24 @@ impl ApiKeys {
 
 /// Who sent a request that reached a handler: the project of its API key, or anyone where no key is asked.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Caller {
+pub(crate) struct Caller {
     pub project: Option<String>,
 }
 
 impl Caller {
-    pub fn of(project: &str) -> Self {
+    pub(crate) fn of(project: &str) -> Self {
         Caller { project: Some(project.to_owned()) }
     }
 
     /// Whether this caller may see an object owned by `owner` (None: created where no key was asked). A caller
     /// without a project (no keys configured) sees everything; one with a project sees only its own.
-    pub fn owns(&self, owner: Option<&str>) -> bool {
+    pub(crate) fn owns(&self, owner: Option<&str>) -> bool {
         self.project.is_none() || self.project.as_deref() == owner
     }
 }
 
 /// A project name is 1 to 64 letters, digits, `-`, `_` or `.`.
-pub fn check_project(project: &str) -> Result<(), String> {
+pub(crate) fn check_project(project: &str) -> Result<(), String> {
     let valid = (1..=MAX_PROJECT_CHARS).contains(&project.len())
         && project.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
     if valid {

@@ -13,7 +13,7 @@ use super::keys::ApiKeys;
 use crate::ports::{KeyStore, KeyStoreError};
 
 /// How long the router keeps the keys it read unless configured: a revoked key stops working within this.
-pub const DEFAULT_CACHE_SECONDS: u64 = 60;
+pub(crate) const DEFAULT_CACHE_SECONDS: u64 = 60;
 /// The longest a read of the store may take before the request waiting on it is answered 503.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a failed read is kept (or the cache time, if shorter), so a burst of requests while the store is

@@ -26,7 +26,7 @@ pub(crate) enum Endpoint {
 }
 
 impl Endpoint {
-    pub fn parse(text: &str) -> Option<Endpoint> {
+    pub(crate) fn parse(text: &str) -> Option<Endpoint> {
         match text {
             "/v1/chat/completions" => Some(Endpoint::ChatCompletions),
             "/v1/completions" => Some(Endpoint::Completions),

@@ -91,7 +91,7 @@ impl Owned for Batch {
 /// Where batches, their secrets and their marks are kept.
 pub(crate) const PREFIX: &str = "batches/";
 
-pub fn record_key(id: &str) -> String {
+pub(crate) fn record_key(id: &str) -> String {
     format!("{PREFIX}{id}.json")
 }
 

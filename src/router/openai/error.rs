@@ -48,7 +48,7 @@ impl OpenAiError {
         OpenAiError { status: StatusCode::CONFLICT, ..Self::invalid(message) }
     }
 
-    pub fn store(error: &StoreError) -> Self {
+    pub(crate) fn store(error: &StoreError) -> Self {
         tracing::error!(%error, "Batch API store call failed");
         OpenAiError {
             status: StatusCode::SERVICE_UNAVAILABLE,
@@ -58,7 +58,7 @@ impl OpenAiError {
         }
     }
 
-    pub fn queue() -> Self {
+    pub(crate) fn queue() -> Self {
         OpenAiError {
             status: StatusCode::SERVICE_UNAVAILABLE,
             message: "the queue is unavailable; retry later".into(),

@@ -16,7 +16,7 @@ pub(crate) const MAX_FILE_LINES: u64 = 50_000;
 const MAX_LINE_BYTES: usize = 2 * 1024 * 1024;
 
 /// Why a file was refused, set when the stream stops on it.
-pub type Refusal = Arc<Mutex<Option<String>>>;
+pub(crate) type Refusal = Arc<Mutex<Option<String>>>;
 
 /// Counts and checks lines as chunks pass.
 #[derive(Debug, Default)]

@@ -47,7 +47,7 @@ pub(crate) struct ModelTiers(Vec<(String, Tier)>);
 
 impl ModelTiers {
     /// Parses `name=tier[,name=tier…]`; empty means only the tier names.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
         let mut pairs = Vec::new();
         for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
             let (name, tier) =

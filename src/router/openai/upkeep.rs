@@ -19,9 +19,9 @@ use crate::ports::ObjectStore;
 use crate::router::state::AppState;
 
 /// Seconds between two upkeeps of a router serving HTTP.
-pub const SERVER_PERIOD: Duration = Duration::from_secs(5);
+pub(crate) const SERVER_PERIOD: Duration = Duration::from_secs(5);
 /// Seconds between two upkeeps of `gpuinfer dev`, where a store call costs nothing.
-pub const DEV_PERIOD: Duration = Duration::from_secs(1);
+pub(crate) const DEV_PERIOD: Duration = Duration::from_secs(1);
 
 /// One upkeep: the batches looked at and the events attempted. Failures are logged; the next upkeep tries again.
 pub async fn upkeep(state: &AppState) -> (usize, usize) {
@@ -67,7 +67,7 @@ async fn admit_waiting(state: &AppState, objects: &dyn ObjectStore, running: &[S
 }
 
 /// Runs `upkeep` every `period` until `shutdown`.
-pub async fn run_periodically(state: Arc<AppState>, period: Duration, shutdown: CancellationToken) {
+pub(crate) async fn run_periodically(state: Arc<AppState>, period: Duration, shutdown: CancellationToken) {
     let mut ticks = tokio::time::interval(period);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

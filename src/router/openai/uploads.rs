@@ -169,7 +169,7 @@ pub(crate) async fn add_part(
 }
 
 #[derive(Debug, Deserialize)]
-pub struct Completion {
+pub(crate) struct Completion {
     part_ids: Vec<String>,
 }
 
