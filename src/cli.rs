@@ -1,10 +1,15 @@
-//! The command line: `Cli` and its subcommands (each subcommand's flags live in its `cmd` module, flags shared by
+//! The command line: `Cli` and its subcommands, and `run`, which runs the one given (each subcommand's flags live in its `cmd` module, flags shared by
 //! several in `cmd::args`).
+
+use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 use crate::cmd;
-use crate::infra::telemetry::TelemetryArgs;
+use crate::cmd::client::ClientError;
+use crate::cmd::inject_xid::xid::XidError;
+use crate::infra::shutdown;
+use crate::infra::telemetry::{self, TelemetryArgs};
 
 /// Names the subcommand when the binary runs with no arguments, as a Lambda `bootstrap` does.
 pub const COMMAND_ENV: &str = "GPUINFER_COMMAND";
@@ -68,6 +73,51 @@ pub enum Command {
     /// Make, list and revoke the API keys of a deployed stack's /v1 routes (kept as digests in its ApiKeysSecret).
     #[cfg(feature = "all-commands")]
     ApiKey(cmd::api_key::Args),
+}
+
+/// Runs the command `cli` names, with logging and the shutdown signal started, and says how it ended.
+pub async fn run(cli: Cli) -> ExitCode {
+    telemetry::init(&cli.telemetry);
+    let shutdown = shutdown::on_signals();
+    let outcome = match cli.command {
+        #[cfg(feature = "all-commands")]
+        Command::Router(args) => Box::pin(async { cmd::router::run(args.into_config()?, shutdown).await }).await,
+        Command::Worker(args) => async { cmd::worker::run(args.into_config()?, shutdown).await }.await,
+        Command::FetchModel(args) => async { cmd::fetch_model::run(args.into_config()?, shutdown).await }.await,
+        #[cfg(feature = "all-commands")]
+        Command::Dev(args) => Box::pin(async { cmd::dev::run(args.into_config()?, shutdown).await }).await,
+        Command::Healthcheck(args) => async { cmd::healthcheck::run(args.into_config()?, shutdown).await }.await,
+        Command::InjectXid(args) => async { cmd::inject_xid::run(args.into_config()?, shutdown).await }.await,
+        #[cfg(feature = "all-commands")]
+        Command::Scaler(args) => async { cmd::scaler::run(args.into_config()?, shutdown).await }.await,
+        #[cfg(feature = "all-commands")]
+        Command::Simulate(args) => args.into_config().and_then(cmd::simulate::run),
+        #[cfg(feature = "all-commands")]
+        Command::Submit(args) => async { cmd::submit::run(args.into_config()?, shutdown).await }.await,
+        #[cfg(feature = "all-commands")]
+        Command::Get(args) => async { cmd::get::run(args.into_config()?, shutdown).await }.await,
+        #[cfg(feature = "all-commands")]
+        Command::ApiKey(args) => async { cmd::api_key::run(args.into_config()?, shutdown).await }.await,
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("gpuinfer: {error:#}");
+            }
+            ExitCode::from(exit_status(&error))
+        }
+    }
+}
+
+/// 1, unless the error says otherwise (inject-xid, submit and get document one status per cause).
+fn exit_status(error: &anyhow::Error) -> u8 {
+    error
+        .downcast_ref::<XidError>()
+        .map(XidError::exit_code)
+        .or_else(|| error.downcast_ref::<ClientError>().map(ClientError::exit_code))
+        .unwrap_or(1)
 }
 
 #[cfg(test)]

@@ -1,9 +1,9 @@
-//! gpuinfer: an asynchronous two-tier GPU inference pipeline for AWS, in one binary. The rooms of `src/`, what each
-//! holds and which may import which: docs/architecture.md. Every room is private; this file is the library's face:
+//! gpuinfer: an asynchronous two-tier GPU inference pipeline for AWS, in one binary. The modules of `src/`, what each
+//! holds and which may import which: docs/architecture.md. Every module is private; this file is the library's face:
 //! it re-exports what the binary (`main.rs`), the test-only binaries (`src/bin/`), the tests and the benchmarks use,
 //! and nothing else, so `unreachable_pub` and the dead-code lint see the whole crate.
 
-// The inference container's build (no `all-commands`) compiles every room but runs four commands: what only the
+// The inference container's build (no `all-commands`) compiles every module but runs four commands: what only the
 // others use is dead or unreachable there by design. The full build, which clippy also checks, keeps these lints.
 #![cfg_attr(not(feature = "all-commands"), allow(dead_code, unused_imports))]
 #![cfg_attr(feature = "all-commands", warn(unreachable_pub))]
@@ -24,10 +24,9 @@ mod scaler;
 mod worker;
 
 // The binary: its flags and its commands.
-pub use cli::{COMMAND_ENV, CONTAINER_COMMANDS, Cli, Command, arguments};
+pub use cli::{COMMAND_ENV, CONTAINER_COMMANDS, Cli, Command, arguments, run};
 pub use cmd::client::ClientError;
 pub use cmd::router::lambda_event;
-pub use cmd::run;
 pub use cmd::scaler::{ScheduledEvent, handle_scheduled_event};
 pub use cmd::worker::build as build_worker;
 
@@ -57,7 +56,7 @@ pub use aws::model_download::{FetchConfig, FetchError, fetch as fetch_model};
 pub use aws::s3::{S3Location, S3Store, client as s3_client};
 pub use aws::sdk_config;
 pub use aws::sqs::SqsQueue;
-pub use aws::sqs_deletes::{BatchDelete, DeleteBatcher};
+pub use aws::sqs_deletes::{DeleteMany, SharedDeletes};
 pub use engine::client::{EngineClient, EngineConfig, base_url as engine_base_url};
 pub use engine::load::parse as parse_engine_load;
 pub use local::LocalBackends;

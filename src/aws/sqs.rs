@@ -1,4 +1,4 @@
-//! SQS queue adapter: long-poll receive, visibility heartbeat and back-off, (batch) delete, dead-letter, counts.
+//! SQS queue adapter: long-poll receive, visibility heartbeat and back-off, many-message delete, dead-letter, counts.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +11,7 @@ use aws_sdk_sqs::types::{
     QueueAttributeName, SendMessageBatchRequestEntry,
 };
 
-use crate::aws::sqs_deletes::{BatchDelete, DeleteBatcher};
+use crate::aws::sqs_deletes::{DeleteMany, SharedDeletes};
 use crate::ports::{MAX_MESSAGES_PER_CALL, MAX_RECEIVE_WAIT, Message, Queue, QueueCounts, QueueError};
 
 /// Largest total body size of one SendMessageBatch.
@@ -24,8 +24,8 @@ pub struct SqsQueue {
     client: Client,
     url: String,
     dead_letter_url: Option<String>,
-    /// Deletes share DeleteMessageBatch calls (every clone of this queue the same batcher).
-    deletes: Arc<DeleteBatcher<SqsDeletes>>,
+    /// Deletes share DeleteMessageBatch calls (every clone of this queue the same ones).
+    deletes: Arc<SharedDeletes<SqsDeletes>>,
     /// How long a received message stays hidden; None leaves it to the queue's own visibility timeout.
     receive_visibility: Option<Duration>,
 }
@@ -33,7 +33,7 @@ pub struct SqsQueue {
 impl SqsQueue {
     /// A queue by URL; `dead_letter_url` is where malformed messages go (required by workers).
     pub fn new(client: Client, url: String, dead_letter_url: Option<String>) -> Self {
-        let deletes = Arc::new(DeleteBatcher::new(SqsDeletes { client: client.clone(), url: url.clone() }));
+        let deletes = Arc::new(SharedDeletes::new(SqsDeletes { client: client.clone(), url: url.clone() }));
         SqsQueue { client, url, dead_letter_url, deletes, receive_visibility: None }
     }
 
@@ -60,15 +60,15 @@ impl SqsQueue {
                 .send()
                 .await
                 .map_err(unavailable("SendMessageBatch")),
-            Err(e) => Err(QueueError::unavailable(format!("building a batch entry: {e}"))),
+            Err(e) => Err(QueueError::unavailable(format!("building an entry: {e}"))),
         };
         let answered =
             sent.map(|output| (output.successful.into_iter().map(|entry| entry.id).collect(), output.failed));
-        batch_outcomes(chunk.len(), "SendMessageBatch", answered, |_code| None)
+        call_outcomes(chunk.len(), "SendMessageBatch", answered, |_code| None)
     }
 }
 
-/// DeleteMessageBatch on one queue, for the [`DeleteBatcher`].
+/// DeleteMessageBatch on one queue, for the [`SharedDeletes`].
 #[derive(Debug)]
 struct SqsDeletes {
     client: Client,
@@ -76,9 +76,9 @@ struct SqsDeletes {
 }
 
 #[async_trait]
-impl BatchDelete for SqsDeletes {
+impl DeleteMany for SqsDeletes {
     /// One DeleteMessageBatch call; entry ids are the receipts' positions.
-    async fn delete_batch(&self, chunk: &[String]) -> Vec<Result<(), QueueError>> {
+    async fn delete_many(&self, chunk: &[String]) -> Vec<Result<(), QueueError>> {
         let entries: Result<Vec<_>, _> = chunk
             .iter()
             .enumerate()
@@ -95,19 +95,19 @@ impl BatchDelete for SqsDeletes {
                 .send()
                 .await
                 .map_err(unavailable("DeleteMessageBatch")),
-            Err(e) => Err(QueueError::unavailable(format!("building a batch entry: {e}"))),
+            Err(e) => Err(QueueError::unavailable(format!("building an entry: {e}"))),
         };
         let answered =
             deleted.map(|output| (output.successful.into_iter().map(|entry| entry.id).collect(), output.failed));
-        batch_outcomes(chunk.len(), "DeleteMessageBatch", answered, |code| {
+        call_outcomes(chunk.len(), "DeleteMessageBatch", answered, |code| {
             (code == "ReceiptHandleIsInvalid").then_some(QueueError::ReceiptExpired)
         })
     }
 }
 
-/// One outcome per entry of a batch call whose entry ids are positions: a failed call fails every entry; a
+/// One outcome per entry of a many-message call whose entry ids are positions: a failed call fails every entry; a
 /// failed entry gets `known(code)` or else an Unavailable naming the code; an entry missing from the answer fails.
-fn batch_outcomes(
+fn call_outcomes(
     len: usize,
     action: &str,
     answered: Result<(Vec<String>, Vec<BatchResultErrorEntry>), QueueError>,

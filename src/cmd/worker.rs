@@ -150,14 +150,14 @@ pub(crate) async fn run(mut config: Config, shutdown: CancellationToken) -> anyh
         .with_start(start);
     match worker.run(shutdown).await {
         Stopped::Drained => Ok(()),
-        Stopped::EngineLost { released } => Err(engine_lost(&config.worker, &config.engine.base_url, released)),
+        Stopped::EngineLost { given_back } => Err(engine_lost(&config.worker, &config.engine.base_url, given_back)),
     }
 }
 
 /// The error a worker pool ends with when its engine is lost (the exit status makes ECS replace the task).
-pub(crate) fn engine_lost(config: &WorkerConfig, engine_url: &str, released: usize) -> anyhow::Error {
+pub(crate) fn engine_lost(config: &WorkerConfig, engine_url: &str, given_back: usize) -> anyhow::Error {
     anyhow!(
-        "{} tier: the engine at {engine_url} failed its health probe for {} s; released {released} unfinished \
+        "{} tier: the engine at {engine_url} failed its health probe for {} s; gave back {given_back} unfinished \
          message(s) back to the queue and stopped",
         config.tier,
         config.health.loss_window.as_secs()

@@ -128,10 +128,6 @@ pub struct LocalQueue {
 }
 
 impl LocalQueue {
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// Messages in this queue with their `ErrorReason` attribute (for a test's dead-letter inspection).
     #[cfg(feature = "test-support")]
     pub fn peek_all(&self) -> Result<Vec<(String, Option<String>)>, QueueError> {
@@ -146,7 +142,7 @@ impl LocalQueue {
     }
 
     /// Claims up to `max` visible messages, oldest-visible first: fresh messages in the order sent, a message
-    /// handed back after those already waiting (best-effort order, like an SQS standard queue). The index on
+    /// given back after those already waiting (best-effort order, like an SQS standard queue). The index on
     /// (queue, visible_at_ms, id) leads straight to them, past none of the messages in flight.
     fn claim(&self, max: usize) -> Result<Vec<Message>, QueueError> {
         let now = now_ms();

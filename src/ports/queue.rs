@@ -41,7 +41,7 @@ impl std::ops::Add for QueueCounts {
     }
 }
 
-/// Most messages one queue call carries: a receive, a batch send or a batch delete (SQS's limit for each of
+/// Most messages one queue call carries: a receive, a send or a delete of many messages (SQS's limit for each of
 /// ReceiveMessage, SendMessageBatch and DeleteMessageBatch, which the embedded queue keeps too).
 pub const MAX_MESSAGES_PER_CALL: usize = 10;
 /// Longest wait of one receive (SQS's longest long poll).
@@ -66,7 +66,7 @@ pub trait Queue: Send + Sync {
     async fn counts(&self) -> Result<QueueCounts, QueueError>;
     /// Whether dropping a `receive` before it returns is harmless. Not for SQS: the response may already
     /// hold messages, which would then stay invisible for their visibility timeout. The worker lets such a
-    /// receive finish when it stops, and hands back at once what it brought.
+    /// receive finish when it stops, and gives back at once what it brought.
     fn receive_is_cancel_safe(&self) -> bool {
         false
     }

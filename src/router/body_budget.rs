@@ -15,7 +15,7 @@ pub struct BodyBudget {
     total: usize,
 }
 
-/// The share of the budget one body holds; released when dropped.
+/// The share of the budget one body holds; freed when dropped.
 #[derive(Debug)]
 pub struct Held(Option<OwnedSemaphorePermit>);
 

@@ -32,17 +32,17 @@ pub(crate) enum Disposition {
     DeadLettered,
     RetryLater,
     /// Made visible again at once for another task: the engine was lost, or the drain ran out of time.
-    Released,
+    GivenBack,
 }
 
 /// Why [`Worker::run`] returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stopped {
-    /// Shutdown was requested; every request in flight finished, or was handed back when the drain timed out.
+    /// Shutdown was requested; every request in flight finished, or was given back when the drain timed out.
     Drained,
     /// The engine failed its health probes for the whole loss window: the worker stopped receiving and
-    /// released its `released` unfinished messages. The process should exit non-zero so it is replaced.
-    EngineLost { released: usize },
+    /// gave back its `given_back` unfinished messages. The process should exit non-zero so it is replaced.
+    EngineLost { given_back: usize },
 }
 
 /// One tier's worker: its lanes, store and engine, and the state each of its jobs owns.
@@ -57,7 +57,7 @@ pub struct Worker<Q: ?Sized, S: ?Sized, E: ?Sized> {
     /// The store's cancel mark, read once for every running request.
     pub(super) cancels: CancelWatch,
     /// Cancelled when the worker drains, receiving stopped (on shutdown, or engine loss): a result the store refuses
-    /// is then handed back, not held, and a request that cannot end within the drain hands its message back.
+    /// is then given back, not held, and a request that cannot end within the drain gives its message back.
     pub(super) draining: CancellationToken,
     /// The engine's pace, by which a stopping worker judges which requests can end within its drain.
     pub(super) pace: GenerationPace,
@@ -94,7 +94,7 @@ where
         Arc::clone(self.limit.slots())
     }
 
-    /// Declares the engine lost as soon as `gone` is cancelled (its process exited), releasing every message.
+    /// Declares the engine lost as soon as `gone` is cancelled (its process exited), giving every message back.
     pub(crate) fn with_engine_gone(mut self, gone: CancellationToken) -> Self {
         self.engine_watch = self.engine_watch.with_gone(gone);
         self

@@ -13,11 +13,11 @@ use crate::worker::config::WorkerConfig;
 
 /// Whether the engine answers, and the signals that follow when it stops.
 pub(super) struct EngineWatch {
-    /// Cancelled when the engine is declared lost (then `hand_back` is cancelled too, as its child).
+    /// Cancelled when the engine is declared lost (then `give_back` is cancelled too, as its child).
     lost: CancellationToken,
     /// Cancelled when requests in flight must hand their messages back at once: the engine was lost, or a drain
     /// reached its timeout.
-    hand_back: CancellationToken,
+    give_back: CancellationToken,
     /// Cancelled by whoever runs the engine when its process is known to be gone: the engine is then declared lost
     /// at once, without waiting for the loss window.
     gone: CancellationToken,
@@ -29,7 +29,7 @@ pub(super) struct EngineWatch {
 impl EngineWatch {
     pub(super) fn new() -> Self {
         let lost = CancellationToken::new();
-        EngineWatch { hand_back: lost.child_token(), lost, gone: CancellationToken::new(), generations: 0.into() }
+        EngineWatch { give_back: lost.child_token(), lost, gone: CancellationToken::new(), generations: 0.into() }
     }
 
     /// Declares the engine lost as soon as `gone` is cancelled (its process exited).
@@ -43,8 +43,8 @@ impl EngineWatch {
     }
 
     /// Cancelled when every request in flight must give its message back now.
-    pub(super) fn hand_back(&self) -> &CancellationToken {
-        &self.hand_back
+    pub(super) fn give_back(&self) -> &CancellationToken {
+        &self.give_back
     }
 
     /// Resolves when the engine's process is known to be gone.
@@ -74,7 +74,7 @@ impl EngineWatch {
             tokio::select! {
                 () = tokio::time::sleep(config.health.interval) => {}
                 () = self.gone.cancelled() => {
-                    tracing::error!(%tier, "engine process exited: releasing every unfinished message");
+                    tracing::error!(%tier, "engine process exited: giving back every unfinished message");
                     answering.send_replace(false);
                     receiving.cancel();
                     self.lost.cancel();
@@ -98,7 +98,7 @@ impl EngineWatch {
             });
             answering.send_replace(false);
             if since.elapsed() >= window {
-                tracing::error!(%tier, loss_window_s = window.as_secs_f64(), "engine lost: stopping and releasing every unfinished message");
+                tracing::error!(%tier, loss_window_s = window.as_secs_f64(), "engine lost: stopping and giving back every unfinished message");
                 // In this order: requests hand their messages back only once nothing can receive them again.
                 receiving.cancel();
                 self.lost.cancel();

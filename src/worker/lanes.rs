@@ -225,7 +225,7 @@ impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
 
     /// Ends the pending long polls. A poll on a queue whose receive is safe to drop is aborted; any other poll is
     /// let finish (at most the long-poll wait). What a poll brought before it ended (an aborted one may have
-    /// finished first) is returned for the caller to hand back.
+    /// finished first) is returned for the caller to give back.
     pub(crate) async fn close(&mut self) -> Vec<Lease> {
         let mut brought = Vec::new();
         for lane in Priority::ALL {
@@ -233,7 +233,7 @@ impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
             if self.lanes.get(lane).receive_is_cancel_safe() {
                 poll.task.abort();
             }
-            // A poll that finished before the abort took its messages: they are handed back, not dropped.
+            // A poll that finished before the abort took its messages: they are given back, not dropped.
             if let Ok(Ok(messages)) = poll.task.await {
                 brought.extend(leases(lane, messages));
             }
@@ -297,7 +297,7 @@ mod tests {
     }
 
     /// A long poll on the embedded queue that took a message just before the worker stopped receiving: closing the
-    /// receiver returns that message for the worker to hand back, instead of dropping it invisible.
+    /// receiver returns that message for the worker to give back, instead of dropping it invisible.
     #[tokio::test]
     async fn closing_returns_what_a_finished_poll_brought() {
         use std::sync::Arc;

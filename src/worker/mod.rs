@@ -1,5 +1,5 @@
 //! The worker: lease a message from a tier's lanes → heartbeat → infer → store the result → delete, then the
-//! callback; retry policy, deadlines, cancels, drain, engine loss. This file is its face: each job is a room of its
+//! callback; retry policy, deadlines, cancels, drain, engine loss. This file is its face: each job is a module of its
 //! own (`assembly`, `run`, `receive_loop`, `request_run`, `lease`, `engine_watch`, `limit_loop`, `finish`,
 //! `endings`).
 

@@ -22,7 +22,7 @@ pub(super) struct ReceiveLoop<Q: Queue + ?Sized + 'static, S: ?Sized, E: ?Sized>
     lanes: LaneReceiver<Q>,
     runs: JoinSet<Disposition>,
     /// Runs that handed their message back (engine lost, drain timeout), and messages given back unstarted.
-    released: usize,
+    given_back: usize,
     /// Cancelled by shutdown, or by the engine watch when the engine is lost.
     receiving: CancellationToken,
     answering: watch::Receiver<bool>,
@@ -40,7 +40,7 @@ where
         answering: watch::Receiver<bool>,
     ) -> Self {
         let lanes = LaneReceiver::new(worker.lanes.clone(), worker.config.wait_time);
-        ReceiveLoop { worker: Arc::clone(worker), lanes, runs: JoinSet::new(), released: 0, receiving, answering }
+        ReceiveLoop { worker: Arc::clone(worker), lanes, runs: JoinSet::new(), given_back: 0, receiving, answering }
     }
 
     /// Receives until `receiving` is cancelled; then gives back, unstarted, whatever a receive brought after that.
@@ -102,16 +102,16 @@ where
         self.give_back_unstarted(unstarted).await;
     }
 
-    /// Waits for every run in flight; how many messages were handed back in all. After an engine loss the runs are
+    /// Waits for every run in flight; how many messages were given back in all. After an engine loss the runs are
     /// already handing their messages back; on shutdown they may finish for the drain timeout, then the engine
-    /// watch's `hand_back` makes the rest hand theirs back.
+    /// watch's `give_back` makes the rest give theirs back.
     pub(super) async fn drain(mut self) -> usize {
         let worker = Arc::clone(&self.worker);
-        let (tier, hand_back) = (worker.config.tier, worker.engine_watch.hand_back());
+        let (tier, give_back) = (worker.config.tier, worker.engine_watch.give_back());
         let unfinished = self.runs.len();
         worker.draining.cancel();
         if worker.engine_watch.is_lost() {
-            tracing::warn!(%tier, in_flight = unfinished, "worker stopped receiving: releasing unfinished requests");
+            tracing::warn!(%tier, in_flight = unfinished, "worker stopped receiving: giving back unfinished requests");
         } else {
             let drain_timeout_s = worker.config.drain_timeout.as_secs_f64();
             tracing::info!(%tier, in_flight = unfinished, drain_timeout_s, "worker draining: finishing requests in flight");
@@ -124,13 +124,13 @@ where
                     Some(done) => self.record(done),
                     None => break,
                 },
-                () = &mut drain_deadline, if !hand_back.is_cancelled() => {
+                () = &mut drain_deadline, if !give_back.is_cancelled() => {
                     tracing::warn!(%tier, unfinished = self.runs.len(), "drain timeout: handing the unfinished messages back to the queue");
-                    hand_back.cancel();
+                    give_back.cancel();
                 }
             }
         }
-        self.released
+        self.given_back
     }
 
     /// Slots to receive for: the free ones plus room for receiving ahead, less the leases already waiting for a
@@ -178,9 +178,9 @@ where
     /// Gives back at once messages received as the worker stopped receiving.
     async fn give_back_unstarted(&mut self, leases: Vec<Lease>) {
         if !leases.is_empty() {
-            tracing::info!(tier = %self.worker.config.tier, messages = leases.len(), "received while stopping: handing back unstarted");
+            tracing::info!(tier = %self.worker.config.tier, messages = leases.len(), "received while stopping: giving back unstarted");
         }
-        self.released += leases.len();
+        self.given_back += leases.len();
         for lease in leases {
             self.hold(lease).give_back(Duration::ZERO).await;
         }
@@ -189,7 +189,7 @@ where
     /// Counts a finished run; logs a panicked one (its message was given back as the run was dropped).
     fn record(&mut self, done: Result<Disposition, tokio::task::JoinError>) {
         match done {
-            Ok(disposition) => self.released += usize::from(disposition == Disposition::Released),
+            Ok(disposition) => self.given_back += usize::from(disposition == Disposition::GivenBack),
             Err(error) => tracing::error!(%error, "a request task panicked; its message was given back"),
         }
     }

@@ -55,7 +55,7 @@ where
                         preemptible = may_give_up.then(|| worker.limit.preemption().register());
                         slot
                     }
-                    None => return self.release(self.hand_back_reason()).await,
+                    None => return self.give_back(self.give_back_reason()).await,
                 },
             };
             match self.run_request(&request, slot, preemptible.take(), &mut cancels).await {
@@ -141,7 +141,7 @@ where
             .heartbeat(async {
                 tokio::select! {
                     biased;
-                    () = self.worker.engine_watch.hand_back().cancelled() => None,
+                    () = self.worker.engine_watch.give_back().cancelled() => None,
                     slot = slot => Some(slot),
                 }
             })
@@ -202,8 +202,8 @@ where
                 self.held.delete().await;
                 return Ok(Disposition::Aborted);
             }
-            Inference::HandBack => return Ok(self.release(self.hand_back_reason()).await),
-            Inference::OutlastsDrain => return Ok(self.release("its token budget outlasts the drain").await),
+            Inference::GiveBack => return Ok(self.give_back(self.give_back_reason()).await),
+            Inference::OutlastsDrain => return Ok(self.give_back("its token budget outlasts the drain").await),
             Inference::GaveUpSlot(why) => {
                 tracing::info!(request_id = %id, %tier, ?why, "gave its slot up: runs again in the next free slot");
                 return Err(why);
@@ -230,7 +230,7 @@ where
 
     /// Runs the request under a heartbeat. A failure while the engine does not answer its health probe is
     /// the engine's, not the request's: the message is held until the engine answers again (then the
-    /// request is retried on the same lease) or is declared lost (then the message is handed back). A
+    /// request is retried on the same lease) or is declared lost (then the message is given back). A
     /// document stored meanwhile (a cancel), or a `preemptible` request asked for its slot, ends the run: the
     /// engine call is dropped, which aborts it.
     async fn infer(
@@ -241,13 +241,13 @@ where
         cancels: &mut watch::Receiver<u64>,
     ) -> Inference {
         let worker = &self.worker;
-        let (engine, config, hand_back) = (worker.engine.as_ref(), &worker.config, worker.engine_watch.hand_back());
+        let (engine, config, give_back) = (worker.engine.as_ref(), &worker.config, worker.engine_watch.give_back());
         let attempts = async {
             loop {
                 match engine.generate(request).await {
                     Err(error) if !matches!(error, EngineError::Permanent(_)) && !engine.healthy().await => {
                         tracing::warn!(request_id = %request.request_id, tier = %config.tier, %error, "engine not answering: holding the request until it answers again or is declared lost");
-                        wait_until_healthy(engine, config.tier, config.health.interval, hand_back).await;
+                        wait_until_healthy(engine, config.tier, config.health.interval, give_back).await;
                     }
                     outcome => return outcome,
                 }
@@ -255,7 +255,7 @@ where
         };
         tokio::select! {
             biased;
-            () = hand_back.cancelled() => Inference::HandBack,
+            () = give_back.cancelled() => Inference::GiveBack,
             () = self.outlasts_the_drain(request, started) => Inference::OutlastsDrain,
             () = self.document_stored(request.request_id, cancels) => Inference::Superseded,
             outcome = self.held.heartbeat(attempts) => Inference::Done(outcome),
@@ -264,12 +264,12 @@ where
     }
 
     /// Resolves when the worker starts draining (a stop, or a Spot instance's notice) and this request's token budget,
-    /// at the engine's pace, would end after the drain does: it is then handed back at once, its engine call
+    /// at the engine's pace, would end after the drain does: it is then given back at once, its engine call
     /// aborted, for a task that will still be there. Pending otherwise: it runs on, and the drain's timeout hands it
     /// back if the pace was wrong.
     async fn outlasts_the_drain(&self, request: &InferenceRequest, started: Instant) {
         let worker = &self.worker;
-        // On its last attempt a message handed back would be dead-lettered with no result: it runs on instead.
+        // On its last attempt a message given back would be dead-lettered with no result: it runs on instead.
         if self.held.lease().message.receive_count >= worker.config.lease.max_receive_count {
             return std::future::pending().await;
         }
@@ -301,16 +301,16 @@ where
         Disposition::RetryLater
     }
 
-    /// Why every request in flight hands its message back: the engine was lost, or the drain ran out.
-    fn hand_back_reason(&self) -> &'static str {
+    /// Why every request in flight gives its message back: the engine was lost, or the drain ran out.
+    fn give_back_reason(&self) -> &'static str {
         if self.worker.engine_watch.is_lost() { "engine lost" } else { "drain timeout" }
     }
 
     /// Gives the message back at once, for another task (or this one's successor) to run.
-    async fn release(&self, reason: &str) -> Disposition {
-        tracing::warn!(tier = %self.worker.config.tier, reason, "message handed back for another task");
+    async fn give_back(&self, reason: &str) -> Disposition {
+        tracing::warn!(tier = %self.worker.config.tier, reason, "message given back for another task");
         self.held.give_back(Duration::ZERO).await;
-        Disposition::Released
+        Disposition::GivenBack
     }
 }
 
@@ -320,7 +320,7 @@ enum Inference {
     /// A document appeared meanwhile (a cancel, or another worker finished first).
     Superseded,
     /// The engine was lost or the drain timed out: hand the message back.
-    HandBack,
+    GiveBack,
     /// The worker is draining and the request's budget would end after the drain: hand the message back now.
     OutlastsDrain,
     /// The request gave its slot up (see `preemption`): it runs again in the next free slot.

@@ -19,8 +19,8 @@ where
     S: ResultStore + ?Sized + 'static,
     E: Engine + ?Sized + 'static,
 {
-    /// Runs until `shutdown` (then stops receiving and finishes the requests in flight, handing back what is
-    /// unfinished after the drain timeout) or until the engine is lost (then stops receiving and releases every
+    /// Runs until `shutdown` (then stops receiving and finishes the requests in flight, giving back what is
+    /// unfinished after the drain timeout) or until the engine is lost (then stops receiving and gives back every
     /// message it holds).
     pub async fn run(self, shutdown: CancellationToken) -> Stopped {
         let config = &self.config;
@@ -29,7 +29,7 @@ where
             answered = wait_until_healthy(self.engine.as_ref(), tier, config.health.interval, &shutdown) => answered,
             () = self.engine_watch.gone() => {
                 tracing::error!(%tier, "engine process exited before the worker started");
-                return Stopped::EngineLost { released: 0 };
+                return Stopped::EngineLost { given_back: 0 };
             }
         };
         if !answered {
@@ -74,7 +74,7 @@ where
         let mut receive_loop = ReceiveLoop::new(&worker, receiving, answering);
         receive_loop.run().await;
         filling.into_iter().flatten().for_each(|job| job.abort());
-        let released = receive_loop.drain().await;
+        let given_back = receive_loop.drain().await;
         watches.into_iter().for_each(|job| job.abort());
         if let Some(webhooks) = &worker.endings.webhooks {
             webhooks.finish(DRAIN_GRACE).await;
@@ -83,8 +83,8 @@ where
             events.finish(DRAIN_GRACE).await;
         }
         if worker.engine_watch.is_lost() {
-            tracing::error!(%tier, released, "worker stopped: engine lost; its messages are back in the queue");
-            Stopped::EngineLost { released }
+            tracing::error!(%tier, given_back, "worker stopped: engine lost; its messages are back in the queue");
+            Stopped::EngineLost { given_back }
         } else {
             tracing::info!(%tier, "worker stopped");
             Stopped::Drained

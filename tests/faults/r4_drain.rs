@@ -18,10 +18,10 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(120);
 
 #[tokio::test]
 #[ignore = "needs moto: scripts/test.sh"]
-async fn r4_sigterm_completes_the_requests_in_flight_and_hands_back_what_arrives_while_stopping() {
+async fn r4_sigterm_completes_the_requests_in_flight_and_gives_back_what_arrives_while_stopping() {
     let started = Instant::now();
     let name = moto::unique("r4");
-    // A visibility timeout far longer than the test: a message visible again was handed back, not timed out.
+    // A visibility timeout far longer than the test: a message visible again was given back, not timed out.
     let (queue_url, dlq_url) = moto::queue_with_dlq(&name, 300, 3).await;
     let s3 = moto::s3().await;
     let bucket = moto::bucket(&name).await;
@@ -60,16 +60,16 @@ async fn r4_sigterm_completes_the_requests_in_flight_and_hands_back_what_arrives
         assert_eq!(document["status"], "success", "{document}");
     }
     assert_eq!(engine.calls().await, IN_FLIGHT as u64, "nothing new was started after SIGTERM");
-    let handed_back: usize = worker
+    let given_back: usize = worker
         .log()
         .lines()
-        .filter(|l| l.contains("handing back unstarted"))
+        .filter(|l| l.contains("giving back unstarted"))
         .filter_map(|l| l.split("messages=").nth(1)?.split_whitespace().next()?.parse::<usize>().ok())
         .sum();
     report_figure(&format!(
         "R4 drain: SIGTERM with {IN_FLIGHT} requests in flight: {IN_FLIGHT} completed and deleted, 0 lost; \
-         {ARRIVING} arriving while stopping all visible again {:.2} s after exit ({handed_back} received and \
-         handed back); exit 0 {:.1} s after SIGTERM (stop timeout {} s), {}",
+         {ARRIVING} arriving while stopping all visible again {:.2} s after exit ({given_back} received and \
+         given back); exit 0 {:.1} s after SIGTERM (stop timeout {} s), {}",
         visible_after.as_secs_f64(),
         exit_after.as_secs_f64(),
         STOP_TIMEOUT.as_secs(),

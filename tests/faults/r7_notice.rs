@@ -1,6 +1,6 @@
 //! R7 notice: SIGTERM to `gpuinfer worker` with a short drain (a Spot instance's two-minute notice, as ECS drains
 //! it), on the embedded queue and on SQS + S3 (moto). Requests whose token budget ends within the drain at the
-//! engine's pace finish; the others are handed back within a second, their engine calls aborted, and a second worker
+//! engine's pace finish; the others are given back within a second, their engine calls aborted, and a second worker
 //! ends them: each request once, none lost, no partial result stored.
 
 use std::sync::Arc;
@@ -115,7 +115,7 @@ impl Backend {
     }
 }
 
-async fn a_notice_hands_back_at_once_what_cannot_finish(backend: Backend, label: &str) {
+async fn a_notice_gives_back_at_once_what_cannot_finish(backend: Backend, label: &str) {
     let started = Instant::now();
     let engine = EngineProcess::start(&["--completion-tokens", "400", "--token-ms", TOKEN_MS]);
     let mut first = backend.worker(&engine.url, "first.log");
@@ -131,21 +131,21 @@ async fn a_notice_hands_back_at_once_what_cannot_finish(backend: Backend, label:
     .await;
     first.signal("TERM");
     let noticed = Instant::now();
-    let handed_back = eventually(Duration::from_secs(4), "the long requests visible again", || async {
+    let given_back = eventually(Duration::from_secs(4), "the long requests visible again", || async {
         tokio::time::sleep(Duration::from_millis(20)).await;
         (backend.counts().await.visible == 2).then(|| noticed.elapsed())
     })
     .await;
     // As soon as receiving has stopped: an open long poll returns first (`--wait-time-seconds 1`), so it cannot
-    // take back what is handed back.
-    assert!(handed_back <= Duration::from_millis(1500), "handed back {handed_back:?} after the notice");
+    // take back what is given back.
+    assert!(given_back <= Duration::from_millis(1500), "given back {given_back:?} after the notice");
     assert!(first.exited_within(Duration::from_secs(10)).await.success(), "the drained worker exits 0");
     let exited = noticed.elapsed();
     for document in backend.documents(&medium, Duration::from_secs(1)).await {
         assert_eq!((&document["status"], &document["attempts"]), (&json!("success"), &json!(1)), "{document}");
     }
     for id in &long {
-        assert!(backend.document(*id).await.is_none(), "no partial result of a handed-back request");
+        assert!(backend.document(*id).await.is_none(), "no partial result of a given-back request");
     }
 
     let mut second = backend.worker(&engine.url, "second.log");
@@ -160,19 +160,19 @@ async fn a_notice_hands_back_at_once_what_cannot_finish(backend: Backend, label:
     report_figure(&format!(
         "R7 notice ({label}): drain {DRAIN_SECONDS} s; 2 requests that fit it finished, 2 that did not were visible \
          again {:.2} s after SIGTERM and ended by a second worker; exit {:.1} s after; 0 lost; {}",
-        handed_back.as_secs_f64(),
+        given_back.as_secs_f64(),
         exited.as_secs_f64(),
         seconds(started)
     ));
 }
 
 #[tokio::test]
-async fn r7_a_notice_on_the_embedded_queue_hands_back_at_once_what_cannot_finish_before_the_drain_ends() {
-    a_notice_hands_back_at_once_what_cannot_finish(Backend::embedded(), "embedded queue").await;
+async fn r7_a_notice_on_the_embedded_queue_gives_back_at_once_what_cannot_finish_before_the_drain_ends() {
+    a_notice_gives_back_at_once_what_cannot_finish(Backend::embedded(), "embedded queue").await;
 }
 
 #[tokio::test]
 #[ignore = "needs moto: scripts/test.sh"]
-async fn r7_a_notice_on_sqs_hands_back_at_once_what_cannot_finish_before_the_drain_ends() {
-    a_notice_hands_back_at_once_what_cannot_finish(Backend::sqs().await, "SQS + S3 on moto").await;
+async fn r7_a_notice_on_sqs_gives_back_at_once_what_cannot_finish_before_the_drain_ends() {
+    a_notice_gives_back_at_once_what_cannot_finish(Backend::sqs().await, "SQS + S3 on moto").await;
 }

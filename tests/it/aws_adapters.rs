@@ -459,7 +459,7 @@ async fn two_workers_racing_on_one_request_store_exactly_one_result() {
 
 #[tokio::test]
 #[ignore = "needs moto: scripts/test.sh"]
-async fn send_batch_goes_out_ten_at_a_time_and_answers_for_each_body() {
+async fn send_many_goes_out_ten_at_a_time_and_answers_for_each_body() {
     let (url, _) = moto::queue_with_dlq(&moto::unique("batch"), 30, 3).await;
     let queue = SqsQueue::new(moto::sqs().await, url.clone(), None);
     let mut bodies: Vec<String> = (0..23).map(|i| format!("body {i:02}")).collect();

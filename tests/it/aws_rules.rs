@@ -372,7 +372,7 @@ fn each_build_runs_on_a_host_of_the_architecture_it_builds_for() {
 }
 
 /// ECS sends SIGKILL stopTimeout seconds after SIGTERM (Managed Instances: "The maximum value is 86400 seconds"):
-/// the worker's drain must end, and hand back what it could not finish, before then.
+/// the worker's drain must end, and give back what it could not finish, before then.
 #[test]
 fn the_worker_drain_ends_before_the_container_stop_timeout() {
     let t = template();

@@ -378,7 +378,7 @@ async fn an_engine_killed_mid_request_is_replaced(engine: EngineKind, max_tokens
     }
     let log = dev.dev.log();
     assert!(log.contains("replacing a lost engine"), "{log}");
-    assert!(log.contains("engine process exited: its worker pool hands its messages back now"), "{log}");
+    assert!(log.contains("engine process exited: its worker pool gives its messages back now"), "{log}");
     dev.assert_each_finished_once(&ids);
     let queues = gpuinfer::LocalBackends::open(data.path()).unwrap();
     let lanes = queues.lane_handles(gpuinfer::Tier::Small);
@@ -485,7 +485,7 @@ async fn a_high_priority_request_behind_a_cold_start_backlog_on_four_llama_cpp_s
 /// then its engine gets the notice, its worker pool lets the request whose budget fits the drain finish and hands the
 /// one that does not back at once, and the engine that replaces it ends that one: each request once, none lost.
 #[tokio::test]
-async fn a_spot_interruption_drill_hands_back_what_cannot_finish_and_a_new_engine_ends_it() {
+async fn a_spot_interruption_drill_gives_back_what_cannot_finish_and_a_new_engine_ends_it() {
     let limit = Duration::from_secs(60);
     let data = tempfile::tempdir().unwrap();
     let dev = OnDemand::start(data.path(), EngineKind::Paced { token_ms: 50 }, &["--drain-timeout-seconds", "3"]).await;

@@ -15,7 +15,7 @@ use gpuinfer::{Queue, QueueCounts, ResultStore};
 use gpuinfer::{ResultDocument, Status};
 
 const REQUESTS: usize = 8;
-/// Long enough that "visible again" can only mean released, never timed out.
+/// Long enough that "visible again" can only mean given back, never timed out.
 const VISIBILITY_TIMEOUT: Duration = Duration::from_secs(300);
 const LOSS_WINDOW_SECONDS: u64 = 2;
 
@@ -49,7 +49,7 @@ async fn counts(queue: &LocalQueue) -> QueueCounts {
 }
 
 #[tokio::test]
-async fn a_sigkilled_engine_gets_every_held_message_released_at_once_and_a_healthy_worker_completes_each_once() {
+async fn a_sigkilled_engine_gets_every_held_message_given_back_at_once_and_a_healthy_worker_completes_each_once() {
     let dir = tempfile::tempdir().unwrap();
     let backends = LocalBackends::open(dir.path()).unwrap();
     let queue = backends.lane_queue(Tier::Small, Priority::Normal, VISIBILITY_TIMEOUT, 3);

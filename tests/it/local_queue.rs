@@ -57,7 +57,7 @@ async fn long_poll_wakes_on_send_and_returns_empty_after_the_wait() {
 }
 
 #[tokio::test]
-async fn change_visibility_extends_or_releases_and_stale_receipts_fail() {
+async fn change_visibility_extends_or_gives_back_and_stale_receipts_fail() {
     let dir = tempfile::tempdir().unwrap();
     let (_b, queue) = open(dir.path(), Duration::from_millis(200), 5);
     queue.send("m").await.unwrap();
@@ -121,7 +121,7 @@ async fn messages_survive_closing_and_reopening_the_database() {
 }
 
 #[tokio::test]
-async fn a_message_handed_back_queues_behind_those_already_waiting() {
+async fn a_message_given_back_queues_behind_those_already_waiting() {
     let dir = tempfile::tempdir().unwrap();
     let (_b, queue) = open(dir.path(), Duration::from_secs(30), 5);
     for i in 0..3 {

@@ -30,6 +30,7 @@ mod expiry;
 mod fetch_model;
 mod fuzz_request;
 mod fuzz_router;
+mod glossary;
 mod healthcheck;
 mod hostile_http;
 mod house;

@@ -82,7 +82,7 @@ async fn bodies_over_the_cap_get_413() {
 /// Request bodies in memory at once are bounded for the whole server: a body the budget cannot hold is refused
 /// with 503 and Retry-After, and a finished request gives its share back.
 #[tokio::test]
-async fn bodies_beyond_the_servers_body_budget_are_refused_and_released_after_each_request() {
+async fn bodies_beyond_the_servers_body_budget_are_refused_and_freed_after_each_request() {
     let f = fixture();
     let budget = gpuinfer::BodyBudget::new(4096);
     let state = Arc::new(AppState { bodies: budget.clone(), ..clone_state(&f) });

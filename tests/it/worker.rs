@@ -196,7 +196,7 @@ async fn a_drain_that_times_out_hands_the_unfinished_messages_back_at_once() {
     assert!(started.elapsed() >= Duration::from_millis(500), "finishing was tried for the whole drain timeout");
     assert_eq!(queue.counts().await.unwrap(), QueueCounts { visible: 2, in_flight: 0, delayed: 0 }, "visible at once");
     for id in ids {
-        assert!(backends.store.get(id).await.unwrap().is_none(), "no document for the handed-back {id}");
+        assert!(backends.store.get(id).await.unwrap().is_none(), "no document for the given-back {id}");
     }
 }
 
@@ -216,7 +216,7 @@ fn with_loss_window(window: Duration) -> WorkerConfig {
 }
 
 #[tokio::test]
-async fn an_engine_failing_its_health_for_the_window_is_lost_and_every_held_message_released() {
+async fn an_engine_failing_its_health_for_the_window_is_lost_and_every_held_message_given_back() {
     let behavior = Behavior { latency: Duration::from_secs(30), ..Behavior::default() };
     let rig = rig(
         behavior,
@@ -233,7 +233,7 @@ async fn an_engine_failing_its_health_for_the_window_is_lost_and_every_held_mess
     let Rig { worker, backends, queue, .. } = rig;
     let stopped =
         tokio::time::timeout(Duration::from_secs(5), worker).await.expect("gives up within the window").unwrap();
-    assert_eq!(stopped, Stopped::EngineLost { released: 3 });
+    assert_eq!(stopped, Stopped::EngineLost { given_back: 3 });
     assert!(started.elapsed() >= Duration::from_millis(400), "not before the window");
     assert_eq!(queue.counts().await.unwrap(), QueueCounts { visible: 3, in_flight: 0, delayed: 0 }, "visible at once");
     for id in ids {
@@ -288,7 +288,7 @@ async fn a_request_failing_while_the_engine_is_down_is_held_and_retried_on_the_s
     rig.engine.set_healthy(false);
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert_eq!(rig.engine.calls(), 1, "not retried while the engine is down");
-    assert_eq!(rig.queue.counts().await.unwrap().in_flight, 1, "held, not failed nor released");
+    assert_eq!(rig.queue.counts().await.unwrap().in_flight, 1, "held, not failed nor given back");
     rig.engine.set_healthy(true);
     let doc = rig.result(id).await;
     assert_eq!(

@@ -54,7 +54,7 @@ pub(crate) struct TuningArgs {
     /// Longest single generation, in seconds, before it counts as a transient failure.
     #[arg(long, env = "ENGINE_TIMEOUT_SECONDS", default_value_t = DEFAULT_REQUEST_TIMEOUT_SECONDS)]
     pub(crate) engine_timeout_seconds: u64,
-    /// Seconds the engine may fail its health probe before the worker releases its messages and exits non-zero.
+    /// Seconds the engine may fail its health probe before the worker gives its messages back and exits non-zero.
     #[arg(long, env = "ENGINE_LOSS_WINDOW_SECONDS", default_value_t = DEFAULT_ENGINE_LOSS_WINDOW_SECONDS, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) engine_loss_window_seconds: u64,
     /// Seconds between two reads of the cancel mark while requests run (one read for all of them; when it changed,

@@ -1,6 +1,6 @@
 //! `gpuinfer dev`'s drills: `POST /dev/drills/spot-interruption?tier=small` gives the tier's running engines a Spot
 //! instance's two-minute notice (`EngineFleet::interrupt`), so a user sees locally what an interruption does: the
-//! requests that can end within the drain finish, the others are handed back at once and run on the engine that
+//! requests that can end within the drain finish, the others are given back at once and run on the engine that
 //! replaces it. Only for engines dev starts (`--small-engine-cmd`); served beside the router on dev's listener.
 
 use std::sync::Arc;

@@ -136,7 +136,7 @@ impl EngineFleet {
     }
 
     /// A Spot interruption drill on `tier`: each of its running engines gets the notice a Spot instance's task gets
-    /// (its worker pool drains: what cannot end within the drain is handed back at once), then the engine is stopped,
+    /// (its worker pool drains: what cannot end within the drain is given back at once), then the engine is stopped,
     /// and the next tick replaces it if work remains, as ECS places the task elsewhere. The engines noticed, by id.
     pub(crate) fn interrupt(&self, tier: Tier) -> Result<Vec<u64>, DrillRefused> {
         let managed = self.managed(tier).ok_or(DrillRefused::FixedEngine)?;

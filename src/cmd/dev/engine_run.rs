@@ -118,7 +118,7 @@ impl EngineRun {
             stopped = &mut pool => stopped,
             status = child.wait() => {
                 let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
-                tracing::warn!(%tier, engine = id, port, %status, "engine process exited: its worker pool hands its messages back now");
+                tracing::warn!(%tier, engine = id, port, %status, "engine process exited: its worker pool gives its messages back now");
                 engine_gone.cancel();
                 pool.await
             }

@@ -235,8 +235,8 @@ impl<'a> Dev<'a> {
         let tiers = &self.config.tiers;
         let mut lost = None;
         while let Some(done) = pools.join_next().await {
-            if let Ok((tier, Stopped::EngineLost { released })) = done {
-                lost = Some(engine_lost(tiers.workers.get(tier), &tiers.engines.get(tier).base_url, released));
+            if let Ok((tier, Stopped::EngineLost { given_back })) = done {
+                lost = Some(engine_lost(tiers.workers.get(tier), &tiers.engines.get(tier).base_url, given_back));
             }
         }
         let _ = scaling.task.await;

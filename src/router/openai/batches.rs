@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Extension, Path, Query, State};
+use axum::extract::{Path, Query, State};
 use chrono::{Duration, Utc};
 use serde_json::{Map, Value};
 
@@ -17,11 +17,10 @@ use super::batch_record::{Batch, BatchOrder, BatchTimes, PREFIX, RequestCounts, 
 use super::error::OpenAiError;
 use super::files::{self, ListQuery};
 use super::ids;
-use super::objects::{metadata, objects};
+use super::objects::{CallerObjects, metadata};
 use super::owner::Owned;
 use super::project_index;
 use crate::infra::runtime::running_on_lambda;
-use crate::router::api_keys::Caller;
 use crate::router::state::AppState;
 
 /// The only completion window OpenAI offers.
@@ -59,13 +58,13 @@ fn read_ask(body: &[u8]) -> Result<Ask, OpenAiError> {
 /// POST /v1/batches: a batch of the caller's project, on one of its files.
 pub(crate) async fn create(
     State(state): State<Arc<AppState>>,
-    Extension(caller): Extension<Caller>,
+    mine: CallerObjects,
     body: Bytes,
 ) -> Result<Json<Batch>, OpenAiError> {
-    let objects = objects(&state)?;
+    let objects = mine.objects();
     let ask = read_ask(&body)?;
     let input =
-        files::find(objects, &caller, &ask.input_file_id).await.map_err(|error| match error.is_not_found() {
+        files::find(objects, &mine.caller, &ask.input_file_id).await.map_err(|error| match error.is_not_found() {
             true => OpenAiError::invalid_param(
                 "input_file_id",
                 format!("input_file_id: no file {:?} (POST /v1/files)", ask.input_file_id),
@@ -92,7 +91,7 @@ pub(crate) async fn create(
             ..BatchTimes::default()
         },
         request_counts: RequestCounts::default(),
-        owner: caller.project,
+        owner: mine.caller.project.clone(),
     };
     objects.put_if_absent(&line_key_key(&batch.id), &new_line_key()).await.map_err(|e| OpenAiError::store(&e))?;
     batch_admission::begin(objects, &batch).await?;
@@ -113,22 +112,22 @@ pub(crate) async fn create(
 /// GET /v1/batches/{id}: the batch, brought up to date (and finished, once every line has ended).
 pub(crate) async fn retrieve(
     State(state): State<Arc<AppState>>,
-    Extension(caller): Extension<Caller>,
+    mine: CallerObjects,
     Path(id): Path<String>,
 ) -> Result<Json<Batch>, OpenAiError> {
-    let objects = objects(&state)?;
-    let batch = find(objects, &caller, &id).await?;
+    let objects = mine.objects();
+    let batch = find(objects, &mine.caller, &id).await?;
     Ok(Json(refresh(&state, objects, batch).await?))
 }
 
 /// POST /v1/batches/{id}/cancel: lines not yet run are dropped; what finished is kept in the output.
 pub(crate) async fn cancel(
     State(state): State<Arc<AppState>>,
-    Extension(caller): Extension<Caller>,
+    mine: CallerObjects,
     Path(id): Path<String>,
 ) -> Result<Json<Batch>, OpenAiError> {
-    let objects = objects(&state)?;
-    let mut batch = find(objects, &caller, &id).await?;
+    let objects = mine.objects();
+    let mut batch = find(objects, &mine.caller, &id).await?;
     match batch.status.as_str() {
         "validating" | "in_progress" => batch_lifecycle::cancel(objects, &mut batch).await?,
         "cancelling" | "cancelled" => {}
@@ -140,11 +139,7 @@ pub(crate) async fn cancel(
 }
 
 /// GET /v1/batches: the caller's, newest first, as stored (a batch's counts are brought up to date by retrieving it).
-pub(crate) async fn list(
-    State(state): State<Arc<AppState>>,
-    Extension(caller): Extension<Caller>,
-    Query(query): Query<ListQuery>,
-) -> Result<Json<Value>, OpenAiError> {
+pub(crate) async fn list(mine: CallerObjects, Query(query): Query<ListQuery>) -> Result<Json<Value>, OpenAiError> {
     let cursor = query.cursor(20, 100)?;
-    Ok(Json(files::page(objects(&state)?, (PREFIX, &caller), cursor, |_: &Batch| true).await?))
+    Ok(Json(files::page(mine.objects(), (PREFIX, &mine.caller), cursor, |_: &Batch| true).await?))
 }

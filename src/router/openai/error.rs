@@ -8,7 +8,7 @@ use crate::infra::error_chain::describe;
 use crate::ports::StoreError;
 
 /// An error in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`. Its fields are open to the
-/// API's rooms, whose tests read them.
+/// API's modules, whose tests read them.
 #[derive(Debug)]
 pub(crate) struct OpenAiError {
     pub(super) status: StatusCode,

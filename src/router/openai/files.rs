@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Extension, Multipart, Path, Query, State};
+use axum::extract::{Multipart, Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::TryStreamExt;
@@ -19,7 +19,7 @@ use super::error::OpenAiError;
 use super::expires_after::{ExpiresAfter, FormFields};
 use super::ids;
 use super::jsonl_check;
-use super::objects::{objects, unix_now};
+use super::objects::{CallerObjects, unix_now};
 use super::owner::{Owned, find_record, write_owned};
 use super::project_index;
 use crate::infra::error_chain::describe;
@@ -157,12 +157,8 @@ fn bad_multipart(error: axum::extract::multipart::MultipartError) -> OpenAiError
 
 /// POST /v1/files: a multipart form with `purpose`, `file` and, optionally, `expires_after`; the file is the
 /// caller's project's.
-pub(crate) async fn create(
-    State(state): State<Arc<AppState>>,
-    Extension(caller): Extension<Caller>,
-    mut form: Multipart,
-) -> Result<Json<FileObject>, OpenAiError> {
-    let objects = objects(&state)?;
+pub(crate) async fn create(mine: CallerObjects, mut form: Multipart) -> Result<Json<FileObject>, OpenAiError> {
+    let objects = mine.objects();
     let mut purpose = None;
     let mut expiry = FormFields::default();
     let mut file = None;
@@ -178,7 +174,7 @@ pub(crate) async fn create(
                 let filename = field.file_name().unwrap_or("input.jsonl").to_owned();
                 check_filename(&filename)?;
                 let chunks = Box::pin(field.map_err(|e| std::io::Error::other(describe(&e))));
-                let owner = caller.project.as_deref();
+                let owner = mine.caller.project.as_deref();
                 file = Some(store_input(objects, owner, ids::new("file-"), filename, chunks).await?);
             }
             Some("file") => return Err(OpenAiError::invalid_param("file", "file: give one file per upload")),
@@ -292,15 +288,11 @@ pub(super) async fn page<T: Serialize + serde::de::DeserializeOwned + Owned>(
 }
 
 /// GET /v1/files: the caller's files, newest first unless `order=asc` (`after`, `limit`, `purpose`).
-pub(crate) async fn list(
-    State(state): State<Arc<AppState>>,
-    Extension(caller): Extension<Caller>,
-    Query(query): Query<ListQuery>,
-) -> Result<Json<Value>, OpenAiError> {
+pub(crate) async fn list(mine: CallerObjects, Query(query): Query<ListQuery>) -> Result<Json<Value>, OpenAiError> {
     let cursor = query.cursor(10_000, 10_000)?;
     let now = unix_now();
     let wanted = |file: &FileObject| query.purpose.as_ref().is_none_or(|p| *p == file.purpose) && !file.expired_by(now);
-    Ok(Json(page(objects(&state)?, (PREFIX, &caller), cursor, wanted).await?))
+    Ok(Json(page(mine.objects(), (PREFIX, &mine.caller), cursor, wanted).await?))
 }
 
 /// The record of file `id` when `caller` may see it, or 404 (also once it expired).
@@ -313,22 +305,18 @@ pub(super) async fn find(objects: &dyn ObjectStore, caller: &Caller, id: &str) -
 }
 
 /// GET /v1/files/{id}
-pub(crate) async fn retrieve(
-    State(state): State<Arc<AppState>>,
-    Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
-) -> Result<Json<FileObject>, OpenAiError> {
-    Ok(Json(find(objects(&state)?, &caller, &id).await?))
+pub(crate) async fn retrieve(mine: CallerObjects, Path(id): Path<String>) -> Result<Json<FileObject>, OpenAiError> {
+    Ok(Json(find(mine.objects(), &mine.caller, &id).await?))
 }
 
 /// GET /v1/files/{id}/content: streamed, or a redirect to a presigned URL where the response would be too large.
 pub(crate) async fn content(
     State(state): State<Arc<AppState>>,
-    Extension(caller): Extension<Caller>,
+    mine: CallerObjects,
     Path(id): Path<String>,
 ) -> Result<Response, OpenAiError> {
-    let objects = objects(&state)?;
-    let file = find(objects, &caller, &id).await?;
+    let objects = mine.objects();
+    let file = find(objects, &mine.caller, &id).await?;
     if state.openai.redirect_downloads_over.is_some_and(|limit| file.bytes > limit) {
         let url = objects.presigned_get(&content_key(&id), DOWNLOAD_URL_VALIDITY).await;
         if let Some(url) = url.map_err(|e| OpenAiError::store(&e))? {
@@ -351,13 +339,9 @@ pub(super) async fn remove(objects: &dyn ObjectStore, id: &str) -> Result<(), St
 }
 
 /// DELETE /v1/files/{id}
-pub(crate) async fn delete(
-    State(state): State<Arc<AppState>>,
-    Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
-) -> Result<Json<Value>, OpenAiError> {
-    let objects = objects(&state)?;
-    let file = find(objects, &caller, &id).await?;
+pub(crate) async fn delete(mine: CallerObjects, Path(id): Path<String>) -> Result<Json<Value>, OpenAiError> {
+    let objects = mine.objects();
+    let file = find(objects, &mine.caller, &id).await?;
     remove(objects, &id).await.map_err(|e| OpenAiError::store(&e))?;
     if let Some(owner) = file.owner() {
         project_index::forget(objects, PREFIX, owner, &id).await.map_err(|e| OpenAiError::store(&e))?;

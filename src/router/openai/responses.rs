@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Extension, Path, Query, State};
+use axum::extract::{Path, Query, State};
 use chrono::Utc;
 use serde_json::{Value, json};
 
 use super::error::OpenAiError;
-use super::objects::objects;
+use super::objects::CallerObjects;
 use super::response_input::{self, Create};
 use super::response_object::response_object;
 use super::response_record::{Asked, ResponseRecord, find, remove, save};
@@ -34,17 +34,17 @@ use crate::router::state::AppState;
 /// without `background`, as it stands once done or once the wait is over).
 pub(crate) async fn create(
     State(state): State<Arc<AppState>>,
-    Extension(caller): Extension<Caller>,
+    mine: CallerObjects,
     body: Bytes,
 ) -> Result<Json<Value>, OpenAiError> {
-    let objects = objects(&state)?;
+    let objects = mine.objects();
     let ask = response_input::read(&body, &state.openai.models)?;
     let context = match &ask.previous_response_id {
-        Some(previous) => conversation(&state, objects, &caller, previous).await?,
+        Some(previous) => conversation(&state, objects, &mine.caller, previous).await?,
         None => Vec::new(),
     };
     let Create { request, record } = ask.create(context, Utc::now())?;
-    let record = ResponseRecord { owner: caller.project, ..record };
+    let record = ResponseRecord { owner: mine.caller.project.clone(), ..record };
     if let Some(why) = request.route.and_then(|tier| state.routing.refuses(tier)) {
         return Err(OpenAiError::invalid_param("model", format!("model: {why}")));
     }
@@ -94,10 +94,10 @@ async fn conversation(
 /// GET /v1/responses/{id}
 pub(crate) async fn retrieve(
     State(state): State<Arc<AppState>>,
-    Extension(caller): Extension<Caller>,
+    mine: CallerObjects,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, OpenAiError> {
-    let (request_id, record) = find(objects(&state)?, &caller, &id).await?;
+    let (request_id, record) = find(mine.objects(), &mine.caller, &id).await?;
     let document = state.store.get(request_id).await.map_err(|e| OpenAiError::store(&e))?;
     Ok(Json(response_object(&record, document.as_deref())))
 }
@@ -106,10 +106,10 @@ pub(crate) async fn retrieve(
 /// cancels); a finished one is answered as it is.
 pub(crate) async fn cancel(
     State(state): State<Arc<AppState>>,
-    Extension(caller): Extension<Caller>,
+    mine: CallerObjects,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, OpenAiError> {
-    let (request_id, record) = find(objects(&state)?, &caller, &id).await?;
+    let (request_id, record) = find(mine.objects(), &mine.caller, &id).await?;
     if !record.background {
         return Err(OpenAiError::invalid("Only responses created with background=true can be cancelled."));
     }
@@ -121,11 +121,11 @@ pub(crate) async fn cancel(
 /// removed. The document of a canceled one stays (until it expires with the results), so that no worker runs it.
 pub(crate) async fn delete(
     State(state): State<Arc<AppState>>,
-    Extension(caller): Extension<Caller>,
+    mine: CallerObjects,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, OpenAiError> {
-    let objects = objects(&state)?;
-    let (request_id, record) = find(objects, &caller, &id).await?;
+    let objects = mine.objects();
+    let (request_id, record) = find(objects, &mine.caller, &id).await?;
     let document = end(&state, request_id, &id).await?;
     if !Ending::read(&document).is_some_and(|ending| ending.is_canceled()) {
         state.store.delete(request_id).await.map_err(|e| OpenAiError::store(&e))?;
@@ -160,12 +160,11 @@ pub(crate) struct ItemsQuery {
 
 /// GET /v1/responses/{id}/input_items: the input's messages as items, newest first unless `order=asc`.
 pub(crate) async fn input_items(
-    State(state): State<Arc<AppState>>,
-    Extension(caller): Extension<Caller>,
+    mine: CallerObjects,
     Path(id): Path<String>,
     Query(query): Query<ItemsQuery>,
 ) -> Result<Json<Value>, OpenAiError> {
-    let (_, record) = find(objects(&state)?, &caller, &id).await?;
+    let (_, record) = find(mine.objects(), &mine.caller, &id).await?;
     let stem = record.id.trim_start_matches("resp_");
     let mut items: Vec<Value> =
         record.asked.input.iter().enumerate().map(|(i, item)| item.listed(format!("msg_{stem}_{i}"))).collect();

@@ -4,11 +4,9 @@
 //! An upload stays open an hour (OpenAI's); after it, it reads `expired`, and the expiry sweep saves it so and
 //! removes its parts where one runs (`expiry.rs`).
 
-use std::sync::Arc;
-
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Extension, Multipart, Path, State};
+use axum::extract::{Multipart, Path};
 use futures_util::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -18,13 +16,12 @@ use super::expires_after::ExpiresAfter;
 use super::files::{self, FileObject};
 use super::ids;
 use super::jsonl_check::MAX_FILE_BYTES;
-use super::objects::{objects, unix_now};
+use super::objects::{CallerObjects, unix_now};
 use super::owner::{Owned, find_record, write_owned};
 use super::upload_parts::{self, Added, PREFIX};
 use crate::infra::error_chain::describe;
 use crate::ports::{ByteChunks, ObjectStore, StoreError};
 use crate::router::api_keys::Caller;
-use crate::router::state::AppState;
 
 /// How long an upload stays open (OpenAI's: an hour after its creation).
 const UPLOAD_SECONDS: i64 = 3600;
@@ -114,12 +111,8 @@ pub(crate) struct Opening {
 }
 
 /// POST /v1/uploads: an upload of the caller's project.
-pub(crate) async fn create(
-    State(state): State<Arc<AppState>>,
-    Extension(caller): Extension<Caller>,
-    body: Bytes,
-) -> Result<Json<Upload>, OpenAiError> {
-    let objects = objects(&state)?;
+pub(crate) async fn create(mine: CallerObjects, body: Bytes) -> Result<Json<Upload>, OpenAiError> {
+    let objects = mine.objects();
     let opening: Opening = serde_json::from_slice(&body)
         .map_err(|e| OpenAiError::invalid(format!("body: filename, purpose, bytes and mime_type ({e})")))?;
     files::check_purpose(Some(&opening.declared.purpose))?;
@@ -141,7 +134,7 @@ pub(crate) async fn create(
         expires_at: created_at + UPLOAD_SECONDS,
         file: None,
         expires_after,
-        owner: caller.project,
+        owner: mine.caller.project.clone(),
     };
     save(objects, &upload).await?;
     Ok(Json(upload))
@@ -149,13 +142,12 @@ pub(crate) async fn create(
 
 /// POST /v1/uploads/{id}/parts: a multipart form with the part's bytes in `data`.
 pub(crate) async fn add_part(
-    State(state): State<Arc<AppState>>,
-    Extension(caller): Extension<Caller>,
+    mine: CallerObjects,
     Path(id): Path<String>,
     mut form: Multipart,
 ) -> Result<Json<Value>, OpenAiError> {
-    let objects = objects(&state)?;
-    let upload = find_pending(objects, &caller, &id).await?;
+    let objects = mine.objects();
+    let upload = find_pending(objects, &mine.caller, &id).await?;
     while let Some(field) = form.next_field().await.map_err(|e| OpenAiError::unreadable_form(&e))? {
         if field.name() == Some("data") {
             let chunks: ByteChunks<'_> = Box::pin(field.map_err(|e| std::io::Error::other(describe(&e))));
@@ -175,13 +167,12 @@ pub(crate) struct Completion {
 
 /// POST /v1/uploads/{id}/complete: the parts joined in the order of `part_ids` become a file.
 pub(crate) async fn complete(
-    State(state): State<Arc<AppState>>,
-    Extension(caller): Extension<Caller>,
+    mine: CallerObjects,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Result<Json<Upload>, OpenAiError> {
-    let objects = objects(&state)?;
-    let mut upload = find_pending(objects, &caller, &id).await?;
+    let objects = mine.objects();
+    let mut upload = find_pending(objects, &mine.caller, &id).await?;
     let completion: Completion = serde_json::from_slice(&body)
         .map_err(|e| OpenAiError::invalid(format!("body: part_ids, the parts in order ({e})")))?;
     let total = Added::list(objects, &id).await?.total_of(&completion.part_ids)?;
@@ -204,13 +195,9 @@ pub(crate) async fn complete(
 }
 
 /// POST /v1/uploads/{id}/cancel
-pub(crate) async fn cancel(
-    State(state): State<Arc<AppState>>,
-    Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
-) -> Result<Json<Upload>, OpenAiError> {
-    let objects = objects(&state)?;
-    let mut upload = find_pending(objects, &caller, &id).await?;
+pub(crate) async fn cancel(mine: CallerObjects, Path(id): Path<String>) -> Result<Json<Upload>, OpenAiError> {
+    let objects = mine.objects();
+    let mut upload = find_pending(objects, &mine.caller, &id).await?;
     upload.status = "cancelled".into();
     save(objects, &upload).await?;
     drop_parts(objects, &id).await;

@@ -1,0 +1,106 @@
+//! One word per thing: the glossary of docs/architecture.md names the words never said for its things ("Never
+//! said, …: *hand back*, …"), and none of them appears in `src/` or the docs, in prose or in an identifier
+//! (`hand_back` and `HandBack` say "hand back" too). A word counts with its endings: *hand back* is also "handed back".
+
+use std::path::Path;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// The phrases the glossary's "Never said" paragraph lists, each `*between stars*`.
+fn never_said(architecture: &str) -> Vec<String> {
+    let glossary = architecture.split("## Glossary").nth(1).expect("docs/architecture.md has a Glossary");
+    let paragraph: String = glossary
+        .split("\n\n")
+        .find(|p| p.starts_with("Never said"))
+        .expect("the glossary has a \"Never said\" paragraph")
+        .replace('\n', " ");
+    paragraph.split('*').skip(1).step_by(2).map(str::to_lowercase).collect()
+}
+
+/// `text` as words: identifiers split at `_`, `-` and lower-to-upper case steps, lower case; other punctuation
+/// becomes a `|` no phrase crosses (`SendMessageBatch / DeleteMessageBatch` does not say "batch delete"); a
+/// comment's `///` at a line's start does not, so a phrase wrapped onto the next comment line is still read.
+fn words(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut previous = ' ';
+    let prose = text.lines().map(|line| line.trim_start().trim_start_matches(['/', '!']));
+    for c in prose.flat_map(|line| line.chars().chain([' '])) {
+        if c.is_alphanumeric() {
+            if c.is_uppercase() && previous.is_lowercase() {
+                out.push(' ');
+            }
+            out.extend(c.to_lowercase());
+        } else if c.is_whitespace() || c == '_' || c == '-' {
+            out.push(' ');
+        } else {
+            out.push_str(" | ");
+        }
+        previous = c;
+    }
+    out
+}
+
+/// Whether `phrase` appears in `words` (both as [`words`] makes them), each of its words whole or with an ending.
+fn says(words: &str, phrase: &str) -> bool {
+    let phrase: Vec<&str> = phrase.split_whitespace().collect();
+    let text: Vec<&str> = words.split_whitespace().collect();
+    let inflected =
+        |word: &str, stem: &str| word.strip_prefix(stem).is_some_and(|end| ["", "s", "es", "ed", "ing"].contains(&end));
+    text.windows(phrase.len()).any(|at| at.iter().zip(&phrase).all(|(word, stem)| inflected(word, stem)))
+}
+
+/// Every file the rule covers: `src/**/*.rs`, README.md, BENCHMARKS.md and docs/*.md, by path, with its text; the
+/// glossary's own list left out of docs/architecture.md.
+fn covered() -> Vec<(String, String)> {
+    fn walk(dir: &Path, out: &mut Vec<(String, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs" || e == "md") {
+                let name = path.strip_prefix(ROOT).unwrap().to_string_lossy().into_owned();
+                out.push((name, std::fs::read_to_string(&path).unwrap()));
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&Path::new(ROOT).join("src"), &mut files);
+    walk(&Path::new(ROOT).join("docs"), &mut files);
+    for page in ["README.md", "BENCHMARKS.md"] {
+        files.push((page.to_owned(), std::fs::read_to_string(Path::new(ROOT).join(page)).unwrap()));
+    }
+    for (name, text) in &mut files {
+        if name == "docs/architecture.md" {
+            let list = text.split("\n\n").find(|p| p.starts_with("Never said")).unwrap_or_default().to_owned();
+            *text = text.replace(&list, "");
+        }
+    }
+    files
+}
+
+#[test]
+fn no_word_the_glossary_never_says_appears_in_the_code_or_the_docs() {
+    let architecture = std::fs::read_to_string(Path::new(ROOT).join("docs/architecture.md")).unwrap();
+    let phrases = never_said(&architecture);
+    assert!(phrases.len() >= 5, "the glossary's \"Never said\" list reads as {phrases:?}: is it parsed right?");
+    let mut found = Vec::new();
+    for (file, text) in covered() {
+        let text = words(&text);
+        found.extend(phrases.iter().filter(|p| says(&text, p)).map(|p| format!("{file}: {p}")));
+    }
+    assert!(found.is_empty(), "say these as docs/architecture.md's glossary does: {found:#?}");
+}
+
+/// The matching itself: identifiers split into words, endings allowed, other words not matched.
+#[test]
+fn the_glossary_check_reads_identifiers_and_endings() {
+    let hits = |text: &str, phrase: &str| says(&words(text), phrase);
+    assert!(hits("self.hand_back_reason()", "hand back"));
+    assert!(hits("Inference::HandBack =>", "hand back"));
+    assert!(hits("they are handed\n/// back at once", "hand back"));
+    assert!(hits("a DeleteBatcher of its own", "batcher"));
+    assert!(!hits("the handler gives it back", "hand back"));
+    assert!(!hits("cargo build --release", "released"));
+    assert!(!hits("a back hand", "hand back"));
+    assert!(!hits("SendMessageBatch, DeleteMessageBatch", "batch delete"));
+}
