@@ -77,7 +77,7 @@ pub use router::openai::files::{FileObject, PAGE_BYTES as FILE_PAGE_BYTES, conte
 pub use router::openai::ids::new as new_object_id;
 pub use router::openai::upkeep::upkeep;
 pub use router::routing::{Reason, RoutingConfig, route};
-pub use router::state::{AppState, CallbackAcceptance};
+pub use router::state::{AppState, CallbackAcceptance, Dispatch};
 pub use scaler::fallback::Fallback;
 pub use scaler::{
     DEFAULT_BACKLOG_PER_TASK, DEFAULT_UTILIZATION_TARGET, Readings, ScaledTier, Scaler, ScalingPolicy, decide,

@@ -96,6 +96,11 @@ impl Wiring {
         Wiring { data_dir, local: OnceLock::new(), sdk: OnceCell::new() }
     }
 
+    /// The data directory the embedded backends keep everything in.
+    pub(crate) fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
     pub(crate) fn local(&self) -> anyhow::Result<&LocalBackends> {
         if let Some(local) = self.local.get() {
             return Ok(local);

@@ -31,7 +31,7 @@ use crate::router::app;
 use crate::router::body_budget::BodyBudget;
 use crate::router::openai::settings::Settings;
 use crate::router::openai::upkeep;
-use crate::router::state::{AppState, CallbackAcceptance};
+use crate::router::state::{AppState, CallbackAcceptance, Dispatch};
 use crate::scaler::wake::{AWS_RECHECK, WakeOnArrival};
 
 #[derive(Debug, clap::Args)]
@@ -111,15 +111,20 @@ struct Serving {
 
 pub struct Config {
     http: Serving,
-    queues: PerTier<Lanes<QueueSource>>,
+    dispatch: DispatchSettings,
     destination: Destination,
-    routing: RoutingSettings,
     callbacks: OutboundPolicy,
     events: EventArgs,
     wiring: Wiring,
     openai: Settings,
     key_store: Option<KeyStoreChoice>,
-    /// Each tier's ECS service, when the router wakes them on arrival.
+}
+
+/// Where an accepted request goes (the router's `Dispatch`, as configured): each tier's lanes, the routing rules,
+/// and each tier's ECS service when the router wakes them on arrival.
+struct DispatchSettings {
+    queues: PerTier<Lanes<QueueSource>>,
+    routing: RoutingSettings,
     wake: Option<PerTier<crate::ports::Service>>,
 }
 
@@ -128,13 +133,11 @@ impl Args {
         let queues = self.queues.sources(&Tier::ALL)?;
         let wake = self.wake.services(queues.small.normal.is_embedded())?;
         Ok(Config {
-            wake,
             key_store: self.keys.choice(!self.http.api_key.is_empty())?,
             http: Serving { listen: self.http.listen, limits: self.http.limits(), bodies: self.http.body_budget() },
             openai: self.http.openai(&self.routing)?,
-            queues,
+            dispatch: DispatchSettings { queues, routing: self.routing.settings(None)?, wake },
             destination: Destination::parse(self.output_destination.as_deref(), &self.data.data_dir)?,
-            routing: self.routing.settings(None)?,
             callbacks: self.callbacks.policy(),
             events: self.events,
             wiring: Wiring::new(self.data.data_dir),
@@ -177,24 +180,26 @@ impl ApiKeysArgs {
 pub(crate) async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     let wiring = &config.wiring;
     let lanes = |tier: Tier| {
-        wiring.lanes(config.queues.get(tier), tier, tier.queue_visibility_timeout(), DEFAULT_MAX_RECEIVE_COUNT)
+        wiring.lanes(config.dispatch.queues.get(tier), tier, tier.queue_visibility_timeout(), DEFAULT_MAX_RECEIVE_COUNT)
     };
     let state = Arc::new(AppState {
-        queues: PerTier { small: lanes(Tier::Small).await?, large: lanes(Tier::Large).await? },
+        dispatch: Dispatch {
+            queues: PerTier { small: lanes(Tier::Small).await?, large: lanes(Tier::Large).await? },
+            routing: config.dispatch.routing.config.clone(),
+            classifier: config.dispatch.routing.classifier(wiring).await?,
+            wake: match &config.dispatch.wake {
+                Some(services) => {
+                    let ecs = Arc::new(EcsServices::new(aws_sdk_ecs::Client::new(wiring.sdk().await)));
+                    Some(Arc::new(WakeOnArrival::new(services.clone(), ecs.clone(), ecs, AWS_RECHECK)))
+                }
+                None => None,
+            },
+        },
         store: wiring.store(&config.destination).await?,
-        routing: config.routing.config.clone(),
-        classifier: config.routing.classifier(wiring).await?,
         callbacks: CallbackAcceptance::sent_under(config.callbacks),
         metrics: Emf::stdout(),
         bodies: config.http.bodies.clone(),
         openai: openai_settings(&config, wiring).await,
-        wake: match &config.wake {
-            Some(services) => {
-                let ecs = Arc::new(EcsServices::new(aws_sdk_ecs::Client::new(wiring.sdk().await)));
-                Some(Arc::new(WakeOnArrival::new(services.clone(), ecs.clone(), ecs, AWS_RECHECK)))
-            }
-            None => None,
-        },
         events: openai_events(&config, wiring).await?,
     });
     if running_on_lambda() {

@@ -134,8 +134,8 @@ impl QueueArgs {
 }
 
 pub(crate) async fn run(mut config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let task = ecs_metadata::task(config.start.metadata_uri.as_deref(), &config.worker.task_arn).await;
-    config.worker.task_arn = task.arn;
+    let task = ecs_metadata::task(config.start.metadata_uri.as_deref(), &config.worker.task.arn).await;
+    config.worker.task.arn = task.arn;
     let start = Start::of_container(task.image_pull, config.start.started_at, config.start.weights_ready_at);
     let w = &config.worker;
     let lanes =

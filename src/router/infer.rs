@@ -40,7 +40,7 @@ pub(super) struct Admitted {
 
 /// The operator's rules a valid request must also meet: an accepted callback URL, a queue body within limits.
 pub(super) fn admit(state: &AppState, request: InferenceRequest) -> Result<Admitted, RequestError> {
-    if let Some(problem) = request.route.and_then(|tier| state.routing.refuses(tier)) {
+    if let Some(problem) = request.route.and_then(|tier| state.dispatch.routing.refuses(tier)) {
         return Err(RequestError::Invalid { field: "route".into(), problem });
     }
     if request.callback_url.is_some() && !state.callbacks.sent {
@@ -73,7 +73,7 @@ pub(super) async fn accepted(state: &AppState, request: &InferenceRequest, tier:
 }
 
 pub(super) fn lane(state: &AppState, tier: Tier, priority: Priority) -> &dyn Queue {
-    state.queues.get(tier).get(priority).as_ref()
+    state.dispatch.queues.get(tier).get(priority).as_ref()
 }
 
 pub(super) async fn infer(
@@ -87,7 +87,7 @@ pub(super) async fn infer(
     let request = InferenceRequest::parse(&body, Intake::Api(Utc::now()))?;
     let sent = acceptance::Sent::of(&crate::contract::request::parse_json(&body).unwrap_or_default());
     let Admitted { request, body } = admit(&state, request)?;
-    let (tier, reason) = routing::route(&request, &state.routing, state.classifier.as_deref()).await;
+    let (tier, reason) = routing::route(&request, &state.dispatch.routing, state.dispatch.classifier.as_deref()).await;
     let id = request.request_id;
     let admission = acceptance::admit(state.store.as_ref(), id, &sent, tier).await;
     let tier = match admission.map_err(|error| ApiError::store_unavailable(id, &error))? {
@@ -189,8 +189,12 @@ pub(super) async fn infer_bulk(
             Ok(admitted) => {
                 let state = Arc::clone(&state);
                 routing.spawn(async move {
-                    let (tier, reason) =
-                        routing::route(&admitted.request, &state.routing, state.classifier.as_deref()).await;
+                    let (tier, reason) = routing::route(
+                        &admitted.request,
+                        &state.dispatch.routing,
+                        state.dispatch.classifier.as_deref(),
+                    )
+                    .await;
                     let id = admitted.request.request_id;
                     let admission = acceptance::admit(state.store.as_ref(), id, &sent, tier).await;
                     Routed { index, admitted, tier, reason, admission }

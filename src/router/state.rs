@@ -14,22 +14,29 @@ use crate::router::routing::RoutingConfig;
 
 /// Everything the handlers share.
 pub struct AppState {
-    /// Each tier's lanes: requests go to the lane of their `priority`.
-    pub queues: PerTier<Lanes<Arc<dyn Queue>>>,
+    pub dispatch: Dispatch,
     pub store: Arc<dyn ResultStore>,
-    pub routing: RoutingConfig,
-    pub classifier: Option<Arc<dyn Classifier>>,
     pub callbacks: CallbackAcceptance,
     pub metrics: Emf,
     /// The memory request bodies being read may hold at once, across every request.
     pub bodies: BodyBudget,
     /// The OpenAI-compatible Files, Uploads, Batches and Models API.
     pub openai: Settings,
+    /// Records and sends the OpenAI-shaped events of responses and batches that end; None where no endpoint is set.
+    pub events: Option<OpenAiEvents>,
+}
+
+/// Where an accepted request goes: its tier (the routing rules, and the classifier where one is set), its lane's
+/// queue, and the wake of a tier at zero.
+#[derive(Clone)]
+pub struct Dispatch {
+    /// Each tier's lanes: requests go to the lane of their `priority`.
+    pub queues: PerTier<Lanes<Arc<dyn Queue>>>,
+    pub routing: RoutingConfig,
+    pub classifier: Option<Arc<dyn Classifier>>,
     /// Asks a tier at zero for its first task as soon as work is enqueued for it; None where the tiers' capacity
     /// is not the router's to ask for (fixed pools, or a stack whose image is not pushed yet).
     pub wake: Option<Arc<dyn ArrivalWake>>,
-    /// Records and sends the OpenAI-shaped events of responses and batches that end; None where no endpoint is set.
-    pub events: Option<OpenAiEvents>,
 }
 
 /// Which callback URLs a request may name.
@@ -54,7 +61,7 @@ impl CallbackAcceptance {
 impl AppState {
     /// Work was just enqueued for `tier`: wakes it if it has no task (see `ports::ArrivalWake`).
     pub(crate) async fn enqueued(&self, tier: Tier) {
-        if let Some(wake) = &self.wake {
+        if let Some(wake) = &self.dispatch.wake {
             wake.enqueued(tier).await;
         }
     }

@@ -45,9 +45,15 @@ pub enum Stopped {
     EngineLost { given_back: usize },
 }
 
-/// One tier's worker: its lanes, store and engine, and the state each of its jobs owns.
+/// One tier's worker: its lanes, and the parts its request runs use.
 pub struct Worker<Q: ?Sized, S: ?Sized, E: ?Sized> {
     pub(super) lanes: Lanes<Arc<Q>>,
+    pub(super) parts: RunParts<S, E>,
+}
+
+/// What a request run uses, shared with the worker's other jobs once it runs (each takes the parts it needs): the
+/// store and engine, and the state each job owns. The lanes stay with the receive loop.
+pub(super) struct RunParts<S: ?Sized, E: ?Sized> {
     pub(super) store: Arc<S>,
     pub(super) engine: Arc<E>,
     pub(super) config: WorkerConfig,
@@ -70,8 +76,7 @@ where
     E: Engine + ?Sized + 'static,
 {
     pub fn new(lanes: Lanes<Arc<Q>>, store: Arc<S>, engine: Arc<E>, config: WorkerConfig, metrics: Emf) -> Self {
-        Worker {
-            lanes,
+        let parts = RunParts {
             store,
             engine,
             limit: InFlightLimit::new(&config, metrics.clone()),
@@ -86,35 +91,36 @@ where
             cancels: CancelWatch::new(),
             draining: CancellationToken::new(),
             pace: GenerationPace::default(),
-        }
+        };
+        Worker { lanes, parts }
     }
 
     /// Its requests in flight and in-flight limit, as they change.
     pub fn slots(&self) -> Arc<Slots> {
-        Arc::clone(self.limit.slots())
+        Arc::clone(self.parts.limit.slots())
     }
 
     /// Declares the engine lost as soon as `gone` is cancelled (its process exited), giving every message back.
     pub(crate) fn with_engine_gone(mut self, gone: CancellationToken) -> Self {
-        self.engine_watch = self.engine_watch.with_gone(gone);
+        self.parts.engine_watch = self.parts.engine_watch.with_gone(gone);
         self
     }
 
     /// Measures its cold start from `start` (else from its own construction).
     pub fn with_start(mut self, start: Start) -> Self {
-        self.endings.cold_start = ColdStart::new(start);
+        self.parts.endings.cold_start = ColdStart::new(start);
         self
     }
 
     /// Sends a callback for every stored document whose request has a callbackUrl.
     pub fn with_webhooks(mut self, webhooks: Webhooks) -> Self {
-        self.endings.webhooks = Some(webhooks);
+        self.parts.endings.webhooks = Some(webhooks);
         self
     }
 
     /// Records the event of every response that ends (`response.completed`, …) and sends it.
     pub fn with_openai_events(mut self, events: Option<OpenAiEvents>) -> Self {
-        self.endings.events = events;
+        self.parts.endings.events = events;
         self
     }
 }

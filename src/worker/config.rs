@@ -44,11 +44,18 @@ pub struct WorkerConfig {
     /// How often a running request looks for a document stored meanwhile (a cancel): then its engine call is
     /// dropped, which aborts the generation in vLLM (the local llama.cpp engine finishes it anyway).
     pub cancel_poll: Duration,
-    /// How long a stopping worker keeps finishing the requests in flight; then it hands every unfinished
+    /// How long a stopping worker keeps finishing the requests in flight; then it gives every unfinished
     /// message back (visibility 0), so a stop timeout shorter than a long generation costs no visibility wait.
     pub drain_timeout: Duration,
-    pub task_arn: String,
-    /// The ECS service the worker runs in: the dimensions its saturation is published under (`saturation_report`).
+    pub task: TaskIdentity,
+}
+
+/// The ECS task a worker runs as.
+#[derive(Debug, Clone)]
+pub struct TaskIdentity {
+    /// Written into every result document (`processing.taskArn`).
+    pub arn: String,
+    /// The ECS service the task belongs to: the dimensions its saturation is published under (`saturation_report`).
     pub service: Service,
 }
 
@@ -83,8 +90,10 @@ impl WorkerConfig {
             health: HealthSettings::default(),
             cancel_poll: Duration::from_secs_f64(DEFAULT_CANCEL_POLL_SECONDS),
             drain_timeout: Duration::from_secs(DEFAULT_DRAIN_TIMEOUT_SECONDS),
-            task_arn: DEFAULT_TASK_ARN.into(),
-            service: Service::of_tier(DEFAULT_CLUSTER_NAME, DEFAULT_SERVICE_NAME, tier),
+            task: TaskIdentity {
+                arn: DEFAULT_TASK_ARN.into(),
+                service: Service::of_tier(DEFAULT_CLUSTER_NAME, DEFAULT_SERVICE_NAME, tier),
+            },
         }
     }
 }

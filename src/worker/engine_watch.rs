@@ -15,7 +15,7 @@ use crate::worker::config::WorkerConfig;
 pub(super) struct EngineWatch {
     /// Cancelled when the engine is declared lost (then `give_back` is cancelled too, as its child).
     lost: CancellationToken,
-    /// Cancelled when requests in flight must hand their messages back at once: the engine was lost, or a drain
+    /// Cancelled when requests in flight must give their messages back at once: the engine was lost, or a drain
     /// reached its timeout.
     give_back: CancellationToken,
     /// Cancelled by whoever runs the engine when its process is known to be gone: the engine is then declared lost
@@ -99,7 +99,7 @@ impl EngineWatch {
             answering.send_replace(false);
             if since.elapsed() >= window {
                 tracing::error!(%tier, loss_window_s = window.as_secs_f64(), "engine lost: stopping and giving back every unfinished message");
-                // In this order: requests hand their messages back only once nothing can receive them again.
+                // In this order: requests give their messages back only once nothing can receive them again.
                 receiving.cancel();
                 self.lost.cancel();
                 return;

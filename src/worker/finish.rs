@@ -24,13 +24,11 @@ where
     /// Stores the document (first writer wins), deletes the message, records it and sends the callback. A document
     /// stored first (a cancel, or another worker's result) stands: this one is neither recorded nor called back.
     pub(super) async fn finish(&self, request: &InferenceRequest, document: ResultDocument) -> Disposition {
-        let (id, tier) = (request.request_id, self.worker.config.tier);
+        let (id, tier) = (request.request_id, self.parts.config.tier);
         let document = document.labelled(&request.labels);
         let body = document.to_json();
         match self.held.heartbeat(self.store_result(id, &body)).await {
-            Ok(PutOutcome::Created) => {
-                self.worker.endings.cold_start.result_written(tier, &self.worker.endings.metrics)
-            }
+            Ok(PutOutcome::Created) => self.parts.endings.cold_start.result_written(tier, &self.parts.endings.metrics),
             Ok(PutOutcome::AlreadyExists) => {
                 tracing::info!(request_id = %id, %tier, "another document (a result or a cancel) was stored first; this one is dropped");
                 if let Err(why) = self.mark_ending(request, None).await {
@@ -45,7 +43,7 @@ where
             return self.retry_later(why).await;
         }
         // A batch line carries no callback URL, so a request with one has nothing to mark and reaches this at once.
-        if let (Some(url), Some(webhooks)) = (&request.callback_url, &self.worker.endings.webhooks) {
+        if let (Some(url), Some(webhooks)) = (&request.callback_url, &self.parts.endings.webhooks) {
             webhooks.send(Callback { url: url.clone(), request_id: id, tier, body });
         }
         self.held.delete().await;
@@ -60,23 +58,23 @@ where
     /// generation and the lease, for the tier queue's visibility timeout (300 s, 600 s) or until the worker drains:
     /// a store outage then costs no receive (and no attempt toward the dead-letter queue) per retry.
     async fn store_result(&self, id: RequestId, body: &[u8]) -> Result<PutOutcome, StoreError> {
-        let tier = self.worker.config.tier;
+        let tier = self.parts.config.tier;
         let give_up = Instant::now() + tier.queue_visibility_timeout();
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let error = match self.worker.store.put_if_absent(id, body).await {
+            let error = match self.parts.store.put_if_absent(id, body).await {
                 Ok(outcome) => return Ok(outcome),
                 Err(error) => error,
             };
-            let delay = self.worker.config.lease.retry_delay(attempt);
-            if Instant::now() + delay > give_up || self.worker.draining.is_cancelled() {
+            let delay = self.parts.config.lease.retry_delay(attempt);
+            if Instant::now() + delay > give_up || self.parts.draining.is_cancelled() {
                 return Err(error);
             }
             tracing::warn!(request_id = %id, %tier, attempt, retry_in_s = delay.as_secs_f64(), %error, "result store refused the write; retrying on the same lease");
             tokio::select! {
                 () = tokio::time::sleep(delay) => {}
-                () = self.worker.draining.cancelled() => return Err(error),
+                () = self.parts.draining.cancelled() => return Err(error),
             }
         }
     }
@@ -92,17 +90,17 @@ where
         if !self.mark_batch_line(request, stored).await {
             return Err("the batch line's mark was not written");
         }
-        let Some(events) = self.worker.endings.events.as_ref().filter(|_| request.origin.is_response()) else {
+        let Some(events) = self.parts.endings.events.as_ref().filter(|_| request.origin.is_response()) else {
             return Ok(());
         };
         let document = match stored {
             Some(document) => Some(Cow::Borrowed(document)),
-            None => self.worker.store.get(request.request_id).await.ok().flatten().map(Cow::Owned),
+            None => self.parts.store.get(request.request_id).await.ok().flatten().map(Cow::Owned),
         };
         let Some(kind) = document.as_deref().and_then(EventType::of_response) else {
             return Err("the response's document could not be read for its event");
         };
-        match events.emit(&self.worker.store, kind, &response_id(request.request_id)).await {
+        match events.emit(&self.parts.store, kind, &response_id(request.request_id)).await {
             true => Ok(()),
             false => Err("the response's event was not recorded"),
         }
@@ -112,12 +110,12 @@ where
     /// another writer stored it): before the message is deleted, so a crash between the two only repeats the mark.
     /// False when the mark could not be written (the message then comes back and the mark is tried again).
     async fn mark_batch_line(&self, request: &InferenceRequest, stored: Option<&[u8]>) -> bool {
-        let (Some(line), Some(objects)) = (request.origin.batch_line(), self.worker.store.objects()) else {
+        let (Some(line), Some(objects)) = (request.origin.batch_line(), self.parts.store.objects()) else {
             return true;
         };
         let marked = match stored {
             Some(document) => objects.put_if_absent(&line.end_mark(document), b"").await.map(drop),
-            None => match self.worker.store.get(request.request_id).await {
+            None => match self.parts.store.get(request.request_id).await {
                 Ok(Some(document)) => objects.put_if_absent(&line.end_mark(&document), b"").await.map(drop),
                 Ok(None) => Err(StoreError::unavailable("the stored document is gone")),
                 Err(error) => Err(error),
@@ -142,7 +140,7 @@ where
             attempts = processing.attempts,
             "request finished"
         );
-        self.worker.endings.metrics.emit(
+        self.parts.endings.metrics.emit(
             &[("Tier", processing.tier.as_str())],
             &[
                 Metric::millis(metrics::INFERENCE_LATENCY, processing.processing_time_ms),

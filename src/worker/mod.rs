@@ -24,6 +24,7 @@ pub(crate) mod shared_lane;
 pub(crate) mod slots;
 
 pub use assembly::{Stopped, Worker};
+pub(crate) use config::TaskIdentity;
 pub(crate) use config::{
     DEFAULT_CANCEL_POLL_SECONDS, DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT_SECONDS,
     DEFAULT_ENGINE_LOSS_WINDOW_SECONDS, DEFAULT_LEASE_SECONDS, DEFAULT_RETRY_BASE_SECONDS, DEFAULT_TASK_ARN,

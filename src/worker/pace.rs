@@ -1,6 +1,6 @@
 //! The engine's pace for one request: seconds per completion token over the generations that ended (an exponential
 //! average), and how long a request's whole token budget takes at it. A stopping worker lets run only the requests
-//! whose budget ends within its drain and hands the others back at once (`request_run`): on a Spot instance's
+//! whose budget ends within its drain and gives the others back at once (`request_run`): on a Spot instance's
 //! two-minute notice, another task starts them now instead of after the drain.
 
 use std::sync::atomic::{AtomicU64, Ordering};

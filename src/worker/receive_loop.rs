@@ -9,8 +9,9 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::contract::tier::Lanes;
 use crate::ports::{Engine, MAX_MESSAGES_PER_CALL, Queue, ResultStore};
-use crate::worker::assembly::{Disposition, Worker};
+use crate::worker::assembly::{Disposition, RunParts};
 use crate::worker::engine_watch::wait_until_answering;
 use crate::worker::lanes::{LaneReceiver, Lease};
 use crate::worker::lease::HeldMessage;
@@ -18,10 +19,12 @@ use crate::worker::request_run::RequestRun;
 
 /// The loop's own state: the lanes it receives from and the request runs it started.
 pub(super) struct ReceiveLoop<Q: Queue + ?Sized + 'static, S: ?Sized, E: ?Sized> {
-    worker: Arc<Worker<Q, S, E>>,
-    lanes: LaneReceiver<Q>,
+    /// Each lane's queue, which a held message is settled on.
+    queues: Lanes<Arc<Q>>,
+    receiver: LaneReceiver<Q>,
+    parts: Arc<RunParts<S, E>>,
     runs: JoinSet<Disposition>,
-    /// Runs that handed their message back (engine lost, drain timeout), and messages given back unstarted.
+    /// Runs that gave their message back (engine lost, drain timeout), and messages given back unstarted.
     given_back: usize,
     /// Cancelled by shutdown, or by the engine watch when the engine is lost.
     receiving: CancellationToken,
@@ -35,27 +38,29 @@ where
     E: Engine + ?Sized + 'static,
 {
     pub(super) fn new(
-        worker: &Arc<Worker<Q, S, E>>,
+        queues: Lanes<Arc<Q>>,
+        parts: &Arc<RunParts<S, E>>,
         receiving: CancellationToken,
         answering: watch::Receiver<bool>,
     ) -> Self {
-        let lanes = LaneReceiver::new(worker.lanes.clone(), worker.config.wait_time);
-        ReceiveLoop { worker: Arc::clone(worker), lanes, runs: JoinSet::new(), given_back: 0, receiving, answering }
+        let receiver = LaneReceiver::new(queues.clone(), parts.config.wait_time);
+        let parts = Arc::clone(parts);
+        ReceiveLoop { queues, receiver, parts, runs: JoinSet::new(), given_back: 0, receiving, answering }
     }
 
     /// Receives until `receiving` is cancelled; then gives back, unstarted, whatever a receive brought after that.
     pub(super) async fn run(&mut self) {
-        let tier = self.worker.config.tier;
+        let tier = self.parts.config.tier;
         loop {
             self.reap_finished();
             if !wait_until_answering(&mut self.answering, &self.receiving).await {
                 break;
             }
             let available = self.available();
-            let free = self.lanes.unpromised(available);
+            let free = self.receiver.unpromised(available);
             if free > 0 {
                 // A zero-wait receive: let it finish, so a stop never drops messages it already took.
-                let ready = self.lanes.take_ready(free).await;
+                let ready = self.receiver.take_ready(free).await;
                 if self.receiving.is_cancelled() {
                     self.give_back_unstarted(ready.unwrap_or_default()).await;
                     break;
@@ -76,19 +81,19 @@ where
                     }
                 }
             }
-            let limit = &self.worker.limit;
+            let limit = &self.parts.limit;
             if available > 0 {
-                self.lanes.poll_idle_lanes(free);
+                self.receiver.poll_idle_lanes(free);
             } else if limit.high_waiting.load(Ordering::Relaxed) == 0 && limit.preemption().any_running() {
                 // A high-priority request received now gets the next slot first, ahead of any lease waiting, or a
                 // young normal or batch request's slot (see `RequestRun::wait_for_slot`). One at a time is held so.
-                self.lanes.poll_high_lane();
+                self.receiver.poll_high_lane();
             }
             let slots = Arc::clone(limit.slots());
             tokio::select! {
                 biased;
                 () = self.receiving.cancelled() => break,
-                (lane, polled) = self.lanes.next_polled() => match polled {
+                (lane, polled) = self.receiver.next_polled() => match polled {
                     Ok(leases) => self.start(leases),
                     Err(error) => tracing::warn!(%tier, %lane, %error, "long poll failed; polling again"),
                 },
@@ -98,25 +103,25 @@ where
                 () = slots.freed() => {}
             }
         }
-        let unstarted = self.lanes.close().await;
+        let unstarted = self.receiver.close().await;
         self.give_back_unstarted(unstarted).await;
     }
 
     /// Waits for every run in flight; how many messages were given back in all. After an engine loss the runs are
-    /// already handing their messages back; on shutdown they may finish for the drain timeout, then the engine
+    /// already giving their messages back; on shutdown they may finish for the drain timeout, then the engine
     /// watch's `give_back` makes the rest give theirs back.
     pub(super) async fn drain(mut self) -> usize {
-        let worker = Arc::clone(&self.worker);
-        let (tier, give_back) = (worker.config.tier, worker.engine_watch.give_back());
+        let parts = Arc::clone(&self.parts);
+        let (tier, give_back) = (parts.config.tier, parts.engine_watch.give_back());
         let unfinished = self.runs.len();
-        worker.draining.cancel();
-        if worker.engine_watch.is_lost() {
+        parts.draining.cancel();
+        if parts.engine_watch.is_lost() {
             tracing::warn!(%tier, in_flight = unfinished, "worker stopped receiving: giving back unfinished requests");
         } else {
-            let drain_timeout_s = worker.config.drain_timeout.as_secs_f64();
+            let drain_timeout_s = parts.config.drain_timeout.as_secs_f64();
             tracing::info!(%tier, in_flight = unfinished, drain_timeout_s, "worker draining: finishing requests in flight");
         }
-        let drain_deadline = tokio::time::sleep(worker.config.drain_timeout);
+        let drain_deadline = tokio::time::sleep(parts.config.drain_timeout);
         tokio::pin!(drain_deadline);
         loop {
             tokio::select! {
@@ -125,7 +130,7 @@ where
                     None => break,
                 },
                 () = &mut drain_deadline, if !give_back.is_cancelled() => {
-                    tracing::warn!(%tier, unfinished = self.runs.len(), "drain timeout: handing the unfinished messages back to the queue");
+                    tracing::warn!(%tier, unfinished = self.runs.len(), "drain timeout: giving the unfinished messages back to the queue");
                     give_back.cancel();
                 }
             }
@@ -136,7 +141,7 @@ where
     /// Slots to receive for: the free ones plus room for receiving ahead, less the leases already waiting for a
     /// slot; none while more results wait to be stored than the limit has slots.
     fn available(&self) -> usize {
-        let (limit, slots) = (&self.worker.limit, self.worker.limit.slots());
+        let (limit, slots) = (&self.parts.limit, self.parts.limit.slots());
         let storing = limit.storing.load(Ordering::Relaxed);
         let waiting = self.runs.len().saturating_sub(slots.in_flight() + storing);
         if storing > slots.limit() { 0 } else { (slots.free() + self.receive_ahead()).saturating_sub(waiting) }
@@ -146,22 +151,22 @@ where
     /// (received ahead, lanes answering at once, or a high-priority one while the slots are full) is checked at
     /// once (parsed, its result looked for) and then waits for a slot, as does a request that gave its slot up.
     fn start(&mut self, leases: Vec<Lease>) {
-        let worker = &self.worker;
+        let parts = &self.parts;
         if !leases.is_empty() {
-            worker.endings.cold_start.request_received();
+            parts.endings.cold_start.request_received();
         }
         for lease in leases {
-            let free_slot = worker.limit.slots().try_take();
+            let free_slot = parts.limit.slots().try_take();
             // Entered at once, so the receive loop knows a high-priority request could take this slot.
-            let preemptible = (lease.preemptible && free_slot.is_some()).then(|| worker.limit.preemption().register());
-            let run = RequestRun { worker: Arc::clone(worker), held: self.hold(lease) };
+            let preemptible = (lease.preemptible && free_slot.is_some()).then(|| parts.limit.preemption().register());
+            let run = RequestRun { parts: Arc::clone(parts), held: self.hold(lease) };
             self.runs.spawn(run.drive(free_slot, preemptible));
         }
     }
 
     fn hold(&self, lease: Lease) -> HeldMessage<Q> {
-        let config = &self.worker.config;
-        let queue = Arc::clone(self.worker.lanes.get(lease.lane));
+        let config = &self.parts.config;
+        let queue = Arc::clone(self.queues.get(lease.lane));
         HeldMessage::new(lease, queue, config.lease.visibility_timeout, config.tier)
     }
 
@@ -171,14 +176,14 @@ where
     /// not after a receive. None on the embedded queue, where a receive takes microseconds. A high-priority request
     /// still takes the next free slot ahead of these.
     fn receive_ahead(&self) -> usize {
-        let slots = self.worker.limit.slots();
-        if self.worker.lanes.normal.receive_is_remote() { slots.limit().clamp(1, MAX_MESSAGES_PER_CALL) } else { 0 }
+        let slots = self.parts.limit.slots();
+        if self.queues.normal.receive_is_remote() { slots.limit().clamp(1, MAX_MESSAGES_PER_CALL) } else { 0 }
     }
 
     /// Gives back at once messages received as the worker stopped receiving.
     async fn give_back_unstarted(&mut self, leases: Vec<Lease>) {
         if !leases.is_empty() {
-            tracing::info!(tier = %self.worker.config.tier, messages = leases.len(), "received while stopping: giving back unstarted");
+            tracing::info!(tier = %self.parts.config.tier, messages = leases.len(), "received while stopping: giving back unstarted");
         }
         self.given_back += leases.len();
         for lease in leases {

@@ -12,7 +12,7 @@ use crate::contract::request::{InferenceRequest, Intake};
 use crate::contract::request_id::RequestId;
 use crate::contract::tier::Priority;
 use crate::ports::{Completion, Engine, EngineError, Message, Queue, ResultStore};
-use crate::worker::assembly::{Disposition, Worker};
+use crate::worker::assembly::{Disposition, RunParts};
 use crate::worker::cancel_watch;
 use crate::worker::engine_watch::wait_until_healthy;
 use crate::worker::lease::HeldMessage;
@@ -20,9 +20,9 @@ use crate::worker::limit_loop::Gauged;
 use crate::worker::preemption::{GiveUp, Preemptible};
 use crate::worker::slots::Slot;
 
-/// A request's run: the worker it runs on and the message it holds until it ends.
+/// A request's run: the worker's parts it runs with and the message it holds until it ends.
 pub(super) struct RequestRun<Q: Queue + ?Sized + 'static, S: ?Sized, E: ?Sized> {
-    pub(super) worker: Arc<Worker<Q, S, E>>,
+    pub(super) parts: Arc<RunParts<S, E>>,
     pub(super) held: HeldMessage<Q>,
 }
 
@@ -35,9 +35,9 @@ where
     /// Runs the request to its ending, in `free_slot` when it got one at once (else it waits for one). `preemptible`
     /// is entered already when it holds a slot, so the receive loop knows a high-priority request could take it.
     pub(super) async fn drive(self, mut free_slot: Option<Slot>, mut preemptible: Option<Preemptible>) -> Disposition {
-        let worker = &self.worker;
+        let parts = &self.parts;
         // Before its first look at its document (in `prepare`): no cancel falls between the two.
-        let mut cancels = worker.cancels.subscribe();
+        let mut cancels = parts.cancels.subscribe();
         let request = match self.prepare().await {
             Ok(request) => request,
             Err(ended) => return ended,
@@ -52,7 +52,7 @@ where
                     // Canceled (or done elsewhere) while it waited: it never reaches the engine again.
                     Some(_slot) if let Some(ended) = self.ended_already(&request).await => return ended,
                     Some(slot) => {
-                        preemptible = may_give_up.then(|| worker.limit.preemption().register());
+                        preemptible = may_give_up.then(|| parts.limit.preemption().register());
                         slot
                     }
                     None => return self.give_back(self.give_back_reason()).await,
@@ -68,7 +68,7 @@ where
     /// Reads the received message: the request to run, or how the message ended (malformed: dead-lettered; a
     /// document already stored: deleted). Never panics on bad input.
     async fn prepare(&self) -> Result<InferenceRequest, Disposition> {
-        let (lease, tier) = (self.held.lease(), self.worker.config.tier);
+        let (lease, tier) = (self.held.lease(), self.parts.config.tier);
         let message = &lease.message;
         let sent_at = DateTime::from_timestamp_millis(message.sent_at_ms).unwrap_or_else(Utc::now);
         let request = match InferenceRequest::parse(message.body.as_bytes(), Intake::Queue(sent_at)) {
@@ -92,8 +92,8 @@ where
     /// before the request first reaches the engine, and again before it reaches it after waiting for a slot (it
     /// may have been canceled meanwhile). None: run it.
     async fn ended_already(&self, request: &InferenceRequest) -> Option<Disposition> {
-        let (id, tier) = (request.request_id, self.worker.config.tier);
-        match self.worker.store.exists(id).await {
+        let (id, tier) = (request.request_id, self.parts.config.tier);
+        match self.parts.store.exists(id).await {
             Ok(true) => {
                 tracing::info!(request_id = %id, %tier, "a document (result or cancel) is already stored; deleting the message");
                 if let Err(why) = self.mark_ending(request, None).await {
@@ -116,7 +116,7 @@ where
     /// first. A high-priority request gets the next slot ahead of the others and, once it has waited its patience,
     /// takes the youngest normal or batch request's slot (see `preemption`).
     async fn wait_for_slot(&self) -> Option<Slot> {
-        let limit = &self.worker.limit;
+        let limit = &self.parts.limit;
         let slot = async {
             if self.held.lease().lane != Priority::High {
                 return limit.slots().take().await;
@@ -133,7 +133,7 @@ where
                 () = tokio::time::sleep(limit.preemption().patience()) => {}
             }
             if limit.may_preempt() && limit.preemption().for_high_priority() {
-                tracing::info!(tier = %self.worker.config.tier, "high-priority request takes the slot of the youngest normal request");
+                tracing::info!(tier = %self.parts.config.tier, "high-priority request takes the slot of the youngest normal request");
             }
             first.await
         };
@@ -141,7 +141,7 @@ where
             .heartbeat(async {
                 tokio::select! {
                     biased;
-                    () = self.worker.engine_watch.give_back().cancelled() => None,
+                    () = self.parts.engine_watch.give_back().cancelled() => None,
                     slot = slot => Some(slot),
                 }
             })
@@ -159,14 +159,14 @@ where
         cancels: &mut watch::Receiver<u64>,
     ) -> Result<Disposition, GiveUp> {
         let started = Instant::now();
-        let worker = &self.worker;
-        let (tier, id, message) = (worker.config.tier, request.request_id, &self.held.lease().message);
+        let parts = &self.parts;
+        let (tier, id, message) = (parts.config.tier, request.request_id, &self.held.lease().message);
         // Measured now, as processing starts: the time the message waited, not the time it took.
         let queue_wait_ms = queue_wait_ms(message);
         let processing = |started: Instant| Processing {
             request_id: id,
             tier,
-            task_arn: worker.config.task_arn.clone(),
+            task_arn: parts.config.task.arn.clone(),
             processing_time_ms: started.elapsed().as_millis() as u64,
             queue_wait_ms,
             attempts: message.receive_count,
@@ -178,16 +178,16 @@ where
         }
         let engine_started = Instant::now();
         let inference = self.infer(request, engine_started, preemptible, cancels).await;
-        let _storing = Gauged::enter(&worker.limit.storing);
+        let _storing = Gauged::enter(&parts.limit.storing);
         drop(slot);
         let outcome = match inference {
             Inference::Done(outcome) => {
                 if let Ok(completion) = &outcome {
-                    worker.engine_watch.generation_done();
+                    parts.engine_watch.generation_done();
                     let (engine_time, tokens) =
                         (engine_started.elapsed(), completion.generation.usage.completion_tokens);
-                    worker.limit.observe_latency(engine_time, tokens);
-                    worker.pace.observe(engine_time, tokens);
+                    parts.limit.observe_latency(engine_time, tokens);
+                    parts.pace.observe(engine_time, tokens);
                 }
                 outcome
             }
@@ -218,7 +218,7 @@ where
             Err(EngineError::Permanent(detail)) => {
                 ResultDocument::failure(processing, ErrorCode::EngineRejected, detail)
             }
-            Err(error) if message.receive_count >= worker.config.lease.max_receive_count => ResultDocument::failure(
+            Err(error) if message.receive_count >= parts.config.lease.max_receive_count => ResultDocument::failure(
                 processing,
                 ErrorCode::AttemptsExhausted,
                 format!("gave up after {} attempts; last error: {error}", message.receive_count),
@@ -240,8 +240,8 @@ where
         mut preemptible: Option<Preemptible>,
         cancels: &mut watch::Receiver<u64>,
     ) -> Inference {
-        let worker = &self.worker;
-        let (engine, config, give_back) = (worker.engine.as_ref(), &worker.config, worker.engine_watch.give_back());
+        let parts = &self.parts;
+        let (engine, config, give_back) = (parts.engine.as_ref(), &parts.config, parts.engine_watch.give_back());
         let attempts = async {
             loop {
                 match engine.generate(request).await {
@@ -265,17 +265,17 @@ where
 
     /// Resolves when the worker starts draining (a stop, or a Spot instance's notice) and this request's token budget,
     /// at the engine's pace, would end after the drain does: it is then given back at once, its engine call
-    /// aborted, for a task that will still be there. Pending otherwise: it runs on, and the drain's timeout hands it
+    /// aborted, for a task that will still be there. Pending otherwise: it runs on, and the drain's timeout gives it
     /// back if the pace was wrong.
     async fn outlasts_the_drain(&self, request: &InferenceRequest, started: Instant) {
-        let worker = &self.worker;
+        let parts = &self.parts;
         // On its last attempt a message given back would be dead-lettered with no result: it runs on instead.
-        if self.held.lease().message.receive_count >= worker.config.lease.max_receive_count {
+        if self.held.lease().message.receive_count >= parts.config.lease.max_receive_count {
             return std::future::pending().await;
         }
-        worker.draining.cancelled().await;
-        let drain_ends = Instant::now() + worker.config.drain_timeout;
-        match worker.pace.time_for(request.sampling.max_tokens) {
+        parts.draining.cancelled().await;
+        let drain_ends = Instant::now() + parts.config.drain_timeout;
+        match parts.pace.time_for(request.sampling.max_tokens) {
             Some(budget) if started + budget > drain_ends => {}
             _ => std::future::pending().await,
         }
@@ -286,7 +286,7 @@ where
     async fn document_stored(&self, request_id: RequestId, cancels: &mut watch::Receiver<u64>) {
         loop {
             cancel_watch::next_look(cancels).await;
-            if let Ok(true) = self.worker.store.exists(request_id).await {
+            if let Ok(true) = self.parts.store.exists(request_id).await {
                 return;
             }
         }
@@ -295,20 +295,20 @@ where
     /// Gives the message back after its attempt's retry delay: a transient failure.
     pub(super) async fn retry_later(&self, error: &str) -> Disposition {
         let attempt = self.held.lease().message.receive_count;
-        let delay = self.worker.config.lease.retry_delay(attempt);
-        tracing::warn!(tier = %self.worker.config.tier, attempt, retry_in_s = delay.as_secs_f64(), %error, "transient failure; the message will be retried");
+        let delay = self.parts.config.lease.retry_delay(attempt);
+        tracing::warn!(tier = %self.parts.config.tier, attempt, retry_in_s = delay.as_secs_f64(), %error, "transient failure; the message will be retried");
         self.held.give_back(delay).await;
         Disposition::RetryLater
     }
 
     /// Why every request in flight gives its message back: the engine was lost, or the drain ran out.
     fn give_back_reason(&self) -> &'static str {
-        if self.worker.engine_watch.is_lost() { "engine lost" } else { "drain timeout" }
+        if self.parts.engine_watch.is_lost() { "engine lost" } else { "drain timeout" }
     }
 
     /// Gives the message back at once, for another task (or this one's successor) to run.
     async fn give_back(&self, reason: &str) -> Disposition {
-        tracing::warn!(tier = %self.worker.config.tier, reason, "message given back for another task");
+        tracing::warn!(tier = %self.parts.config.tier, reason, "message given back for another task");
         self.held.give_back(Duration::ZERO).await;
         Disposition::GivenBack
     }
@@ -319,9 +319,9 @@ enum Inference {
     Done(Result<Completion, EngineError>),
     /// A document appeared meanwhile (a cancel, or another worker finished first).
     Superseded,
-    /// The engine was lost or the drain timed out: hand the message back.
+    /// The engine was lost or the drain timed out: give the message back.
     GiveBack,
-    /// The worker is draining and the request's budget would end after the drain: hand the message back now.
+    /// The worker is draining and the request's budget would end after the drain: give the message back now.
     OutlastsDrain,
     /// The request gave its slot up (see `preemption`): it runs again in the next free slot.
     GaveUpSlot(GiveUp),

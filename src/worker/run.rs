@@ -23,11 +23,12 @@ where
     /// unfinished after the drain timeout) or until the engine is lost (then stops receiving and gives back every
     /// message it holds).
     pub async fn run(self, shutdown: CancellationToken) -> Stopped {
-        let config = &self.config;
+        let Worker { lanes, parts } = self;
+        let config = &parts.config;
         let tier = config.tier;
         let answered = tokio::select! {
-            answered = wait_until_healthy(self.engine.as_ref(), tier, config.health.interval, &shutdown) => answered,
-            () = self.engine_watch.gone() => {
+            answered = wait_until_healthy(parts.engine.as_ref(), tier, config.health.interval, &shutdown) => answered,
+            () = parts.engine_watch.gone() => {
                 tracing::error!(%tier, "engine process exited before the worker started");
                 return Stopped::EngineLost { given_back: 0 };
             }
@@ -35,54 +36,54 @@ where
         if !answered {
             return Stopped::Drained;
         }
-        self.endings.cold_start.engine_healthy();
+        parts.endings.cold_start.engine_healthy();
         if config.adaptive {
-            self.limit.first_limit(self.engine.as_ref()).await;
+            parts.limit.first_limit(parts.engine.as_ref()).await;
         }
         let ceiling = config.concurrency;
-        tracing::info!(%tier, in_flight_limit = self.limit.slots().limit(), ceiling, "worker polling");
+        tracing::info!(%tier, in_flight_limit = parts.limit.slots().limit(), ceiling, "worker polling");
         // Read before anything is received: a cancel after this is a change of the mark.
-        let mark = self.store.cancel_mark().await.unwrap_or_else(|error| {
+        let mark = parts.store.cancel_mark().await.unwrap_or_else(|error| {
             tracing::warn!(%tier, %error, "cannot read the cancel mark; the next poll reads it again");
             None
         });
-        let worker = Arc::new(self);
+        let parts = Arc::new(parts);
         // Receiving stops when this is cancelled: by shutdown (its parent), or by the engine watch on engine loss.
         let receiving = shutdown.child_token();
         let (answering_tx, answering) = watch::channel(true);
         // Jobs the drain still needs (the engine watch, the cancel watch), and jobs it does not.
         let watches = [
-            spawn_with(&worker, {
+            spawn_with(&parts, {
                 let receiving = receiving.clone();
                 move |w| async move { w.engine_watch.watch(w.engine.as_ref(), &w.config, answering_tx, receiving).await }
             }),
-            spawn_with(&worker, move |w| async move {
+            spawn_with(&parts, move |w| async move {
                 w.cancels.run(w.store.as_ref(), w.config.cancel_poll, mark).await;
             }),
         ];
         let filling = [
-            worker
+            parts
                 .config
                 .adaptive
-                .then(|| spawn_with(&worker, |w| async move { w.limit.adapt(w.engine.as_ref()).await })),
+                .then(|| spawn_with(&parts, |w| async move { w.limit.adapt(w.engine.as_ref()).await })),
             Some(tokio::spawn(saturation_report::run(
-                Arc::clone(worker.limit.slots()),
-                worker.config.service.clone(),
-                worker.endings.metrics.clone(),
+                Arc::clone(parts.limit.slots()),
+                parts.config.task.service.clone(),
+                parts.endings.metrics.clone(),
             ))),
         ];
-        let mut receive_loop = ReceiveLoop::new(&worker, receiving, answering);
+        let mut receive_loop = ReceiveLoop::new(lanes, &parts, receiving, answering);
         receive_loop.run().await;
         filling.into_iter().flatten().for_each(|job| job.abort());
         let given_back = receive_loop.drain().await;
         watches.into_iter().for_each(|job| job.abort());
-        if let Some(webhooks) = &worker.endings.webhooks {
+        if let Some(webhooks) = &parts.endings.webhooks {
             webhooks.finish(DRAIN_GRACE).await;
         }
-        if let Some(events) = &worker.endings.events {
+        if let Some(events) = &parts.endings.events {
             events.finish(DRAIN_GRACE).await;
         }
-        if worker.engine_watch.is_lost() {
+        if parts.engine_watch.is_lost() {
             tracing::error!(%tier, given_back, "worker stopped: engine lost; its messages are back in the queue");
             Stopped::EngineLost { given_back }
         } else {
@@ -92,12 +93,12 @@ where
     }
 }
 
-/// Spawns one of the worker's jobs on a handle of its own to the worker.
-fn spawn_with<W, F, Fut>(worker: &Arc<W>, job: F) -> tokio::task::JoinHandle<()>
+/// Spawns one of the worker's jobs on a handle of its own to the parts.
+fn spawn_with<W, F, Fut>(parts: &Arc<W>, job: F) -> tokio::task::JoinHandle<()>
 where
     W: Send + Sync + 'static + ?Sized,
     F: FnOnce(Arc<W>) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    tokio::spawn(job(Arc::clone(worker)))
+    tokio::spawn(job(Arc::clone(parts)))
 }

@@ -174,9 +174,9 @@ async fn a_refused_classifier_is_reported_once_with_its_fix_and_every_fallback_i
     let classifier = BedrockClassifier::new(client(&url, "us-west-2").await, Some("amazon.nova-micro-v1:0".into()));
     let mut router = fixture();
     let state = Arc::get_mut(&mut router.state).unwrap();
-    state.classifier = Some(Arc::new(classifier));
+    state.dispatch.classifier = Some(Arc::new(classifier));
     // Refusals, not the 1.5 s budget on a busy machine, are what this test is about.
-    state.routing.classifier_timeout = Duration::from_secs(30);
+    state.dispatch.routing.classifier_timeout = Duration::from_secs(30);
 
     *stub.refusal.lock().unwrap() = Some(IAM_DENIED);
     for _ in 0..3 {

@@ -1,5 +1,5 @@
 //! GPU loss end to end: `gpuinfer worker` (the real binary) beside an engine process SIGKILLed with 8
-//! requests in flight hands them all back at once and exits non-zero; a second worker completes each once.
+//! requests in flight gives them all back at once and exits non-zero; a second worker completes each once.
 
 use std::path::Path;
 use std::sync::Arc;

@@ -11,7 +11,7 @@ use gpuinfer::OutboundPolicy;
 use gpuinfer::RequestId;
 use gpuinfer::RoutingConfig;
 use gpuinfer::metrics::Emf;
-use gpuinfer::{AppState, CallbackAcceptance};
+use gpuinfer::{AppState, CallbackAcceptance, Dispatch};
 use gpuinfer::{Lanes, PerTier, Priority, Tier};
 use gpuinfer::{Message, Queue, QueueCounts, QueueError, ResultStore};
 use serde_json::{Value, json};
@@ -103,15 +103,12 @@ async fn bodies_beyond_the_servers_body_budget_are_refused_and_freed_after_each_
 /// The fixture's state, to change one field of.
 fn clone_state(f: &Fixture) -> AppState {
     AppState {
-        queues: f.state.queues.clone(),
+        dispatch: Dispatch { wake: None, ..f.state.dispatch.clone() },
         store: f.state.store.clone(),
-        routing: f.state.routing.clone(),
-        classifier: f.state.classifier.clone(),
         callbacks: f.state.callbacks,
         metrics: Emf::discard(),
         bodies: f.state.bodies.clone(),
         openai: f.state.openai.clone(),
-        wake: None,
         events: None,
     }
 }
@@ -163,14 +160,16 @@ impl Queue for RefusingQueue {
 fn refusing(f: &Fixture) -> Arc<AppState> {
     let lanes = || Lanes::from_fn(|_| Arc::new(RefusingQueue) as Arc<dyn Queue>);
     Arc::new(AppState {
+        dispatch: Dispatch {
+            queues: PerTier { small: lanes(), large: lanes() },
+            routing: RoutingConfig::default(),
+            classifier: None,
+            wake: None,
+        },
         bodies: f.state.bodies.clone(),
         openai: f.state.openai.clone(),
-        wake: None,
         events: None,
-        queues: PerTier { small: lanes(), large: lanes() },
         store: f.state.store.clone(),
-        routing: RoutingConfig::default(),
-        classifier: None,
         callbacks: CallbackAcceptance::sent_under(OutboundPolicy::default()),
         metrics: Emf::discard(),
     })
@@ -523,7 +522,7 @@ async fn a_request_that_could_not_be_enqueued_can_be_retried_with_its_id() {
 async fn a_tier_switched_off_refuses_what_names_it_and_the_rules_route_around_it() {
     let mut f = fixture();
     let mut state = Arc::into_inner(f.state).expect("the fixture's state, not yet shared");
-    state.routing.off = Some(Tier::Large);
+    state.dispatch.routing.off = Some(Tier::Large);
     f.state = Arc::new(state);
 
     let (status, refused) = call(&f.state, post(json!({"prompt": "hi", "route": "large"}).to_string())).await;

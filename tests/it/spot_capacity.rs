@@ -157,7 +157,7 @@ fn the_spot_interruption_drill_targets_the_tiers_spot_instances_by_the_tag_they_
     }
 }
 
-/// A worker stopping hands work back once its open long poll returns (a SQS receive cannot be dropped: messages it
+/// A worker stopping gives work back once its open long poll returns (a SQS receive cannot be dropped: messages it
 /// brought would stay invisible); a Spot tier's workers poll 1 s (`WAIT_TIME_SECONDS`), so giving back on a notice waits
 /// 1 s, not the default 20 (tests/faults/r7_notice.rs measures it); an On-Demand tier keeps the default.
 #[test]

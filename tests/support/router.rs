@@ -13,7 +13,7 @@ use gpuinfer::Queue;
 use gpuinfer::RoutingConfig;
 use gpuinfer::app;
 use gpuinfer::metrics::Emf;
-use gpuinfer::{AppState, CallbackAcceptance};
+use gpuinfer::{AppState, CallbackAcceptance, Dispatch};
 use gpuinfer::{PerTier, Priority, Tier};
 use http_body_util::BodyExt;
 use serde_json::Value;
@@ -35,14 +35,16 @@ pub fn fixture() -> Fixture {
     let emf = SharedBuf::default();
     let lanes = |tier| backends.tier_lanes(tier, Duration::from_secs(30), 3).map(|q| q as Arc<dyn Queue>);
     let state = Arc::new(AppState {
+        dispatch: Dispatch {
+            queues: PerTier { small: lanes(Tier::Small), large: lanes(Tier::Large) },
+            routing: RoutingConfig::default(),
+            classifier: None,
+            wake: None,
+        },
         bodies: BodyBudget::default(),
         openai: Default::default(),
-        wake: None,
         events: None,
-        queues: PerTier { small: lanes(Tier::Small), large: lanes(Tier::Large) },
         store: backends.store.clone(),
-        routing: RoutingConfig::default(),
-        classifier: None,
         callbacks: CallbackAcceptance::sent_under(OutboundPolicy::default()),
         metrics: Emf::to_writer(emf.clone()),
     });

@@ -13,7 +13,7 @@ use crate::ports::DEFAULT_MAX_RECEIVE_COUNT;
 use crate::worker::{
     DEFAULT_CANCEL_POLL_SECONDS, DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT_SECONDS,
     DEFAULT_ENGINE_LOSS_WINDOW_SECONDS, DEFAULT_LEASE_SECONDS, DEFAULT_RETRY_BASE_SECONDS, DEFAULT_TASK_ARN,
-    DEFAULT_WAIT_TIME_SECONDS, HEALTH_INTERVAL, HealthSettings, LeaseSettings, WorkerConfig,
+    DEFAULT_WAIT_TIME_SECONDS, HEALTH_INTERVAL, HealthSettings, LeaseSettings, TaskIdentity, WorkerConfig,
 };
 
 use crate::cmd::args::scaling::ServiceArgs;
@@ -61,7 +61,7 @@ pub(crate) struct TuningArgs {
     /// each running request looks for its document, and a cancel aborts its engine call).
     #[arg(long, env = "CANCEL_POLL_SECONDS", default_value_t = DEFAULT_CANCEL_POLL_SECONDS)]
     pub(crate) cancel_poll_seconds: f64,
-    /// Seconds a stopping worker (SIGTERM) keeps finishing requests in flight before it hands the unfinished
+    /// Seconds a stopping worker (SIGTERM) keeps finishing requests in flight before it gives the unfinished
     /// ones back to the queue; keep it below the container's stop timeout (the template: 100 of 120).
     #[arg(long, env = "DRAIN_TIMEOUT_SECONDS", default_value_t = DEFAULT_DRAIN_TIMEOUT_SECONDS)]
     pub(crate) drain_timeout_seconds: u64,
@@ -142,8 +142,7 @@ impl TuningArgs {
             },
             cancel_poll: Duration::from_secs_f64(self.cancel_poll_seconds),
             drain_timeout: Duration::from_secs(self.drain_timeout_seconds),
-            task_arn: self.task_arn.clone(),
-            service: service.service(tier),
+            task: TaskIdentity { arn: self.task_arn.clone(), service: service.service(tier) },
         })
     }
 

@@ -1,7 +1,6 @@
 //! `gpuinfer dev`'s flags (`Args`, in groups) and the checked configuration they become (`Config`).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::callbacks::openai_events::EventConfig;
@@ -147,7 +146,6 @@ impl EngineFleetArgs {
 /// `gpuinfer dev`'s checked configuration.
 pub struct Config {
     pub(super) server: Server,
-    pub(super) data_dir: PathBuf,
     pub(super) wiring: Wiring,
     pub(super) tiers: Tiers,
     pub(super) routing: RoutingSettings,
@@ -193,13 +191,12 @@ impl Args {
             small: self.tuning.worker_config(Tier::Small, service)?,
             large: self.tuning.worker_config(Tier::Large, service)?,
         };
-        let wiring = Wiring::new(self.data.data_dir.clone());
+        let wiring = Wiring::new(self.data.data_dir);
         // An engine started on demand is not there to classify: only a configured classifier then decides.
         let classifying_engine = commands.commands.small.is_none().then_some(urls.small_engine_url.as_str());
         Ok(Config {
             server: Server { listen: self.http.listen, http: self.http.limits(), bodies: self.http.body_budget() },
             openai: self.http.openai(&self.routing)?,
-            data_dir: self.data.data_dir,
             routing: self.routing.settings(classifying_engine)?,
             tiers: Tiers { engines, workers, commands },
             webhooks: self.webhooks.config(),

@@ -33,7 +33,7 @@ use crate::local::LocalBackends;
 use crate::local::fleet::FixedFleet;
 use crate::ports::{ArrivalWake, Queue, ResultStore};
 use crate::router::openai::upkeep;
-use crate::router::state::{AppState, CallbackAcceptance};
+use crate::router::state::{AppState, CallbackAcceptance, Dispatch};
 use crate::scaler::wake::WakeOnArrival;
 use crate::worker::Stopped;
 
@@ -78,7 +78,7 @@ impl<'a> Dev<'a> {
     /// Opens the data directory's backends, takes its lock and opens its metrics file.
     fn open(config: &'a Config, shutdown: CancellationToken) -> anyhow::Result<Self> {
         let backends = config.wiring.local()?;
-        let lock = lock_data_dir(&config.data_dir)?;
+        let lock = lock_data_dir(config.wiring.data_dir())?;
         // With the lock, every lease in the queues is a stopped dev's: its messages run again now, not after their
         // visibility timeout.
         let taken = backends.take_back_leases().context("taking back the leases of a stopped gpuinfer dev")?;
@@ -86,7 +86,7 @@ impl<'a> Dev<'a> {
             tracing::info!(messages = taken, "messages a stopped gpuinfer dev held are visible again");
         }
         let store: Arc<dyn ResultStore> = backends.store.clone();
-        let metrics_path = config.data_dir.join("metrics.jsonl");
+        let metrics_path = config.wiring.data_dir().join("metrics.jsonl");
         let metrics_file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -209,16 +209,18 @@ impl<'a> Dev<'a> {
     ) -> anyhow::Result<Arc<AppState>> {
         let config = self.config;
         Ok(Arc::new(AppState {
-            queues: PerTier { small: self.lanes(Tier::Small), large: self.lanes(Tier::Large) },
+            dispatch: Dispatch {
+                queues: PerTier { small: self.lanes(Tier::Small), large: self.lanes(Tier::Large) },
+                routing: config.routing.config.clone(),
+                // Boxed: the classifier's making (the AWS SDK's configuration) is a large future.
+                classifier: Box::pin(config.routing.classifier(&config.wiring)).await?,
+                wake,
+            },
             store: outputs.store,
-            routing: config.routing.config.clone(),
-            // Boxed: the classifier's making (the AWS SDK's configuration) is a large future.
-            classifier: Box::pin(config.routing.classifier(&config.wiring)).await?,
             callbacks: CallbackAcceptance { policy: config.webhooks.policy, sent: config.webhooks.secret.is_some() },
             metrics: outputs.metrics,
             bodies: config.server.bodies.clone(),
             openai: config.openai.clone(),
-            wake,
             events: outputs.events,
         }))
     }
@@ -276,7 +278,7 @@ fn print_banner(config: &Config, metrics_path: &Path) {
     let engines = &config.tiers.engines;
     let commands = &config.tiers.commands;
     println!("gpuinfer dev: router on {url}");
-    println!("  data      {}", config.data_dir.display());
+    println!("  data      {}", config.wiring.data_dir().display());
     let engine = |tier: Tier| match commands.commands.get(tier) {
         Some((command, max)) => {
             format!("on demand, up to {max}, stopped after {} s idle: {command}", commands.settings.idle_ttl.as_secs())

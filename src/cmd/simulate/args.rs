@@ -264,11 +264,7 @@ impl SpotArgs {
 
 /// A run of the simulation, checked and built from the flags.
 pub struct Config {
-    pub(super) description: String,
-    /// Requests in the trace, all tiers.
-    pub(super) requests: usize,
-    /// The arrivals of each tier.
-    pub(super) arrivals: PerTier<Vec<Millis>>,
+    pub(super) trace: Arrivals,
     pub(super) tiers: Vec<Tier>,
     pub(super) models: PerTier<TierModel>,
     pub(super) idle_windows: Vec<u32>,
@@ -277,6 +273,13 @@ pub struct Config {
     pub(super) plot: Option<PathBuf>,
     /// The Spot assumptions, with the fallback's bound.
     pub(super) spot: SpotModel,
+}
+
+/// The traffic simulated: each tier's arrivals, how many in all, and a line that says where they came from.
+pub(super) struct Arrivals {
+    pub(super) description: String,
+    pub(super) requests: usize,
+    pub(super) of_tier: PerTier<Vec<Millis>>,
 }
 
 impl Args {
@@ -296,9 +299,11 @@ impl Args {
         tiers.dedup();
         let mut rng = fastrand::Rng::with_seed(span.random_seed);
         Ok(Config {
-            description,
-            requests: arrivals.len(),
-            arrivals: trace::split_by_tier(&arrivals, &tiers, span.large_share, &mut rng),
+            trace: Arrivals {
+                description,
+                requests: arrivals.len(),
+                of_tier: trace::split_by_tier(&arrivals, &tiers, span.large_share, &mut rng),
+            },
             tiers,
             models,
             idle_windows: span.idle_windows,

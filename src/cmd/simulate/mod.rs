@@ -19,7 +19,7 @@ use crate::scaler::simulate::warm_window::WarmWindow;
 use crate::scaler::simulate::{HOUR, MINUTE, SECOND};
 
 pub(crate) fn run(config: Config) -> anyhow::Result<()> {
-    let arrivals = &config.arrivals;
+    let arrivals = &config.trace.of_tier;
     let results: Vec<(Tier, event_loop::Comparison)> = config
         .tiers
         .iter()
@@ -28,8 +28,8 @@ pub(crate) fn run(config: Config) -> anyhow::Result<()> {
 
     println!(
         "{}; requests: {} ({}); simulated for {:.1} h\n",
-        config.description,
-        config.requests,
+        config.trace.description,
+        config.trace.requests,
         results.iter().map(|(tier, c)| format!("{tier} {}", c.sample.requests)).collect::<Vec<_>>().join(", "),
         config.timing.end as f64 / HOUR as f64,
     );

@@ -213,7 +213,9 @@ async fn check(
             batch.expires(),
         );
         let error = match checked {
-            Ok(checked) if let Some(why) = checked.request.route.and_then(|tier| state.routing.refuses(tier)) => {
+            Ok(checked)
+                if let Some(why) = checked.request.route.and_then(|tier| state.dispatch.routing.refuses(tier)) =>
+            {
                 Some(LineError {
                     code: "invalid_request",
                     message: format!("model: {why}"),
@@ -294,12 +296,12 @@ async fn enqueue(
                 )
                 .map_err(|e| OpenAiError::invalid(e.message))?;
                 // Thresholds only: a classifier call per line would make a large batch wait on the classifier.
-                let (tier, _) = routing::route(&checked.request, &state.routing, None).await;
+                let (tier, _) = routing::route(&checked.request, &state.dispatch.routing, None).await;
                 by_tier.entry(tier).or_default().push(checked.request.to_queue_body());
                 after = Some(position);
             }
             for (tier, bodies) in by_tier {
-                let queue = state.queues.get(tier).get(Priority::Batch);
+                let queue = state.dispatch.queues.get(tier).get(Priority::Batch);
                 if let Some(error) = queue.send_many(&bodies).await.into_iter().find_map(Result::err) {
                     tracing::error!(batch_id = %batch.id, %tier, %error, "enqueue failed");
                     return Err(OpenAiError::queue());
@@ -340,7 +342,7 @@ mod tests {
     use crate::router::openai::batch_record::{BatchOrder, BatchTimes, RequestCounts};
     use crate::router::openai::files;
     use crate::router::routing::RoutingConfig;
-    use crate::router::state::CallbackAcceptance;
+    use crate::router::state::{CallbackAcceptance, Dispatch};
 
     struct Admitting {
         _dir: tempfile::TempDir,
@@ -355,15 +357,17 @@ mod tests {
             backends.tier_lanes(tier, Duration::from_secs(30), 3).map(|q| q as Arc<dyn Queue>)
         };
         let state = AppState {
-            queues: PerTier { small: lanes(Tier::Small), large: lanes(Tier::Large) },
+            dispatch: Dispatch {
+                queues: PerTier { small: lanes(Tier::Small), large: lanes(Tier::Large) },
+                routing: RoutingConfig::default(),
+                classifier: None,
+                wake: None,
+            },
             store: backends.store.clone(),
-            routing: RoutingConfig::default(),
-            classifier: None,
             callbacks: CallbackAcceptance::sent_under(OutboundPolicy::default()),
             metrics: crate::infra::metrics::Emf::to_writer(std::io::sink()),
             bodies: BodyBudget::default(),
             openai: Default::default(),
-            wake: None,
             events: None,
         };
         Admitting { _dir: dir, backends, state }

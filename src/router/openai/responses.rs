@@ -45,12 +45,12 @@ pub(crate) async fn create(
     };
     let Create { request, record } = ask.create(context, Utc::now())?;
     let record = ResponseRecord { owner: mine.caller.project.clone(), ..record };
-    if let Some(why) = request.route.and_then(|tier| state.routing.refuses(tier)) {
+    if let Some(why) = request.route.and_then(|tier| state.dispatch.routing.refuses(tier)) {
         return Err(OpenAiError::invalid_param("model", format!("model: {why}")));
     }
     let Admitted { request, body } = admit(&state, request).map_err(|e| OpenAiError::too_large(e.to_string()))?;
     // The model or the thresholds: a classifier call is not worth its wait for a response.
-    let (tier, reason) = routing::route(&request, &state.routing, None).await;
+    let (tier, reason) = routing::route(&request, &state.dispatch.routing, None).await;
     save(objects, &record).await?;
     if let Err(error) = lane(&state, tier, request.priority).send(&body).await {
         tracing::error!(response_id = %record.id, %tier, %error, "enqueue failed");
