@@ -13,11 +13,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use gpuinfer::EngineLoad;
-use gpuinfer::LocalBackends;
-use gpuinfer::SqsQueue;
-use gpuinfer::Tier;
-use gpuinfer::{Queue, QueueCounts};
+use gpuinfer::{EngineLoad, LocalBackends, Queue, QueueCounts, SqsQueue, Tier};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 

@@ -12,13 +12,11 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use gpuinfer::Tier;
-use gpuinfer::simulate::cold_start::ColdStart;
-use gpuinfer::{DEFAULT_BACKLOG_PER_TASK, DEFAULT_UTILIZATION_TARGET, ScalingPolicy};
-use gpuinfer::{simulate::Millis, simulate::SECOND, simulate::TierModel};
-use gpuinfer::{simulate::event_loop, simulate::event_loop::Timing};
-use gpuinfer::{simulate::policy::Policy, simulate::policy::PolicyKind};
-use gpuinfer::{simulate::trace, simulate::trace::Traffic};
+use gpuinfer::{
+    DEFAULT_BACKLOG_PER_TASK, DEFAULT_UTILIZATION_TARGET, ScalingPolicy, Tier, simulate::Millis, simulate::SECOND,
+    simulate::TierModel, simulate::cold_start::ColdStart, simulate::event_loop, simulate::event_loop::Timing,
+    simulate::policy::Policy, simulate::policy::PolicyKind, simulate::trace, simulate::trace::Traffic,
+};
 use serde_json::json;
 
 mod support;

@@ -10,8 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use gpuinfer::EngineLoad;
-use gpuinfer::parse_engine_load;
+use gpuinfer::{EngineLoad, parse_engine_load};
 
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;

@@ -10,14 +10,11 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use axum::http::Request;
-use gpuinfer::cmd::router::lambda_event;
-use gpuinfer::contract::tier::{PerTier, Tier};
-use gpuinfer::local::LocalBackends;
-use gpuinfer::infra::metrics::Emf;
-use gpuinfer::ports::Queue;
-use gpuinfer::router::state::AppState;
-use gpuinfer::router::app;
-use gpuinfer::router::routing::RoutingConfig;
+use gpuinfer::metrics::Emf;
+use gpuinfer::{
+    AppState, BodyBudget, CallbackAcceptance, Dispatch, LocalBackends, OutboundPolicy, PerTier, Queue, RoutingConfig,
+    Tier, app, lambda_event,
+};
 use http_body_util::BodyExt;
 use lambda_http::request::LambdaRequest;
 use libfuzzer_sys::fuzz_target;
@@ -35,16 +32,18 @@ static ROUTER: LazyLock<Router> = LazyLock::new(|| {
     let backends = LocalBackends::open(dir.path()).expect("embedded backends");
     let lanes = |tier| backends.tier_lanes(tier, Duration::from_secs(30), 3).map(|q| q as Arc<dyn Queue>);
     let state = Arc::new(AppState {
-        queues: PerTier { small: lanes(Tier::Small), large: lanes(Tier::Large) },
+        dispatch: Dispatch {
+            queues: PerTier { small: lanes(Tier::Small), large: lanes(Tier::Large) },
+            routing: RoutingConfig::default(),
+            classifier: None,
+            wake: None,
+        },
         store: backends.store.clone(),
-        routing: RoutingConfig::default(),
-        classifier: None,
-        callbacks: gpuinfer::worker::callbacks::outbound::OutboundPolicy::default(),
-        callbacks_sent: true,
+        callbacks: CallbackAcceptance::sent_under(OutboundPolicy::default()),
         metrics: Emf::discard(),
-        bodies: gpuinfer::router::body_budget::BodyBudget::default(),
+        bodies: BodyBudget::default(),
         openai: Default::default(),
-        wake: None,
+        events: None,
     });
     let runtime = tokio::runtime::Builder::new_current_thread().build().expect("a runtime");
     Router { _dir: dir, state, runtime }

@@ -2,7 +2,7 @@
 //! panic; an accepted request survives the trip through its queue body unchanged.
 #![no_main]
 
-use gpuinfer::contract::request::{InferenceRequest, RequestError, Intake};
+use gpuinfer::{InferenceRequest, Intake, RequestError};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -6,8 +6,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use gpuinfer::SqsQueue;
-use gpuinfer::{Queue, QueueCounts};
+use gpuinfer::{Queue, QueueCounts, SqsQueue};
 
 use crate::support::moto;
 

@@ -4,9 +4,7 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use gpuinfer::LocalBackends;
-use gpuinfer::Tier;
-use gpuinfer::{Queue, QueueCounts};
+use gpuinfer::{LocalBackends, Queue, QueueCounts, Tier};
 use serde_json::Value;
 
 use crate::harness::{FirstSeen, emptied, kill_points, seconds, sqs_counts, sqs_queue, worker_args, worker_env};

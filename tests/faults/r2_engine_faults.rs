@@ -4,9 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use gpuinfer::LocalBackends;
-use gpuinfer::Queue;
-use gpuinfer::Tier;
+use gpuinfer::{LocalBackends, Queue, Tier};
 
 use crate::harness::{FirstSeen, emptied, seconds, worker_args};
 use crate::support::engine_process::EngineProcess;

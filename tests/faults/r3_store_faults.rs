@@ -6,12 +6,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gpuinfer::LocalBackends;
-use gpuinfer::Tier;
-use gpuinfer::metrics::Emf;
-use gpuinfer::{EngineClient, EngineConfig};
-use gpuinfer::{HealthSettings, LeaseSettings, Stopped, Worker, WorkerConfig};
-use gpuinfer::{Queue, QueueCounts};
+use gpuinfer::{
+    EngineClient, EngineConfig, HealthSettings, LeaseSettings, LocalBackends, Queue, QueueCounts, Stopped, Tier,
+    Worker, WorkerConfig, metrics::Emf,
+};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 

@@ -6,11 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gpuinfer::LocalBackends;
-use gpuinfer::LocalQueue;
-use gpuinfer::RequestId;
-use gpuinfer::{Priority, Tier};
-use gpuinfer::{Queue, QueueCounts};
+use gpuinfer::{LocalBackends, LocalQueue, Priority, Queue, QueueCounts, RequestId, Tier};
 use serde_json::{Value, json};
 
 use crate::harness::{seconds, sqs_counts, worker_env};

@@ -7,12 +7,7 @@ use std::time::Duration;
 
 use crate::support::request_body;
 use crate::support::rig::{Rig, config};
-use gpuinfer::EngineLoad;
-use gpuinfer::Queue;
-use gpuinfer::Tier;
-use gpuinfer::WorkerConfig;
-use gpuinfer::parse_engine_load;
-use gpuinfer::simulator::Behavior;
+use gpuinfer::{EngineLoad, Queue, Tier, WorkerConfig, parse_engine_load, simulator::Behavior};
 
 const SLOTS: usize = 16;
 const BACKLOG: usize = 200;

@@ -11,9 +11,7 @@ use crate::support::lambda_runtime::RuntimeApi;
 use crate::support::moto;
 use crate::support::process::ChildProcess;
 use crate::support::receiver::Receiver;
-use gpuinfer::WebhookSecret;
-use gpuinfer::digest;
-use gpuinfer::{simulator::Behavior, simulator::EngineSimulator};
+use gpuinfer::{WebhookSecret, digest, simulator::Behavior, simulator::EngineSimulator};
 use serde_json::{Value, json};
 
 /// How long the router keeps the keys it read, here (API_KEYS_CACHE_SECONDS).

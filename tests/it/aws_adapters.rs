@@ -7,14 +7,11 @@ use std::time::Duration;
 
 use crate::support::cloudwatch::CloudWatchDouble;
 use crate::support::{eventually, free_port, moto, request_body, result_document};
-use gpuinfer::SaturationOrGpu;
-use gpuinfer::SqsQueue;
-use gpuinfer::WorkerConfig;
-use gpuinfer::metrics::Emf;
-use gpuinfer::{GpuUtilization, PutOutcome, Queue, QueueCounts, QueueError, ResultStore, Service};
-use gpuinfer::{Lanes, Tier};
-use gpuinfer::{S3Location, S3Store};
-use gpuinfer::{simulator::Behavior, simulator::EngineSimulator, simulator::Faults};
+use gpuinfer::{
+    GpuUtilization, Lanes, PutOutcome, Queue, QueueCounts, QueueError, ResultStore, S3Location, S3Store,
+    SaturationOrGpu, Service, SqsQueue, Tier, WorkerConfig, metrics::Emf, simulator::Behavior,
+    simulator::EngineSimulator, simulator::Faults,
+};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -102,8 +99,7 @@ async fn s3_store_writes_once_under_the_prefix_and_reads_back() {
 #[tokio::test]
 #[ignore = "needs moto: scripts/test.sh"]
 async fn s3_objects_read_on_from_an_offset() {
-    use gpuinfer::ObjectStore;
-    use gpuinfer::one_chunk;
+    use gpuinfer::{ObjectStore, one_chunk};
     let bucket = moto::bucket(&moto::unique("ranges")).await;
     let store = S3Store::new(moto::s3().await, S3Location::parse(&format!("s3://{bucket}/results/")).unwrap());
     store.put("files/f.jsonl", one_chunk(b"line one\nline two\n".to_vec())).await.unwrap();
@@ -523,8 +519,7 @@ async fn on_sqs_one_slot_fills_from_the_high_lane_first_and_normal_gets_every_fi
 #[tokio::test]
 #[ignore = "needs moto: scripts/test.sh"]
 async fn ecs_task_counts_come_from_describe_services() {
-    use gpuinfer::EcsServices;
-    use gpuinfer::{Service, ServiceTasks};
+    use gpuinfer::{EcsServices, Service, ServiceTasks};
     let ecs = aws_sdk_ecs::Client::new(&moto::sdk().await);
     let cluster = moto::unique("cluster");
     ecs.create_cluster().cluster_name(&cluster).send().await.unwrap();

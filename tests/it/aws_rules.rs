@@ -5,8 +5,7 @@ use std::time::Duration;
 
 use crate::support::cfn::{of_type, statements, template};
 use crate::support::moto;
-use gpuinfer::Queue;
-use gpuinfer::SqsQueue;
+use gpuinfer::{Queue, SqsQueue};
 use serde_json::{Value, json};
 
 fn read(path: &str) -> String {

@@ -11,12 +11,10 @@ use std::time::{Duration, Instant};
 use aws_sdk_sqs::types::{
     DeleteMessageBatchRequestEntry, MessageSystemAttributeName, QueueAttributeName, SendMessageBatchRequestEntry,
 };
-use gpuinfer::Lanes;
-use gpuinfer::SqsQueue;
-use gpuinfer::metrics::Emf;
-use gpuinfer::{PutOutcome, Queue, QueueCounts, QueueError, ResultStore};
-use gpuinfer::{S3Location, S3Store};
-use gpuinfer::{simulator::Behavior, simulator::EngineSimulator};
+use gpuinfer::{
+    Lanes, PutOutcome, Queue, QueueCounts, QueueError, ResultStore, S3Location, S3Store, SqsQueue, metrics::Emf,
+    simulator::Behavior, simulator::EngineSimulator,
+};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 

@@ -10,11 +10,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use gpuinfer::BedrockClassifier;
-use gpuinfer::Classifier;
-use gpuinfer::Tier;
-use gpuinfer::{InferenceRequest, Intake};
-use gpuinfer::{Reason, RoutingConfig, route};
+use gpuinfer::{BedrockClassifier, Classifier, InferenceRequest, Intake, Reason, RoutingConfig, Tier, route};
 use serde_json::{Value, json};
 
 use crate::support::SharedBuf;

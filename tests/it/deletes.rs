@@ -5,12 +5,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use gpuinfer::LocalBackends;
-use gpuinfer::LocalQueue;
-use gpuinfer::MAX_MESSAGES_PER_CALL;
-use gpuinfer::{DeleteMany, SharedDeletes};
-use gpuinfer::{Priority, Tier};
-use gpuinfer::{Queue, QueueCounts, QueueError};
+use gpuinfer::{
+    DeleteMany, LocalBackends, LocalQueue, MAX_MESSAGES_PER_CALL, Priority, Queue, QueueCounts, QueueError,
+    SharedDeletes, Tier,
+};
 
 /// Deletes from the embedded queue, 20 ms per call, recording each call's size.
 struct SlowDeletes {

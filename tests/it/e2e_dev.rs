@@ -6,8 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::dev::Dev;
 use crate::support::{free_port, result_document};
-use gpuinfer::Engine;
-use gpuinfer::{EngineClient, EngineConfig};
+use gpuinfer::{Engine, EngineClient, EngineConfig};
 use serde_json::{Value, json};
 
 fn engine_url() -> String {

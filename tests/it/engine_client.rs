@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use gpuinfer::{Engine, EngineError};
-use gpuinfer::{EngineClient, EngineConfig, engine_base_url};
-use gpuinfer::{InferenceRequest, Intake};
-use gpuinfer::{simulator::Behavior, simulator::EngineSimulator, simulator::Reply};
+use gpuinfer::{
+    Engine, EngineClient, EngineConfig, EngineError, InferenceRequest, Intake, engine_base_url, simulator::Behavior,
+    simulator::EngineSimulator, simulator::Reply,
+};
 use serde_json::json;
 
 fn client(url: &str, model: Option<&str>, timeout: Duration) -> EngineClient {

@@ -8,11 +8,7 @@ use std::time::{Duration, Instant};
 use crate::support::engine_process::EngineProcess;
 use crate::support::process::ChildProcess;
 use crate::support::{eventually, request_body};
-use gpuinfer::LocalBackends;
-use gpuinfer::LocalQueue;
-use gpuinfer::{Priority, Tier};
-use gpuinfer::{Queue, QueueCounts, ResultStore};
-use gpuinfer::{ResultDocument, Status};
+use gpuinfer::{LocalBackends, LocalQueue, Priority, Queue, QueueCounts, ResultDocument, ResultStore, Status, Tier};
 
 const REQUESTS: usize = 8;
 /// Long enough that "visible again" can only mean given back, never timed out.

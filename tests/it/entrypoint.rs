@@ -10,9 +10,7 @@ use std::time::Duration;
 
 use crate::cold_start::{finished, one_document, one_report, read, reports};
 use crate::support::{eventually, free_port, request_body};
-use gpuinfer::LocalBackends;
-use gpuinfer::{Priority, Tier};
-use gpuinfer::{Queue, ResultStore};
+use gpuinfer::{LocalBackends, Priority, Queue, ResultStore, Tier};
 
 const ENTRYPOINT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/entrypoint.sh");
 /// The user the image's processes run as (Dockerfile; entrypoint.sh's APP_UID). It need not exist in /etc/passwd:

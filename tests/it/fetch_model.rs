@@ -4,8 +4,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::support::moto;
-use gpuinfer::S3Location;
-use gpuinfer::{FetchConfig, FetchError, fetch_model};
+use gpuinfer::{FetchConfig, FetchError, S3Location, fetch_model};
 
 /// Deterministic bytes, different for every file and offset.
 fn content(seed: u8, len: usize) -> Vec<u8> {

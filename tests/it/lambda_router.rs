@@ -4,8 +4,7 @@ use std::process::{Command, Stdio};
 
 use crate::support::lambda_runtime::{RuntimeApi, http_event};
 use crate::support::moto;
-use gpuinfer::ResultStore;
-use gpuinfer::{S3Location, S3Store};
+use gpuinfer::{ResultStore, S3Location, S3Store};
 use serde_json::{Value, json};
 
 /// The router run as Lambda runs a bootstrap (no arguments, the subcommand named by GPUINFER_COMMAND), against a
@@ -143,8 +142,7 @@ async fn api_gateway_events_get_the_same_answers_as_http() {
 #[ignore = "needs moto: scripts/test.sh"]
 async fn batch_files_go_up_through_lambda_and_downloads_past_6_mb_are_redirected_to_s3() {
     use base64::Engine as _;
-    use gpuinfer::ObjectStore;
-    use gpuinfer::{FileObject, content_key, record_key};
+    use gpuinfer::{FileObject, ObjectStore, content_key, record_key};
     let b64 = base64::engine::general_purpose::STANDARD;
     let LambdaRouter { runtime, mut function, bucket, small, .. } = lambda_router("lambda-files").await;
 

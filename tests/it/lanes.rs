@@ -5,12 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crate::support::rig::{Rig, config, rig};
-use gpuinfer::Priority;
-use gpuinfer::Queue;
-use gpuinfer::RequestId;
-use gpuinfer::Status;
-use gpuinfer::WorkerConfig;
-use gpuinfer::simulator::Behavior;
+use gpuinfer::{Priority, Queue, RequestId, Status, WorkerConfig, simulator::Behavior};
 use serde_json::json;
 
 /// A request whose prompt names its lane.

@@ -2,9 +2,7 @@
 
 use std::time::Duration;
 
-use gpuinfer::LocalBackends;
-use gpuinfer::{Priority, Tier};
-use gpuinfer::{Queue, QueueCounts, QueueError};
+use gpuinfer::{LocalBackends, Priority, Queue, QueueCounts, QueueError, Tier};
 
 fn open(
     dir: &std::path::Path,

@@ -3,10 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gpuinfer::FileStore;
-use gpuinfer::LeaseSettings;
-use gpuinfer::RequestId;
-use gpuinfer::{PutOutcome, ResultStore};
+use gpuinfer::{FileStore, LeaseSettings, PutOutcome, RequestId, ResultStore};
 
 #[tokio::test]
 async fn the_first_writer_wins_and_readers_never_see_a_partial_document() {

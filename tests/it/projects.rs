@@ -8,9 +8,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use gpuinfer::AppState;
-use gpuinfer::new_object_id;
-use gpuinfer::{ApiKeys, KeySource};
+use gpuinfer::{ApiKeys, AppState, KeySource, new_object_id};
 use serde_json::{Value, json};
 
 use crate::support::dev::Dev;

@@ -7,13 +7,10 @@ use crate::support::router::{Fixture, call, fixture, get, post};
 use async_trait::async_trait;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use gpuinfer::OutboundPolicy;
-use gpuinfer::RequestId;
-use gpuinfer::RoutingConfig;
-use gpuinfer::metrics::Emf;
-use gpuinfer::{AppState, CallbackAcceptance, Dispatch};
-use gpuinfer::{Lanes, PerTier, Priority, Tier};
-use gpuinfer::{Message, Queue, QueueCounts, QueueError, ResultStore};
+use gpuinfer::{
+    AppState, CallbackAcceptance, Dispatch, Lanes, Message, OutboundPolicy, PerTier, Priority, Queue, QueueCounts,
+    QueueError, RequestId, ResultStore, RoutingConfig, Tier, metrics::Emf,
+};
 use serde_json::{Value, json};
 
 #[tokio::test]

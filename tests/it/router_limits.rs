@@ -8,9 +8,7 @@ use std::time::Duration;
 use crate::support::router::{call, fixture, get, post};
 use axum::body::{Body, Bytes};
 use axum::http::{Request, StatusCode};
-use gpuinfer::MAX_REQUEST_BYTES;
-use gpuinfer::Queue;
-use gpuinfer::Tier;
+use gpuinfer::{MAX_REQUEST_BYTES, Queue, Tier};
 use serde_json::json;
 
 const CHUNK: usize = 64 * 1024;

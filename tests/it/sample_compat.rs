@@ -20,20 +20,12 @@ use crate::support::{eventually, moto};
 use async_trait::async_trait;
 use axum::http::StatusCode;
 use clap::CommandFactory;
-use gpuinfer::EngineConfig;
-use gpuinfer::LocalBackends;
-use gpuinfer::LocalQueue;
-use gpuinfer::RequestId;
-use gpuinfer::SqsQueue;
-use gpuinfer::metrics::Emf;
-use gpuinfer::{Classifier, ClassifyError, Message, Queue, QueueCounts, QueueError, ResultStore, TaskCounts};
-use gpuinfer::{InferenceRequest, Intake};
-use gpuinfer::{Lanes, Priority, Tier};
-use gpuinfer::{Readings, ScalingPolicy, decide};
-use gpuinfer::{Reason, RoutingConfig, route};
-use gpuinfer::{S3Location, S3Store};
-use gpuinfer::{Stopped, WorkerConfig};
-use gpuinfer::{simulator::Behavior, simulator::EngineSimulator};
+use gpuinfer::{
+    Classifier, ClassifyError, EngineConfig, InferenceRequest, Intake, Lanes, LocalBackends, LocalQueue, Message,
+    Priority, Queue, QueueCounts, QueueError, Readings, Reason, RequestId, ResultStore, RoutingConfig, S3Location,
+    S3Store, ScalingPolicy, SqsQueue, Stopped, TaskCounts, Tier, WorkerConfig, decide, metrics::Emf, route,
+    simulator::Behavior, simulator::EngineSimulator,
+};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 

@@ -6,12 +6,10 @@ use std::sync::Arc;
 use crate::support::SharedBuf;
 use crate::support::lambda_runtime::RuntimeApi;
 use async_trait::async_trait;
-use gpuinfer::LocalBackends;
-use gpuinfer::metrics::Emf;
-use gpuinfer::{FleetError, GpuUtilization, Queue, Service, ServiceTasks, TaskCounts};
-use gpuinfer::{Priority, Tier};
-use gpuinfer::{ScaledTier, Scaler, ScalingPolicy};
-use gpuinfer::{ScheduledEvent, handle_scheduled_event};
+use gpuinfer::{
+    FleetError, GpuUtilization, LocalBackends, Priority, Queue, ScaledTier, Scaler, ScalingPolicy, ScheduledEvent,
+    Service, ServiceTasks, TaskCounts, Tier, handle_scheduled_event, metrics::Emf,
+};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{Value, json};
 

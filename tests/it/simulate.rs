@@ -2,17 +2,13 @@
 //! modes (a lone request, a tier that never goes back to zero) and on bursty traffic; our wake on arrival, warm
 //! windows and idle windows; `gpuinfer simulate` and what it prints.
 
-use gpuinfer::ScalingPolicy;
-use gpuinfer::Tier;
-use gpuinfer::simulate::TierModel;
-use gpuinfer::simulate::autoscaling::ScalableTarget;
-use gpuinfer::simulate::cold_start::ColdStart;
-use gpuinfer::simulate::report::Summary;
-use gpuinfer::simulate::warm_window::WarmWindow;
-use gpuinfer::{simulate::HOUR, simulate::MINUTE, simulate::Millis, simulate::SECOND};
-use gpuinfer::{simulate::event_loop, simulate::event_loop::Run, simulate::event_loop::Timing};
-use gpuinfer::{simulate::policy::LARGEST_STEP, simulate::policy::Policy, simulate::policy::PolicyKind};
-use gpuinfer::{simulate::trace, simulate::trace::Traffic};
+use gpuinfer::{
+    ScalingPolicy, Tier, simulate::HOUR, simulate::MINUTE, simulate::Millis, simulate::SECOND, simulate::TierModel,
+    simulate::autoscaling::ScalableTarget, simulate::cold_start::ColdStart, simulate::event_loop,
+    simulate::event_loop::Run, simulate::event_loop::Timing, simulate::policy::LARGEST_STEP, simulate::policy::Policy,
+    simulate::policy::PolicyKind, simulate::report::Summary, simulate::trace, simulate::trace::Traffic,
+    simulate::warm_window::WarmWindow,
+};
 
 pub(crate) fn small_tier() -> TierModel {
     TierModel {

@@ -6,12 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use gpuinfer::Fallback;
-use gpuinfer::LocalBackends;
-use gpuinfer::Tier;
-use gpuinfer::metrics::Emf;
-use gpuinfer::{CapacityControl, FleetError, GpuUtilization, Queue, Service, ServiceTasks, TaskAges, TaskCounts};
-use gpuinfer::{ScaledTier, Scaler, ScalingPolicy};
+use gpuinfer::{
+    CapacityControl, Fallback, FleetError, GpuUtilization, LocalBackends, Queue, ScaledTier, Scaler, ScalingPolicy,
+    Service, ServiceTasks, TaskAges, TaskCounts, Tier, metrics::Emf,
+};
 
 use crate::support::SharedBuf;
 

@@ -3,12 +3,11 @@
 //! drains and is replaced with nothing lost; and on the bursty trace, Spot with the fallback meets the goal the
 //! model was built for (at most half the sample's $ per million requests, p95 at most 1.2 × On-Demand's).
 
-use gpuinfer::simulate::report::Summary;
-use gpuinfer::simulate::spot;
-use gpuinfer::{simulate::HOUR, simulate::MINUTE, simulate::Millis};
-use gpuinfer::{simulate::capacity::Capacity, simulate::capacity::SpotModel};
-use gpuinfer::{simulate::event_loop, simulate::event_loop::Run};
-use gpuinfer::{simulate::policy::Policy, simulate::policy::PolicyKind};
+use gpuinfer::{
+    simulate::HOUR, simulate::MINUTE, simulate::Millis, simulate::capacity::Capacity, simulate::capacity::SpotModel,
+    simulate::event_loop, simulate::event_loop::Run, simulate::policy::Policy, simulate::policy::PolicyKind,
+    simulate::report::Summary, simulate::spot,
+};
 
 use crate::simulate::{bursty, simulate, small_tier, timing};
 

@@ -7,12 +7,10 @@ use crate::support::receiver::{Delivery, Receiver};
 use crate::support::rig::{Rig, config};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use gpuinfer::RequestId;
-use gpuinfer::metrics::Emf;
-use gpuinfer::simulator::Behavior;
-use gpuinfer::{Callback, DeliveryError, WebhookConfig, WebhookSecret, Webhooks};
-use gpuinfer::{OutboundPolicy, Refusal};
-use gpuinfer::{Priority, Tier};
+use gpuinfer::{
+    Callback, DeliveryError, OutboundPolicy, Priority, Refusal, RequestId, Tier, WebhookConfig, WebhookSecret,
+    Webhooks, metrics::Emf, simulator::Behavior,
+};
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::json;
 use sha2::Sha256;

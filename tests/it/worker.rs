@@ -5,11 +5,10 @@ use std::time::{Duration, Instant};
 
 use crate::support::request_body;
 use crate::support::rig::{Rig, config, rig};
-use gpuinfer::{ErrorCode, Status};
-use gpuinfer::{HealthSettings, LeaseSettings, Stopped, WorkerConfig};
-use gpuinfer::{Priority, Tier};
-use gpuinfer::{Queue, QueueCounts, ResultStore};
-use gpuinfer::{simulator::Behavior, simulator::Faults, simulator::Reply};
+use gpuinfer::{
+    ErrorCode, HealthSettings, LeaseSettings, Priority, Queue, QueueCounts, ResultStore, Status, Stopped, Tier,
+    WorkerConfig, simulator::Behavior, simulator::Faults, simulator::Reply,
+};
 use serde_json::json;
 
 #[tokio::test]

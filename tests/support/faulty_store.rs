@@ -5,8 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use async_trait::async_trait;
-use gpuinfer::RequestId;
-use gpuinfer::{PutOutcome, ResultStore, StoreError};
+use gpuinfer::{PutOutcome, RequestId, ResultStore, StoreError};
 use tokio::sync::watch;
 
 pub struct FaultyStore {

@@ -4,8 +4,7 @@ use std::time::Duration;
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_sqs::types::QueueAttributeName;
-use gpuinfer::{HealthSettings, LeaseSettings, WorkerConfig};
-use gpuinfer::{Lanes, Tier};
+use gpuinfer::{HealthSettings, Lanes, LeaseSettings, Tier, WorkerConfig};
 
 /// moto's URL; a test that needs it fails (never skips) when it is not running.
 pub fn url() -> String {

@@ -4,16 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gpuinfer::LocalBackends;
-use gpuinfer::LocalQueue;
-use gpuinfer::RequestId;
-use gpuinfer::ResultDocument;
-use gpuinfer::metrics::Emf;
-use gpuinfer::{EngineClient, EngineConfig};
-use gpuinfer::{HealthSettings, LeaseSettings, Stopped, Worker, WorkerConfig};
-use gpuinfer::{Lanes, Priority, Tier};
-use gpuinfer::{Queue, QueueCounts, ResultStore};
-use gpuinfer::{WebhookConfig, Webhooks};
+use gpuinfer::{
+    EngineClient, EngineConfig, HealthSettings, Lanes, LeaseSettings, LocalBackends, LocalQueue, Priority, Queue,
+    QueueCounts, RequestId, ResultDocument, ResultStore, Stopped, Tier, WebhookConfig, Webhooks, Worker, WorkerConfig,
+    metrics::Emf,
+};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 

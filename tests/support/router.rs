@@ -5,16 +5,10 @@ use std::time::Duration;
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::http::{Request, StatusCode};
-use gpuinfer::BodyBudget;
-use gpuinfer::LocalBackends;
-use gpuinfer::LocalQueue;
-use gpuinfer::OutboundPolicy;
-use gpuinfer::Queue;
-use gpuinfer::RoutingConfig;
-use gpuinfer::app;
-use gpuinfer::metrics::Emf;
-use gpuinfer::{AppState, CallbackAcceptance, Dispatch};
-use gpuinfer::{PerTier, Priority, Tier};
+use gpuinfer::{
+    AppState, BodyBudget, CallbackAcceptance, Dispatch, LocalBackends, LocalQueue, OutboundPolicy, PerTier, Priority,
+    Queue, RoutingConfig, Tier, app, metrics::Emf,
+};
 use http_body_util::BodyExt;
 use serde_json::Value;
 use tower::ServiceExt;
