@@ -16,11 +16,11 @@ use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
 /// Completion tokens each benchmark request asks for.
-pub const TOKENS: u32 = 48;
+pub(crate) const TOKENS: u32 = 48;
 
 /// One row of the table: ours against its reference, measured in the same run. The table's cells are short (a
 /// number and its unit); the rest of what the run measured goes to the row's item under "## Details".
-pub struct Row {
+pub(crate) struct Row {
     pub id: &'static str,
     /// A few words, one of a kind among the rows of its id (with the id it finds the row's line and item again), with
     /// no " | " or ": " in it. Rows of one kind share the text up to its first comma.
@@ -42,7 +42,7 @@ pub struct Row {
 }
 
 /// A child process killed when dropped.
-pub struct Process(pub Child);
+pub(crate) struct Process(pub Child);
 
 impl Drop for Process {
     fn drop(&mut self) {
@@ -52,17 +52,17 @@ impl Drop for Process {
 }
 
 impl Process {
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.0.id()
     }
 }
 
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// Adds a row and shows it at once, so a long run reports as it goes.
-pub fn report(rows: &mut Vec<Row>, row: Row) {
+pub(crate) fn report(rows: &mut Vec<Row>, row: Row) {
     eprintln!(
         "  {} {}: {} vs {} → {:.2} (target {}); {}",
         row.id, row.what, row.ours, row.reference, row.ratio, row.target, row.details
@@ -83,7 +83,7 @@ const DETAILS_INTRO: &str = "Per row, what the table lacks. runs: each run where
 const WIDTH: usize = 120;
 
 /// The table of `rows` (printed by the benches).
-pub fn table(rows: &[Row]) -> String {
+pub(crate) fn table(rows: &[Row]) -> String {
     let mut out = String::from(TABLE_HEAD);
     for r in rows {
         out += &line(r);
@@ -92,7 +92,7 @@ pub fn table(rows: &[Row]) -> String {
 }
 
 /// The items of `rows` under "## Details" (printed by the benches), `run` being the run that measured them.
-pub fn details(rows: &[Row], run: &str) -> String {
+pub(crate) fn details(rows: &[Row], run: &str) -> String {
     rows.iter().map(|row| item(row, run)).collect()
 }
 
@@ -120,7 +120,7 @@ fn item(r: &Row, run: &str) -> String {
 }
 
 /// A side's runs, as the details say them: nothing for one run (the table has it), else "runs a, b, c; ".
-pub fn runs_of(values: &[f64]) -> String {
+pub(crate) fn runs_of(values: &[f64]) -> String {
     if values.len() < 2 {
         return String::new();
     }
@@ -131,7 +131,7 @@ pub fn runs_of(values: &[f64]) -> String {
 /// `text` in lines of at most `WIDTH` characters (a longer word stands on its own line), those after the first
 /// starting with `indent`; the last line break included. A line never starts with a word that would start a markdown
 /// block there (`opens_block`): the line before it runs longer instead.
-pub fn wrapped(text: &str, indent: &str) -> String {
+pub(crate) fn wrapped(text: &str, indent: &str) -> String {
     let (mut out, mut line) = (String::new(), String::new());
     for word in text.split_whitespace() {
         let full = line.chars().count() + 1 + word.chars().count() > WIDTH;
@@ -216,7 +216,7 @@ fn placed(
 /// `document` with `rows` written into its first table and their items into the list under "## Details", every other
 /// line kept (see `placed`; `owned`: the ids whose rows that `rows` lack are dropped). Makes the table (at the end)
 /// and the details section (after the table) where the document has none. `run`: the run that measured the rows.
-pub fn with_rows(document: &str, rows: &[Row], owned: &[&str], run: &str) -> String {
+pub(crate) fn with_rows(document: &str, rows: &[Row], owned: &[&str], run: &str) -> String {
     let document = if document.starts_with('|') || document.contains("\n|") {
         document.to_owned()
     } else if document.trim().is_empty() {
@@ -275,7 +275,7 @@ fn with_items(document: &str, rows: &[Row], owned: &[&str], run: &str) -> String
 
 /// Writes `rows` into the table and the details of the document at `path` (`with_rows`), `run` being the run that
 /// measured them.
-pub fn write_rows(path: &Path, rows: &[Row], owned: &[&str], run: &str) {
+pub(crate) fn write_rows(path: &Path, rows: &[Row], owned: &[&str], run: &str) {
     let document = std::fs::read_to_string(path).unwrap_or_default();
     std::fs::write(path, with_rows(&document, rows, owned, run)).unwrap();
     eprintln!("wrote {} rows into the table of {}", rows.len(), path.display());
@@ -283,7 +283,7 @@ pub fn write_rows(path: &Path, rows: &[Row], owned: &[&str], run: &str) {
 
 /// The run that measures rows now, for their details: today's date and the commit checked out, with "+" after it
 /// where the working tree's tracked files differ from it (uncommitted changes).
-pub fn run_label() -> String {
+pub(crate) fn run_label() -> String {
     let git = |args: &[&str]| {
         Command::new("git")
             .args(args)
@@ -299,7 +299,7 @@ pub fn run_label() -> String {
     format!("{}, {commit}{changed}", chrono::Local::now().format("%Y-%m-%d"))
 }
 
-pub fn machine() -> String {
+pub(crate) fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|c| {
@@ -317,14 +317,14 @@ pub fn machine() -> String {
 /// A markdown document with the generated part of the section under `heading` (from the heading to the end of its
 /// first table) replaced by `section`, the paragraphs written by hand after that table kept; or `section` added at
 /// the end.
-pub fn with_section(document: &str, heading: &str, section: &str) -> String {
+pub(crate) fn with_section(document: &str, heading: &str, section: &str) -> String {
     let Some(start) = document.find(heading) else { return format!("{}\n\n{section}", document.trim_end()) };
     format!("{}{}\n{}", &document[..start], section.trim_end(), &document[after_first_table(document, start)..])
 }
 
 /// A markdown document whose section under `heading` opens with `intro` (one paragraph, wrapped, in place of the
 /// first one there), the paragraphs written by hand after it kept; or the section added at the end.
-pub fn with_intro(document: &str, heading: &str, intro: &str) -> String {
+pub(crate) fn with_intro(document: &str, heading: &str, intro: &str) -> String {
     let section = format!("{heading}\n\n{}", wrapped(intro, ""));
     let Some(start) = document.find(&format!("\n{heading}\n")).map(|at| at + 1) else {
         return format!("{}\n\n{section}", document.trim_end());
@@ -343,21 +343,21 @@ pub fn with_intro(document: &str, heading: &str, intro: &str) -> String {
 }
 
 /// Writes `intro` as the first paragraph of the section under `heading` of the document at `path` (`with_intro`).
-pub fn write_intro(path: &Path, heading: &str, intro: &str) {
+pub(crate) fn write_intro(path: &Path, heading: &str, intro: &str) {
     let document = std::fs::read_to_string(path).unwrap_or_default();
     std::fs::write(path, with_intro(&document, heading, intro)).unwrap();
     eprintln!("wrote the section \"{heading}\" of {}", path.display());
 }
 
 /// A markdown document with `header` in place of everything before its first table.
-pub fn with_header(document: &str, header: &str) -> String {
+pub(crate) fn with_header(document: &str, header: &str) -> String {
     let start = if document.starts_with('|') { 0 } else { document.find("\n|").map_or(document.len(), |at| at + 1) };
     format!("{}\n\n{}", header.trim_end(), &document[start..])
 }
 
 /// Where the first markdown table at or after `from` ends (after its last row's line break); the document's end
 /// when there is none.
-pub fn after_first_table(document: &str, from: usize) -> usize {
+pub(crate) fn after_first_table(document: &str, from: usize) -> usize {
     let mut offset = from;
     let mut in_table = false;
     for line in document[from..].split_inclusive('\n') {
@@ -373,10 +373,10 @@ pub fn after_first_table(document: &str, from: usize) -> usize {
 
 /// The engine simulator's settings that make it behave as a GPU engine: 10 ms per token at batch 1, 30 % slower
 /// at a full batch, completions as long as asked for.
-pub const GPU_LIKE: &[&str] = &["--completion-tokens", "100000", "--token-ms", "10", "--batch-slowdown", "0.3"];
+pub(crate) const GPU_LIKE: &[&str] = &["--completion-tokens", "100000", "--token-ms", "10", "--batch-slowdown", "0.3"];
 
 /// The engine simulator: `slots` parallel slots.
-pub fn simulator(slots: usize, extra: &[&str]) -> (Process, String) {
+pub(crate) fn simulator(slots: usize, extra: &[&str]) -> (Process, String) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_engine-simulator"));
     command.args(["--listen", "127.0.0.1:0", "--slots", &slots.to_string()]).args(extra);
     serving(command, "the engine simulator")
@@ -384,7 +384,7 @@ pub fn simulator(slots: usize, extra: &[&str]) -> (Process, String) {
 
 /// The SQS + S3 stand-in (`aws-stand-in`) on idle CPU only (SCHED_IDLE), as moto runs in these benches: what it
 /// takes, the engine and the worker do not lose.
-pub fn aws_stand_in() -> (Process, String) {
+pub(crate) fn aws_stand_in() -> (Process, String) {
     let mut command = Command::new("chrt");
     command.args(["--idle", "0", env!("CARGO_BIN_EXE_aws-stand-in"), "--listen", "127.0.0.1:0"]);
     serving(command, "the aws-stand-in")
@@ -401,7 +401,7 @@ fn serving(mut command: Command, what: &str) -> (Process, String) {
 }
 
 /// The engine's load, from its /metrics.
-pub async fn engine_load(http: &reqwest::Client, engine: &str) -> EngineLoad {
+pub(crate) async fn engine_load(http: &reqwest::Client, engine: &str) -> EngineLoad {
     let text = http.get(format!("{engine}/metrics")).send().await.unwrap().text().await.unwrap();
     parse_engine_load(&text).expect("the engine's /metrics names its running and waiting")
 }
@@ -411,7 +411,7 @@ const LOAD_READING: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Runs `work` while another task reads the engine's load from its /metrics every 50 ms (llama.cpp answers between
 /// two decode steps, so there once a step at most); what `work` returned, and the readings.
-pub async fn loads_during<T>(engine: &str, work: impl Future<Output = T>) -> (T, Vec<EngineLoad>) {
+pub(crate) async fn loads_during<T>(engine: &str, work: impl Future<Output = T>) -> (T, Vec<EngineLoad>) {
     let done = Arc::new(AtomicBool::new(false));
     let (http, engine, stop) = (reqwest::Client::new(), engine.to_owned(), Arc::clone(&done));
     let reader = tokio::spawn(async move {
@@ -428,30 +428,30 @@ pub async fn loads_during<T>(engine: &str, work: impl Future<Output = T>) -> (T,
 }
 
 /// The mean of `of` over the readings (0 with none).
-pub fn mean_of(readings: &[EngineLoad], of: impl Fn(&EngineLoad) -> u64) -> f64 {
+pub(crate) fn mean_of(readings: &[EngineLoad], of: impl Fn(&EngineLoad) -> u64) -> f64 {
     readings.iter().map(of).sum::<u64>() as f64 / readings.len().max(1) as f64
 }
 
 /// `gpuinfer <args>` with its output discarded (warnings only).
-pub fn gpuinfer(args: &[&str], env: &[(&str, String)]) -> Process {
+pub(crate) fn gpuinfer(args: &[&str], env: &[(&str, String)]) -> Process {
     gpuinfer_build(env!("CARGO_BIN_EXE_gpuinfer"), args, env, None)
 }
 
 /// The inference container's build of gpuinfer (`--profile container --no-default-features`, as the Dockerfile
 /// builds it), which scripts/bench.sh builds and names in BENCH_CONTAINER_GPUINFER.
-pub fn container_build() -> String {
+pub(crate) fn container_build() -> String {
     std::env::var("BENCH_CONTAINER_GPUINFER")
         .expect("BENCH_CONTAINER_GPUINFER: the container build of gpuinfer (scripts/bench.sh builds it)")
 }
 
 /// `binary <args>`, a build of gpuinfer, with its logs discarded (warnings only), and its EMF metric lines (its
 /// standard output) written to `metrics` if given, else discarded.
-pub fn gpuinfer_build(binary: &str, args: &[&str], env: &[(&str, String)], metrics: Option<&Path>) -> Process {
+pub(crate) fn gpuinfer_build(binary: &str, args: &[&str], env: &[(&str, String)], metrics: Option<&Path>) -> Process {
     gpuinfer_logged(binary, args, env, metrics, None)
 }
 
 /// `gpuinfer_build`, its warnings (its logs at level warn, its standard error) written to `warnings` if given.
-pub fn gpuinfer_logged(
+pub(crate) fn gpuinfer_logged(
     binary: &str,
     args: &[&str],
     env: &[(&str, String)],
@@ -465,7 +465,7 @@ pub fn gpuinfer_logged(
 }
 
 /// Total completion tokens per second when `concurrency` clients drive the engine directly.
-pub async fn drive_engine(url: &str, concurrency: usize, requests: usize) -> f64 {
+pub(crate) async fn drive_engine(url: &str, concurrency: usize, requests: usize) -> f64 {
     let requests = requests.min(concurrency * 20);
     let http = reqwest::Client::new();
     let slots = Arc::new(Semaphore::new(concurrency));
@@ -488,7 +488,7 @@ pub async fn drive_engine(url: &str, concurrency: usize, requests: usize) -> f64
 }
 
 /// The best direct throughput over a few concurrencies, and the concurrency that gave it.
-pub async fn best_direct(url: &str, concurrencies: &[usize], requests: usize) -> (f64, usize) {
+pub(crate) async fn best_direct(url: &str, concurrencies: &[usize], requests: usize) -> (f64, usize) {
     let mut best = (0.0, 0);
     for &c in concurrencies {
         let rate = drive_engine(url, c, requests).await;
@@ -502,7 +502,7 @@ pub async fn best_direct(url: &str, concurrencies: &[usize], requests: usize) ->
 
 /// A process's memory from /proc, in MiB: resident (and its peak), and what the resident part is made of.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Memory {
+pub(crate) struct Memory {
     pub rss: f64,
     pub peak: f64,
     /// Private memory: heap, stacks, the queue's page cache.
@@ -511,7 +511,7 @@ pub struct Memory {
     pub file: f64,
 }
 
-pub fn memory(pid: u32) -> Memory {
+pub(crate) fn memory(pid: u32) -> Memory {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let field = |name: &str| {
         status

@@ -12,7 +12,7 @@ use crate::support::moto;
 
 /// Flags of a `gpuinfer worker` that notices faults quickly: short visibility timeout (killed work is back
 /// in 3 s), long polls of `wait_seconds`, fast retries.
-pub fn worker_args<'a>(
+pub(crate) fn worker_args<'a>(
     engine_url: &'a str,
     concurrency: &'a str,
     max_receive_count: &'a str,
@@ -38,7 +38,7 @@ pub fn worker_args<'a>(
 }
 
 /// `kills` moments in a run of `requests`, as counts of stored results, drawn from a fixed seed.
-pub fn kill_points(seed: u64, kills: usize, requests: usize) -> Vec<usize> {
+pub(crate) fn kill_points(seed: u64, kills: usize, requests: usize) -> Vec<usize> {
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut points: Vec<usize> = (0..kills).map(|_| rng.usize(requests / 20..requests * 9 / 10)).collect();
     points.sort_unstable();
@@ -47,18 +47,18 @@ pub fn kill_points(seed: u64, kills: usize, requests: usize) -> Vec<usize> {
 
 /// The documents of a results folder as first seen (inode and bytes).
 #[derive(Debug)]
-pub struct FirstSeen {
+pub(crate) struct FirstSeen {
     dir: PathBuf,
     seen: HashMap<PathBuf, (u64, Vec<u8>)>,
 }
 
 impl FirstSeen {
-    pub fn new(results: &Path) -> Self {
+    pub(crate) fn new(results: &Path) -> Self {
         FirstSeen { dir: results.to_owned(), seen: HashMap::new() }
     }
 
     /// Records documents not seen before; how many there are now.
-    pub fn scan(&mut self) -> usize {
+    pub(crate) fn scan(&mut self) -> usize {
         for entry in std::fs::read_dir(&self.dir).unwrap() {
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "json") && !self.seen.contains_key(&path) {
@@ -70,7 +70,7 @@ impl FirstSeen {
     }
 
     /// Documents whose file or bytes changed since first seen.
-    pub fn overwritten(&self) -> usize {
+    pub(crate) fn overwritten(&self) -> usize {
         self.seen
             .iter()
             .filter(|(path, (inode, bytes))| {
@@ -80,14 +80,14 @@ impl FirstSeen {
     }
 
     /// Every document, parsed.
-    pub fn documents(&self) -> Vec<serde_json::Value> {
+    pub(crate) fn documents(&self) -> Vec<serde_json::Value> {
         self.seen.values().map(|(_, bytes)| serde_json::from_slice(bytes).unwrap()).collect()
     }
 }
 
 /// A `gpuinfer worker`'s environment on moto: the queue (and its high lane), the dead-letter queue, results in
 /// `bucket`.
-pub async fn worker_env(queue_url: &str, dlq_url: &str, bucket: &str) -> Vec<(&'static str, String)> {
+pub(crate) async fn worker_env(queue_url: &str, dlq_url: &str, bucket: &str) -> Vec<(&'static str, String)> {
     let mut env = moto::child_env();
     env.extend([
         ("REQUEST_QUEUE_URL", queue_url.to_owned()),
@@ -99,16 +99,16 @@ pub async fn worker_env(queue_url: &str, dlq_url: &str, bucket: &str) -> Vec<(&'
 }
 
 /// A moto SQS queue, for its counts.
-pub async fn sqs_queue(url: &str) -> SqsQueue {
+pub(crate) async fn sqs_queue(url: &str) -> SqsQueue {
     SqsQueue::new(moto::sqs().await, url.to_owned(), None)
 }
 
-pub async fn sqs_counts(url: &str) -> QueueCounts {
+pub(crate) async fn sqs_counts(url: &str) -> QueueCounts {
     sqs_queue(url).await.counts().await.unwrap()
 }
 
 /// Polls a queue until it holds nothing visible, in flight or delayed.
-pub async fn emptied(queue: &dyn Queue, limit: Duration) {
+pub(crate) async fn emptied(queue: &dyn Queue, limit: Duration) {
     crate::support::eventually(limit, "an empty queue", || async {
         tokio::time::sleep(Duration::from_millis(100)).await;
         (queue.counts().await.unwrap() == QueueCounts::default()).then_some(())
@@ -117,6 +117,6 @@ pub async fn emptied(queue: &dyn Queue, limit: Duration) {
 }
 
 /// Seconds since `started`, for figures.
-pub fn seconds(started: std::time::Instant) -> String {
+pub(crate) fn seconds(started: std::time::Instant) -> String {
     format!("{:.1} s", started.elapsed().as_secs_f64())
 }

@@ -15,7 +15,7 @@ use gpuinfer::AppState;
 const BOUNDARY: &str = "gpuinfer-test-boundary";
 
 /// A multipart/form-data body of `fields` (name, file name, bytes).
-pub fn form(fields: &[(&str, Option<&str>, &[u8])]) -> Vec<u8> {
+pub(crate) fn form(fields: &[(&str, Option<&str>, &[u8])]) -> Vec<u8> {
     let mut body = Vec::new();
     for (name, filename, bytes) in fields {
         let filename = filename.map(|f| format!("; filename=\"{f}\"")).unwrap_or_default();
@@ -30,12 +30,12 @@ pub fn form(fields: &[(&str, Option<&str>, &[u8])]) -> Vec<u8> {
 }
 
 /// POST `path` with a multipart body.
-pub fn post_form(path: &str, body: Vec<u8>) -> Request<Body> {
+pub(crate) fn post_form(path: &str, body: Vec<u8>) -> Request<Body> {
     let content_type = format!("multipart/form-data; boundary={BOUNDARY}");
     Request::post(path).header("content-type", content_type).body(Body::from(body)).unwrap()
 }
 
-pub fn post_json(path: &str, body: &Value) -> Request<Body> {
+pub(crate) fn post_json(path: &str, body: &Value) -> Request<Body> {
     Request::post(path).header("content-type", "application/json").body(Body::from(body.to_string())).unwrap()
 }
 

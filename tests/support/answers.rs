@@ -6,7 +6,7 @@ use serde_json::Value;
 
 /// Panics unless the answer is one the API promises: 202 accepted, 200 health or result, 404 pending,
 /// or a 4xx with `{"error": "<field>: <what is wrong>"}`; never a 5xx while the backends work.
-pub fn assert_clear_answer(status: StatusCode, body: &Value) {
+pub(crate) fn assert_clear_answer(status: StatusCode, body: &Value) {
     match status.as_u16() {
         202 => assert!(body["requestId"].is_string() && body["tier"].is_string(), "202 {body}"),
         200 => assert!(body.is_object(), "200 {body}"),

@@ -18,7 +18,7 @@ use super::lambda_runtime::{RuntimeApi, http_event};
 const MAX_BODY_BYTES: usize = 10 * 1024 * 1024;
 
 /// The stand-in, serving until dropped.
-pub struct ApiGateway {
+pub(crate) struct ApiGateway {
     /// http://127.0.0.1:port, the stage URL.
     pub url: String,
     server: tokio::task::JoinHandle<()>,
@@ -33,7 +33,7 @@ impl Drop for ApiGateway {
 impl ApiGateway {
     /// Serves every route as the stack's `$default` stage does, each request an invocation of the function behind
     /// `runtime`.
-    pub async fn start(runtime: Arc<RuntimeApi>) -> Self {
+    pub(crate) async fn start(runtime: Arc<RuntimeApi>) -> Self {
         let app = axum::Router::new().fallback(forward).with_state(runtime);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the API Gateway stand-in");
         let url = format!("http://{}", listener.local_addr().expect("its address"));

@@ -4,12 +4,12 @@
 use serde_json::{Value, json};
 
 /// template.yaml, parsed.
-pub fn template() -> Value {
+pub(crate) fn template() -> Value {
     template_at("template.yaml")
 }
 
 /// A CloudFormation template of the repository (`path` from its root), parsed.
-pub fn template_at(path: &str) -> Value {
+pub(crate) fn template_at(path: &str) -> Value {
     let text = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap();
     normalize(serde_yaml_ng::from_str(&text).unwrap())
 }
@@ -42,21 +42,21 @@ fn normalize(value: serde_yaml_ng::Value) -> Value {
     }
 }
 
-pub fn resources(template: &Value) -> impl Iterator<Item = (&String, &Value)> {
+pub(crate) fn resources(template: &Value) -> impl Iterator<Item = (&String, &Value)> {
     template["Resources"].as_object().unwrap().iter()
 }
 
-pub fn of_type<'a>(template: &'a Value, kind: &'a str) -> impl Iterator<Item = (&'a String, &'a Value)> + 'a {
+pub(crate) fn of_type<'a>(template: &'a Value, kind: &'a str) -> impl Iterator<Item = (&'a String, &'a Value)> + 'a {
     resources(template).filter(move |(_, r)| r["Type"] == kind)
 }
 
 /// The account, region and partition a resolved stack lives in (moto's defaults).
-pub const ACCOUNT: &str = "123456789012";
-pub const REGION: &str = "us-east-1";
+pub(crate) const ACCOUNT: &str = "123456789012";
+pub(crate) const REGION: &str = "us-east-1";
 
 /// template.yaml as CloudFormation would deploy it as the stack `name`: parameters (their Default, or an
 /// override), pseudo parameters, conditions, and the physical names, URLs and ARNs of its resources.
-pub struct Stack {
+pub(crate) struct Stack {
     template: Value,
     name: String,
     parameters: serde_json::Map<String, Value>,
@@ -65,7 +65,7 @@ pub struct Stack {
 impl Stack {
     /// `overrides` name parameters of the template (a typo panics). A bucket without a BucketName is named
     /// `{stack}-{logical id in lowercase}`, as CloudFormation would name it less its random suffix.
-    pub fn new(name: &str, overrides: &[(&str, &str)]) -> Self {
+    pub(crate) fn new(name: &str, overrides: &[(&str, &str)]) -> Self {
         let template = template();
         let mut parameters = serde_json::Map::new();
         for (id, parameter) in template["Parameters"].as_object().unwrap() {
@@ -82,7 +82,7 @@ impl Stack {
 
     /// A role's inline policies as (PolicyName, policy document). Its ManagedPolicyArns are AWS's own
     /// (Lambda VPC access, ECS task execution: logs and network interfaces, no gpuinfer call) and not modelled.
-    pub fn role_policies(&self, role: &str) -> Vec<(String, Value)> {
+    pub(crate) fn role_policies(&self, role: &str) -> Vec<(String, Value)> {
         let policies = self.resolve(&self.resource(role)["Properties"]["Policies"]).unwrap_or(json!([]));
         policies
             .as_array()
@@ -94,7 +94,7 @@ impl Stack {
 
     /// The environment a Lambda function (Environment.Variables) or an ECS task definition (its first
     /// container's Environment) gives its process.
-    pub fn environment(&self, resource: &str) -> Vec<(String, String)> {
+    pub(crate) fn environment(&self, resource: &str) -> Vec<(String, String)> {
         let properties = &self.resource(resource)["Properties"];
         match self.resource(resource)["Type"].as_str().unwrap() {
             "AWS::Lambda::Function" => {
@@ -110,12 +110,12 @@ impl Stack {
     }
 
     /// A property of a resource as the stack resolves it (None: unset, or AWS::NoValue).
-    pub fn property(&self, resource: &str, name: &str) -> Option<Value> {
+    pub(crate) fn property(&self, resource: &str, name: &str) -> Option<Value> {
         self.resolve(self.resource(resource)["Properties"].get(name)?)
     }
 
     /// The name a resource gets: QueueName, BucketName, ClusterName, ServiceName… as the template sets it.
-    pub fn physical_name(&self, id: &str) -> String {
+    pub(crate) fn physical_name(&self, id: &str) -> String {
         let resource = self.resource(id);
         let kind = resource["Type"].as_str().unwrap();
         let property = kind.rsplit("::").next().unwrap().to_owned() + "Name";
@@ -128,7 +128,7 @@ impl Stack {
 
     /// What `!Ref id` gives: a queue's URL, the name of a bucket, cluster, role, log group or function, else
     /// the resource's ARN.
-    pub fn reference(&self, id: &str) -> String {
+    pub(crate) fn reference(&self, id: &str) -> String {
         match self.resource(id)["Type"].as_str().unwrap() {
             "AWS::SQS::Queue" => format!("https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{}", self.physical_name(id)),
             "AWS::S3::Bucket"
@@ -243,13 +243,13 @@ impl Stack {
 
     /// Whether every assertion of the template's rule `name` holds for these parameters, as CloudFormation checks
     /// them before it creates or updates anything.
-    pub fn rule_holds(&self, name: &str) -> bool {
+    pub(crate) fn rule_holds(&self, name: &str) -> bool {
         let rule = self.template["Rules"].get(name).unwrap_or_else(|| panic!("template.yaml has no rule {name}"));
         rule["Assertions"].as_array().unwrap().iter().all(|assertion| self.truth(&assertion["Assert"]))
     }
 
     /// Whether the stack has resource `id`: it has no Condition, or its condition holds.
-    pub fn deploys(&self, id: &str) -> bool {
+    pub(crate) fn deploys(&self, id: &str) -> bool {
         self.resource(id)["Condition"].as_str().is_none_or(|condition| self.condition(condition))
     }
 
@@ -307,7 +307,7 @@ fn text(value: &Value) -> String {
 
 /// A container's `Environment` entries, each conditional one (`Fn::If [condition, entry, AWS::NoValue]`) as the
 /// entry it passes when its condition holds.
-pub fn environment_entries(container: &Value) -> Vec<&Value> {
+pub(crate) fn environment_entries(container: &Value) -> Vec<&Value> {
     container["Environment"].as_array().into_iter().flatten().map(when_it_holds).collect()
 }
 
@@ -321,7 +321,7 @@ fn when_it_holds(value: &Value) -> &Value {
 
 /// A role's inline policy statements, each conditional one (`Fn::If [condition, statement, AWS::NoValue]`) as
 /// the statement it grants when its condition holds.
-pub fn statements(role: &Value) -> Vec<&Value> {
+pub(crate) fn statements(role: &Value) -> Vec<&Value> {
     role["Properties"]["Policies"]
         .as_array()
         .into_iter()

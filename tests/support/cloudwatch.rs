@@ -19,7 +19,7 @@ type MetricId = (String, String, BTreeMap<String, String>);
 #[derive(Default)]
 struct Datapoints(Mutex<Vec<(MetricId, f64)>>);
 
-pub struct CloudWatchDouble {
+pub(crate) struct CloudWatchDouble {
     pub url: String,
     datapoints: Arc<Datapoints>,
     server: tokio::task::JoinHandle<()>,
@@ -32,7 +32,7 @@ impl Drop for CloudWatchDouble {
 }
 
 impl CloudWatchDouble {
-    pub async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let datapoints = Arc::new(Datapoints::default());
         let app = axum::Router::new()
             .route(
@@ -47,12 +47,12 @@ impl CloudWatchDouble {
     }
 
     /// A client of the double, as the binary builds one.
-    pub async fn client(&self) -> aws_sdk_cloudwatch::Client {
+    pub(crate) async fn client(&self) -> aws_sdk_cloudwatch::Client {
         aws_sdk_cloudwatch::Client::new(&super::moto::sdk_at(&self.url).await)
     }
 
     /// One datapoint, now, of the metric `namespace`/`name` with exactly `dimensions`.
-    pub fn put(&self, namespace: &str, name: &str, dimensions: &[(&str, &str)], value: f64) {
+    pub(crate) fn put(&self, namespace: &str, name: &str, dimensions: &[(&str, &str)], value: f64) {
         let dimensions = dimensions.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
         self.datapoints.0.lock().unwrap().push(((namespace.into(), name.into(), dimensions), value));
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::eventually;
 
-pub struct Dev {
+pub(crate) struct Dev {
     pub child: Child,
     /// The router's base URL.
     pub url: String,
@@ -14,7 +14,7 @@ pub struct Dev {
 
 impl Dev {
     /// Starts `gpuinfer dev` on `port` with its data in `data_dir`, the small tier's engine at `engine`, and `flags`.
-    pub fn start(data_dir: &Path, port: u16, engine: &str, flags: &[&str]) -> Dev {
+    pub(crate) fn start(data_dir: &Path, port: u16, engine: &str, flags: &[&str]) -> Dev {
         let child = Command::new(env!("CARGO_BIN_EXE_gpuinfer"))
             .args(["dev", "--listen", &format!("127.0.0.1:{port}"), "--small-engine-url", engine])
             .arg("--data-dir")
@@ -28,7 +28,7 @@ impl Dev {
     }
 
     /// Waits until the router answers /healthz.
-    pub async fn ready(&self, http: &reqwest::Client) {
+    pub(crate) async fn ready(&self, http: &reqwest::Client) {
         let url = format!("{}/healthz", self.url);
         eventually(Duration::from_secs(20), "gpuinfer dev to listen", || {
             let request = http.get(&url).send();

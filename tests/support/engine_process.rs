@@ -7,14 +7,14 @@ use serde_json::Value;
 
 /// A running engine-simulator process; killed when dropped.
 #[derive(Debug)]
-pub struct EngineProcess {
+pub(crate) struct EngineProcess {
     child: Child,
     pub url: String,
 }
 
 impl EngineProcess {
     /// Starts the simulator on a free loopback port with these extra flags (e.g. `--latency-ms 500`).
-    pub fn start(flags: &[&str]) -> Self {
+    pub(crate) fn start(flags: &[&str]) -> Self {
         let mut child = Command::new(binary())
             .args(["--listen", "127.0.0.1:0"])
             .args(flags)
@@ -28,24 +28,24 @@ impl EngineProcess {
     }
 
     /// SIGKILL: no connection is closed politely, as when the GPU under an engine falls off the bus.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 
     /// The body of the last generation request the simulator received, as the engine reads it.
-    pub async fn last_request(&self) -> Value {
+    pub(crate) async fn last_request(&self) -> Value {
         let stats: Value = reqwest::get(format!("{}/simulator/stats", self.url)).await.unwrap().json().await.unwrap();
         stats["lastRequest"].clone()
     }
 
     /// Requests received so far (`/simulator/stats`).
-    pub async fn calls(&self) -> u64 {
+    pub(crate) async fn calls(&self) -> u64 {
         self.stat("calls").await
     }
 
     /// One counter of `/simulator/stats`: calls, inFlight, maxInFlight, failed, hung, garbled.
-    pub async fn stat(&self, name: &str) -> u64 {
+    pub(crate) async fn stat(&self, name: &str) -> u64 {
         let stats: Value = reqwest::get(format!("{}/simulator/stats", self.url)).await.unwrap().json().await.unwrap();
         stats[name].as_u64().unwrap_or_else(|| panic!("no {name} in {stats}"))
     }

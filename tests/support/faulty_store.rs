@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use gpuinfer::{PutOutcome, RequestId, ResultStore, StoreError};
 use tokio::sync::watch;
 
-pub struct FaultyStore {
+pub(crate) struct FaultyStore {
     inner: Arc<dyn ResultStore>,
     failing: AtomicBool,
     refused: AtomicU64,
@@ -20,7 +20,7 @@ pub struct FaultyStore {
 }
 
 impl FaultyStore {
-    pub fn new(inner: Arc<dyn ResultStore>) -> Self {
+    pub(crate) fn new(inner: Arc<dyn ResultStore>) -> Self {
         FaultyStore {
             inner,
             failing: AtomicBool::new(false),
@@ -32,21 +32,21 @@ impl FaultyStore {
     }
 
     /// While stalled, every write waits (then goes on once the stall ends).
-    pub fn set_stalled(&self, stalled: bool) {
+    pub(crate) fn set_stalled(&self, stalled: bool) {
         self.stalled.send_replace(stalled);
     }
 
-    pub fn set_failing(&self, failing: bool) {
+    pub(crate) fn set_failing(&self, failing: bool) {
         self.failing.store(failing, Ordering::SeqCst);
     }
 
     /// Calls refused so far.
-    pub fn refused(&self) -> u64 {
+    pub(crate) fn refused(&self) -> u64 {
         self.refused.load(Ordering::SeqCst)
     }
 
     /// Looks for a document (`exists`) and reads of the cancel mark so far.
-    pub fn looks(&self) -> (u64, u64) {
+    pub(crate) fn looks(&self) -> (u64, u64) {
         (self.looks.load(Ordering::SeqCst), self.mark_reads.load(Ordering::SeqCst))
     }
 

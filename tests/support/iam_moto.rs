@@ -11,7 +11,7 @@ use super::process::ChildProcess;
 use super::{eventually, free_port};
 
 /// The user that creates the fixtures (queues, buckets, the ECS cluster): allowed everything.
-pub const ADMIN: &str = "admin";
+pub(crate) const ADMIN: &str = "admin";
 
 #[derive(Debug)]
 struct AccessKey {
@@ -20,7 +20,7 @@ struct AccessKey {
 }
 
 /// A running moto that checks every request's signature and the signer's policies.
-pub struct IamMoto {
+pub(crate) struct IamMoto {
     url: String,
     keys: Vec<(String, AccessKey)>,
     _process: ChildProcess,
@@ -32,7 +32,7 @@ impl IamMoto {
     /// INITIAL_NO_AUTH_ACTION_COUNT actions without looking at credentials and enforces IAM from then on, so
     /// the count is exactly the bootstrap's calls: per user CreateUser, one PutUserPolicy per policy and
     /// CreateAccessKey.
-    pub async fn start(users: &[(&str, Vec<(String, Value)>)], log: &Path) -> Self {
+    pub(crate) async fn start(users: &[(&str, Vec<(String, Value)>)], log: &Path) -> Self {
         let everything =
             json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]});
         let admin = (ADMIN, vec![("everything".to_owned(), everything)]);
@@ -95,12 +95,12 @@ impl IamMoto {
     }
 
     /// The access key id `user` signs with.
-    pub fn key_id(&self, user: &str) -> &str {
+    pub(crate) fn key_id(&self, user: &str) -> &str {
         &self.key(user).id
     }
 
     /// SDK configuration signing as `user`.
-    pub async fn sdk(&self, user: &str) -> SdkConfig {
+    pub(crate) async fn sdk(&self, user: &str) -> SdkConfig {
         let key = self.key(user);
         self.sdk_signed_by(&key.id, &key.secret).await
     }
@@ -114,13 +114,13 @@ impl IamMoto {
             .await
     }
 
-    pub async fn s3(&self, user: &str) -> aws_sdk_s3::Client {
+    pub(crate) async fn s3(&self, user: &str) -> aws_sdk_s3::Client {
         let config = aws_sdk_s3::config::Builder::from(&self.sdk(user).await).force_path_style(true).build();
         aws_sdk_s3::Client::from_conf(config)
     }
 
     /// Environment of a gpuinfer process signing as `user` (and never reaching AWS).
-    pub fn child_env(&self, user: &str) -> Vec<(String, String)> {
+    pub(crate) fn child_env(&self, user: &str) -> Vec<(String, String)> {
         let key = self.key(user);
         [
             ("AWS_ENDPOINT_URL", self.url.clone()),
@@ -140,7 +140,7 @@ impl IamMoto {
 /// the single ones. moto authorizes every ECS and Secrets Manager call against the resource `*`: a statement of one
 /// of those services' actions whose resources cover every ARN of that service in `arns` (the ECS services and the
 /// secrets the process reads) gets the resource `*`; whether it grants another resource only its document says.
-pub fn as_moto_decides(policy: &Value, arns: &[String]) -> Value {
+pub(crate) fn as_moto_decides(policy: &Value, arns: &[String]) -> Value {
     let mut policy = policy.clone();
     let statements = match &mut policy["Statement"] {
         Value::Array(statements) => statements.as_mut_slice(),
@@ -170,7 +170,7 @@ pub fn as_moto_decides(policy: &Value, arns: &[String]) -> Value {
 
 /// Whether `policy` lets `action` on `resource` through: an Allow statement names both (IAM wildcards), no
 /// Deny statement does, and neither carries a Condition this check would have to evaluate.
-pub fn allows(policy: &Value, action: &str, resource: &str) -> bool {
+pub(crate) fn allows(policy: &Value, action: &str, resource: &str) -> bool {
     let statements = match &policy["Statement"] {
         Value::Array(statements) => statements.clone(),
         single => vec![single.clone()],

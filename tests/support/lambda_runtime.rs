@@ -18,7 +18,7 @@ struct Invocations {
     arrived: Notify,
 }
 
-pub struct RuntimeApi {
+pub(crate) struct RuntimeApi {
     /// host:port, as AWS_LAMBDA_RUNTIME_API expects it.
     pub address: String,
     state: Arc<Invocations>,
@@ -32,7 +32,7 @@ impl Drop for RuntimeApi {
 }
 
 impl RuntimeApi {
-    pub async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let state = Arc::new(Invocations::default());
         let app = Router::new()
             .route("/2018-06-01/runtime/invocation/next", get(next))
@@ -49,7 +49,7 @@ impl RuntimeApi {
     }
 
     /// The environment the Lambda service gives a function's process, pointing it at this API.
-    pub fn function_env(&self, function: &str) -> [(&'static str, String); 6] {
+    pub(crate) fn function_env(&self, function: &str) -> [(&'static str, String); 6] {
         [
             ("AWS_LAMBDA_RUNTIME_API", self.address.clone()),
             ("AWS_LAMBDA_FUNCTION_NAME", function.into()),
@@ -61,7 +61,7 @@ impl RuntimeApi {
     }
 
     /// Invokes the function with `event` and waits for its answer.
-    pub async fn invoke(&self, event: Value) -> Value {
+    pub(crate) async fn invoke(&self, event: Value) -> Value {
         let id = uuid::Uuid::new_v4().to_string();
         self.state.pending.lock().expect("pending").push_back((id.clone(), event));
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -113,7 +113,7 @@ async fn init_error(State(state): State<Arc<Invocations>>, body: String) -> Stat
 }
 
 /// An API Gateway HTTP API (payload v2) event.
-pub fn http_event(method: &str, path: &str, body: Option<&str>) -> Value {
+pub(crate) fn http_event(method: &str, path: &str, body: Option<&str>) -> Value {
     serde_json::json!({
         "version": "2.0",
         "routeKey": format!("{method} {path}"),

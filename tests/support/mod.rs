@@ -1,29 +1,29 @@
 //! Shared harness for the black-box tests: the engine simulator (in-process or as a child process) and small helpers.
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
 
-pub mod answers;
-pub mod api_gateway;
-pub mod cfn;
-pub mod cloudwatch;
-pub mod dev;
-pub mod engine_process;
-pub mod faulty_store;
-pub mod iam_moto;
-pub mod lambda_runtime;
-pub mod moto;
-pub mod process;
-pub mod receiver;
-pub mod rig;
-pub mod router;
-pub mod signed_api;
-pub mod strategies;
+pub(crate) mod answers;
+pub(crate) mod api_gateway;
+pub(crate) mod cfn;
+pub(crate) mod cloudwatch;
+pub(crate) mod dev;
+pub(crate) mod engine_process;
+pub(crate) mod faulty_store;
+pub(crate) mod iam_moto;
+pub(crate) mod lambda_runtime;
+pub(crate) mod moto;
+pub(crate) mod process;
+pub(crate) mod receiver;
+pub(crate) mod rig;
+pub(crate) mod router;
+pub(crate) mod signed_api;
+pub(crate) mod strategies;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Polls `check` until it returns Some or `limit` passes; panics with `what` on timeout.
-pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
+pub(crate) async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -39,13 +39,13 @@ where
 }
 
 /// A loopback port nobody listens on right now.
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// Prints a test's figure line (requests, lost, duplicates, time), and appends it to the file named by
 /// `GPUINFER_FIGURES` when set: scripts/test.sh prints that file after the tests, so CI logs show every figure.
-pub fn report_figure(line: &str) {
+pub(crate) fn report_figure(line: &str) {
     println!("{line}");
     if let Some(path) = std::env::var_os("GPUINFER_FIGURES") {
         use std::io::Write;
@@ -55,7 +55,7 @@ pub fn report_figure(line: &str) {
 }
 
 /// Waits until the router at `base` (http://host:port) answers GET /healthz.
-pub async fn router_listening(http: &reqwest::Client, base: &str) {
+pub(crate) async fn router_listening(http: &reqwest::Client, base: &str) {
     let url = format!("{base}/healthz");
     eventually(Duration::from_secs(20), "the router to listen", || {
         let request = http.get(&url).send();
@@ -65,7 +65,12 @@ pub async fn router_listening(http: &reqwest::Client, base: &str) {
 }
 
 /// Polls GET /results/{id} on the router at `base` until it answers 200; the document.
-pub async fn result_document(http: &reqwest::Client, base: &str, id: &str, limit: Duration) -> serde_json::Value {
+pub(crate) async fn result_document(
+    http: &reqwest::Client,
+    base: &str,
+    id: &str,
+    limit: Duration,
+) -> serde_json::Value {
     let url = format!("{base}/results/{id}");
     eventually(limit, "a result document", || {
         let request = http.get(&url).send();
@@ -75,18 +80,18 @@ pub async fn result_document(http: &reqwest::Client, base: &str, id: &str, limit
 }
 
 /// A valid request body with a fresh requestId.
-pub fn request_body(prompt: &str) -> (gpuinfer::RequestId, String) {
+pub(crate) fn request_body(prompt: &str) -> (gpuinfer::RequestId, String) {
     let id = gpuinfer::RequestId::new_v4();
     (id, serde_json::json!({ "requestId": id, "prompt": prompt, "maxTokens": 16 }).to_string())
 }
 
 /// A writer the test keeps a handle on, e.g. for the EMF lines a component writes.
 #[derive(Clone, Default)]
-pub struct SharedBuf(Arc<Mutex<Vec<u8>>>);
+pub(crate) struct SharedBuf(Arc<Mutex<Vec<u8>>>);
 
 impl SharedBuf {
     /// Every line written so far, each parsed as JSON.
-    pub fn json_lines(&self) -> Vec<serde_json::Value> {
+    pub(crate) fn json_lines(&self) -> Vec<serde_json::Value> {
         let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
         text.lines().map(|line| serde_json::from_str(line).unwrap()).collect()
     }

@@ -7,7 +7,7 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use gpuinfer::{HealthSettings, Lanes, LeaseSettings, Tier, WorkerConfig};
 
 /// moto's URL; a test that needs it fails (never skips) when it is not running.
-pub fn url() -> String {
+pub(crate) fn url() -> String {
     std::env::var("GPUINFER_TEST_MOTO_URL").unwrap_or_else(|_| {
         panic!(
             "this test needs the moto SQS/S3 emulator: run scripts/test.sh, or `scripts/aws-emulator.sh start` \
@@ -17,7 +17,7 @@ pub fn url() -> String {
 }
 
 /// Environment for a gpuinfer child process talking to moto (dummy credentials, no instance metadata).
-pub fn child_env() -> Vec<(&'static str, String)> {
+pub(crate) fn child_env() -> Vec<(&'static str, String)> {
     vec![
         ("AWS_ENDPOINT_URL", url()),
         ("AWS_ACCESS_KEY_ID", "test".into()),
@@ -27,12 +27,12 @@ pub fn child_env() -> Vec<(&'static str, String)> {
     ]
 }
 
-pub async fn sdk() -> SdkConfig {
+pub(crate) async fn sdk() -> SdkConfig {
     sdk_at(&url()).await
 }
 
 /// SDK configuration for a moto server at `endpoint` (the shared one, or a test's own).
-pub async fn sdk_at(endpoint: &str) -> SdkConfig {
+pub(crate) async fn sdk_at(endpoint: &str) -> SdkConfig {
     aws_config::defaults(BehaviorVersion::latest())
         .endpoint_url(endpoint)
         .region(Region::new("us-east-1"))
@@ -41,26 +41,26 @@ pub async fn sdk_at(endpoint: &str) -> SdkConfig {
         .await
 }
 
-pub async fn sqs() -> aws_sdk_sqs::Client {
+pub(crate) async fn sqs() -> aws_sdk_sqs::Client {
     aws_sdk_sqs::Client::new(&sdk().await)
 }
 
-pub async fn s3() -> aws_sdk_s3::Client {
+pub(crate) async fn s3() -> aws_sdk_s3::Client {
     s3_at(&url()).await
 }
 
-pub async fn s3_at(endpoint: &str) -> aws_sdk_s3::Client {
+pub(crate) async fn s3_at(endpoint: &str) -> aws_sdk_s3::Client {
     let config = aws_sdk_s3::config::Builder::from(&sdk_at(endpoint).await).force_path_style(true).build();
     aws_sdk_s3::Client::from_conf(config)
 }
 
 /// A unique name for this test's queues and buckets (tests share one moto server).
-pub fn unique(prefix: &str) -> String {
+pub(crate) fn unique(prefix: &str) -> String {
     format!("{prefix}-{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
 }
 
 /// Creates a dead-letter queue and a queue redriving to it after `max_receive_count` receives.
-pub async fn queue_with_dlq(name: &str, visibility_seconds: u32, max_receive_count: u32) -> (String, String) {
+pub(crate) async fn queue_with_dlq(name: &str, visibility_seconds: u32, max_receive_count: u32) -> (String, String) {
     let sqs = sqs().await;
     let dlq = sqs.create_queue().queue_name(format!("{name}-dlq")).send().await.expect("create dlq");
     let dlq_url = dlq.queue_url.expect("dlq url");
@@ -70,7 +70,11 @@ pub async fn queue_with_dlq(name: &str, visibility_seconds: u32, max_receive_cou
 
 /// A tier's three lanes, `{name}`, `{name}-high` and `{name}-batch`, all redriving to one dead-letter queue; their
 /// URLs and the dead-letter queue's.
-pub async fn lanes_with_dlq(name: &str, visibility_seconds: u32, max_receive_count: u32) -> (Lanes<String>, String) {
+pub(crate) async fn lanes_with_dlq(
+    name: &str,
+    visibility_seconds: u32,
+    max_receive_count: u32,
+) -> (Lanes<String>, String) {
     let (normal, dlq_url) = queue_with_dlq(name, visibility_seconds, max_receive_count).await;
     let high = redriving_queue(&format!("{name}-high"), &dlq_url, visibility_seconds, max_receive_count).await;
     let batch = redriving_queue(&format!("{name}-batch"), &dlq_url, visibility_seconds, max_receive_count).await;
@@ -101,13 +105,13 @@ async fn redriving_queue(name: &str, dlq_url: &str, visibility_seconds: u32, max
     queue.queue_url.expect("queue url")
 }
 
-pub async fn bucket(name: &str) -> String {
+pub(crate) async fn bucket(name: &str) -> String {
     s3().await.create_bucket().bucket(name).send().await.expect("create bucket");
     name.to_owned()
 }
 
 /// A bucket that keeps every version of an object, so an overwrite shows as a second version.
-pub async fn versioned_bucket(s3: &aws_sdk_s3::Client, name: &str) -> String {
+pub(crate) async fn versioned_bucket(s3: &aws_sdk_s3::Client, name: &str) -> String {
     use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
     s3.create_bucket().bucket(name).send().await.expect("create bucket");
     let versioning = VersioningConfiguration::builder().status(BucketVersioningStatus::Enabled).build();
@@ -121,7 +125,7 @@ pub async fn versioned_bucket(s3: &aws_sdk_s3::Client, name: &str) -> String {
 }
 
 /// How many versions each key under `prefix` has (at most 1,000 versions in all).
-pub async fn version_counts(
+pub(crate) async fn version_counts(
     s3: &aws_sdk_s3::Client,
     bucket: &str,
     prefix: &str,
@@ -135,7 +139,7 @@ pub async fn version_counts(
 }
 
 /// Sends every body to the queue, ten per SendMessageBatch.
-pub async fn send_all(url: &str, bodies: &[String]) {
+pub(crate) async fn send_all(url: &str, bodies: &[String]) {
     use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
     let sqs = sqs().await;
     for chunk in bodies.chunks(10) {
@@ -151,19 +155,19 @@ pub async fn send_all(url: &str, bodies: &[String]) {
 }
 
 /// Keys under `prefix` in `bucket` (at most 1,000).
-pub async fn keys(s3: &aws_sdk_s3::Client, bucket: &str, prefix: &str) -> Vec<String> {
+pub(crate) async fn keys(s3: &aws_sdk_s3::Client, bucket: &str, prefix: &str) -> Vec<String> {
     let listed = s3.list_objects_v2().bucket(bucket).prefix(prefix).send().await.expect("list objects");
     listed.contents.unwrap_or_default().into_iter().filter_map(|o| o.key).collect()
 }
 
-pub async fn object(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> serde_json::Value {
+pub(crate) async fn object(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> serde_json::Value {
     let object = s3.get_object().bucket(bucket).key(key).send().await.expect("get object");
     serde_json::from_slice(&object.body.collect().await.expect("body").into_bytes()).expect("json object")
 }
 
 /// A moto server of the test's own on `port` (one it may stop and restart), from the venv scripts/aws-emulator.sh
 /// installs; answering when this returns.
-pub async fn start_own(port: u16, log: &std::path::Path) -> super::process::ChildProcess {
+pub(crate) async fn start_own(port: u16, log: &std::path::Path) -> super::process::ChildProcess {
     let server = std::env::var_os("GPUINFER_TEST_MOTO_SERVER").map(std::path::PathBuf::from).unwrap_or_else(|| {
         let cache = std::env::var_os("GPUINFER_CACHE").map(std::path::PathBuf::from).unwrap_or_else(|| {
             std::path::PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/gpuinfer")
@@ -185,7 +189,7 @@ pub async fn start_own(port: u16, log: &std::path::Path) -> super::process::Chil
 }
 
 /// All messages currently receivable from a queue, with their message attributes.
-pub async fn drain(url: &str) -> Vec<aws_sdk_sqs::types::Message> {
+pub(crate) async fn drain(url: &str) -> Vec<aws_sdk_sqs::types::Message> {
     let sqs = sqs().await;
     let mut all = Vec::new();
     loop {
@@ -207,7 +211,7 @@ pub async fn drain(url: &str) -> Vec<aws_sdk_sqs::types::Message> {
 
 /// Creates the high-priority lane beside a queue (`<name>-high`) and returns its URL; a worker on SQS needs
 /// a high and a normal lane for its tier.
-pub async fn high_lane_of(queue_url: &str) -> String {
+pub(crate) async fn high_lane_of(queue_url: &str) -> String {
     let name = queue_url.rsplit('/').next().expect("a queue URL ends in its name");
     let created =
         sqs().await.create_queue().queue_name(format!("{name}-high")).send().await.expect("create the high lane");
@@ -216,7 +220,7 @@ pub async fn high_lane_of(queue_url: &str) -> String {
 
 /// The small tier's worker in the tests on SQS + S3: 4 slots, 1 s long polls, retries at once, the engine probed
 /// every 50 ms.
-pub fn worker_config() -> WorkerConfig {
+pub(crate) fn worker_config() -> WorkerConfig {
     WorkerConfig {
         concurrency: 4,
         wait_time: Duration::from_secs(1),

@@ -8,51 +8,51 @@ use super::eventually;
 
 /// A running child process whose stderr goes to a log file.
 #[derive(Debug)]
-pub struct ChildProcess {
+pub(crate) struct ChildProcess {
     child: Child,
     log: PathBuf,
 }
 
 impl ChildProcess {
     /// Spawns `command` with stdout discarded and stderr appended to `log`.
-    pub fn spawn(command: &mut Command, log: &Path) -> Self {
+    pub(crate) fn spawn(command: &mut Command, log: &Path) -> Self {
         let file = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("open the log file");
         let child = command.stdout(Stdio::null()).stderr(file).spawn().expect("spawn the child process");
         ChildProcess { child, log: log.to_owned() }
     }
 
     /// `gpuinfer <args…>` (the binary under test) with its stderr appended to `log`.
-    pub fn gpuinfer(args: &[&str], envs: &[(&str, String)], log: &Path) -> Self {
+    pub(crate) fn gpuinfer(args: &[&str], envs: &[(&str, String)], log: &Path) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_gpuinfer"));
         command.args(args).envs(envs.iter().map(|(k, v)| (*k, v)));
         Self::spawn(&mut command, log)
     }
 
-    pub fn id(&self) -> u32 {
+    pub(crate) fn id(&self) -> u32 {
         self.child.id()
     }
 
     /// SIGKILL and reap: no cleanup of any kind, as in a crash or an out-of-memory kill.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 
     /// Sends a signal by name (`TERM`, `STOP`, `CONT`…) without waiting.
-    pub fn signal(&self, name: &str) {
+    pub(crate) fn signal(&self, name: &str) {
         let status = Command::new("kill").args([&format!("-{name}"), &self.child.id().to_string()]).status().unwrap();
         assert!(status.success(), "kill -{name} {}", self.child.id());
     }
 
     /// Waits for the process to exit; panics with the end of its log after `limit`.
-    pub async fn exited_within(&mut self, limit: Duration) -> ExitStatus {
+    pub(crate) async fn exited_within(&mut self, limit: Duration) -> ExitStatus {
         let Self { child, log } = self;
         let what = format!("pid {} to exit (log {})", child.id(), log.display());
         eventually(limit, &what, || std::future::ready(child.try_wait().unwrap())).await
     }
 
     /// Everything the process has logged so far.
-    pub fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }

@@ -13,7 +13,7 @@ use axum::routing::post;
 
 /// One POST as the receiver saw it.
 #[derive(Debug, Clone)]
-pub struct Delivery {
+pub(crate) struct Delivery {
     pub id: String,
     pub timestamp: String,
     pub signature: String,
@@ -28,7 +28,7 @@ struct Inbox {
 }
 
 /// A running receiver on a loopback port; stops when dropped.
-pub struct Receiver {
+pub(crate) struct Receiver {
     /// The callback URL (`http://127.0.0.1:<port>/hook`).
     pub url: String,
     inbox: Arc<Inbox>,
@@ -43,7 +43,7 @@ impl Drop for Receiver {
 
 impl Receiver {
     /// Answers the first POSTs with `statuses`, every later one with 200.
-    pub async fn start(statuses: impl IntoIterator<Item = u16>) -> Receiver {
+    pub(crate) async fn start(statuses: impl IntoIterator<Item = u16>) -> Receiver {
         let inbox = Arc::new(Inbox { statuses: Mutex::new(statuses.into_iter().collect()), ..Inbox::default() });
         let app = Router::new().route("/hook", post(receive)).with_state(Arc::clone(&inbox));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind receiver");
@@ -54,12 +54,12 @@ impl Receiver {
         Receiver { url, inbox, server }
     }
 
-    pub fn deliveries(&self) -> Vec<Delivery> {
+    pub(crate) fn deliveries(&self) -> Vec<Delivery> {
         self.inbox.deliveries.lock().expect("deliveries").clone()
     }
 
     /// Waits until `count` POSTs have arrived and returns them.
-    pub async fn received(&self, count: usize, limit: Duration) -> Vec<Delivery> {
+    pub(crate) async fn received(&self, count: usize, limit: Duration) -> Vec<Delivery> {
         super::eventually(limit, "callbacks at the receiver", || async {
             let deliveries = self.deliveries();
             (deliveries.len() >= count).then_some(deliveries)

@@ -16,7 +16,7 @@ use super::faulty_store::FaultyStore;
 use super::{SharedBuf, eventually, request_body};
 use gpuinfer::{simulator::Behavior, simulator::EngineSimulator};
 
-pub struct Rig {
+pub(crate) struct Rig {
     pub dir: tempfile::TempDir,
     pub backends: LocalBackends,
     pub lanes: Lanes<Arc<LocalQueue>>,
@@ -32,7 +32,7 @@ pub struct Rig {
 }
 
 /// The tests' worker: 4 slots, short waits and back-offs.
-pub fn config() -> WorkerConfig {
+pub(crate) fn config() -> WorkerConfig {
     WorkerConfig {
         concurrency: 4,
         wait_time: Duration::from_millis(200),
@@ -47,13 +47,13 @@ pub fn config() -> WorkerConfig {
     }
 }
 
-pub async fn rig(behavior: Behavior, config: WorkerConfig) -> Rig {
+pub(crate) async fn rig(behavior: Behavior, config: WorkerConfig) -> Rig {
     Rig::start(behavior, config, None, |_| async {}).await
 }
 
 impl Rig {
     /// A rig whose worker sends callbacks with `webhooks`; `before` runs on the lanes before the worker starts.
-    pub async fn start<F, Fut>(
+    pub(crate) async fn start<F, Fut>(
         behavior: Behavior,
         config: WorkerConfig,
         webhooks: Option<WebhookConfig>,
@@ -88,19 +88,19 @@ impl Rig {
     }
 
     /// Sends a fresh request for `prompt` to the normal lane.
-    pub async fn send(&self, prompt: &str) -> RequestId {
+    pub(crate) async fn send(&self, prompt: &str) -> RequestId {
         let (id, body) = request_body(prompt);
         self.queue.send(&body).await.unwrap();
         id
     }
 
     /// Sends a request body to one lane.
-    pub async fn send_to(&self, lane: Priority, body: &Value) {
+    pub(crate) async fn send_to(&self, lane: Priority, body: &Value) {
         self.lanes.get(lane).send(&body.to_string()).await.unwrap();
     }
 
     /// Cancels `id` the way DELETE /results/{id} does (a canceled document); returns the document.
-    pub async fn cancel(&self, id: RequestId) -> Value {
+    pub(crate) async fn cancel(&self, id: RequestId) -> Value {
         let canceled = gpuinfer::canceled(id);
         self.backends.store.put_if_absent(id, canceled.to_string().as_bytes()).await.unwrap();
         self.backends.store.mark_cancels().await.unwrap();
@@ -108,7 +108,7 @@ impl Rig {
     }
 
     /// The document stored for `id`, once there is one.
-    pub async fn document(&self, id: RequestId) -> Value {
+    pub(crate) async fn document(&self, id: RequestId) -> Value {
         let store = Arc::clone(&self.backends.store);
         eventually(Duration::from_secs(10), "a result document", || {
             let store = Arc::clone(&store);
@@ -118,12 +118,12 @@ impl Rig {
     }
 
     /// The worker's document for `id`, once there is one.
-    pub async fn result(&self, id: RequestId) -> ResultDocument {
+    pub(crate) async fn result(&self, id: RequestId) -> ResultDocument {
         serde_json::from_value(self.document(id).await).unwrap()
     }
 
     /// Waits until every lane is empty.
-    pub async fn drained(&self) {
+    pub(crate) async fn drained(&self) {
         let lanes = self.lanes.clone();
         eventually(Duration::from_secs(10), "empty lanes", || {
             let lanes = lanes.clone();
@@ -139,7 +139,7 @@ impl Rig {
     }
 
     /// Waits until the engine has received `calls` requests.
-    pub async fn engine_called(&self, calls: u64) {
+    pub(crate) async fn engine_called(&self, calls: u64) {
         let engine = &self.engine;
         eventually(Duration::from_secs(5), "requests in the engine", || async {
             (engine.calls() == calls).then_some(())
@@ -147,7 +147,7 @@ impl Rig {
         .await;
     }
 
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.shutdown.cancel();
         let stopped = tokio::time::timeout(Duration::from_secs(15), self.worker).await.expect("worker stops").unwrap();
         assert_eq!(stopped, Stopped::Drained);

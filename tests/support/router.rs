@@ -15,7 +15,7 @@ use tower::ServiceExt;
 
 use super::SharedBuf;
 
-pub struct Fixture {
+pub(crate) struct Fixture {
     _dir: tempfile::TempDir,
     pub backends: LocalBackends,
     pub state: Arc<AppState>,
@@ -23,7 +23,7 @@ pub struct Fixture {
     pub emf: SharedBuf,
 }
 
-pub fn fixture() -> Fixture {
+pub(crate) fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let backends = LocalBackends::open(dir.path()).unwrap();
     let emf = SharedBuf::default();
@@ -47,13 +47,13 @@ pub fn fixture() -> Fixture {
 
 impl Fixture {
     /// One lane's queue of a tier, as the router's state holds it.
-    pub fn lane(&self, tier: Tier, lane: Priority) -> Arc<LocalQueue> {
+    pub(crate) fn lane(&self, tier: Tier, lane: Priority) -> Arc<LocalQueue> {
         self.backends.lane_queue(tier, lane, Duration::from_secs(30), 3)
     }
 }
 
 /// The status and JSON body (Null when the body is not JSON) of one request through the app.
-pub async fn call<B>(state: &Arc<AppState>, request: Request<B>) -> (StatusCode, Value)
+pub(crate) async fn call<B>(state: &Arc<AppState>, request: Request<B>) -> (StatusCode, Value)
 where
     B: HttpBody<Data = Bytes> + Send + 'static,
     B::Error: Into<axum::BoxError>,
@@ -64,17 +64,17 @@ where
     (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
 }
 
-pub fn post(body: impl Into<Body>) -> Request<Body> {
+pub(crate) fn post(body: impl Into<Body>) -> Request<Body> {
     Request::post("/infer").header("content-type", "application/json").body(body.into()).unwrap()
 }
 
-pub fn get(path: &str) -> Request<Body> {
+pub(crate) fn get(path: &str) -> Request<Body> {
     Request::get(path).body(Body::empty()).unwrap()
 }
 
 /// The batch `batch` (as POST /v1/batches answered it, `validating`) once its lines were checked: `failed`, or
 /// `in_progress` with every line queued.
-pub async fn admitted(state: &Arc<AppState>, batch: &Value, key: Option<&str>) -> Value {
+pub(crate) async fn admitted(state: &Arc<AppState>, batch: &Value, key: Option<&str>) -> Value {
     let path = format!("/v1/batches/{}", batch["id"].as_str().unwrap_or_else(|| panic!("not a batch: {batch}")));
     super::eventually(Duration::from_secs(20), "the batch's lines checked", || async {
         let mut request = get(&path);

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 
 /// The credentials a signer must use, and where the region and service of its scope must point.
 #[derive(Clone)]
-pub struct Credentials {
+pub(crate) struct Credentials {
     pub access_key_id: String,
     pub secret_access_key: String,
     pub session_token: String,
@@ -29,7 +29,7 @@ struct Upstream {
 }
 
 /// The stand-in, serving until dropped.
-pub struct SignedApi {
+pub(crate) struct SignedApi {
     /// http://127.0.0.1:port, the stage URL.
     pub url: String,
     server: tokio::task::JoinHandle<()>,
@@ -43,7 +43,7 @@ impl Drop for SignedApi {
 
 impl SignedApi {
     /// Serves every path of `router` (its base URL) behind SigV4 with `credentials`.
-    pub async fn start(credentials: Credentials, router: &str) -> Self {
+    pub(crate) async fn start(credentials: Credentials, router: &str) -> Self {
         let upstream = Arc::new(Upstream { credentials, router: router.to_owned(), http: reqwest::Client::new() });
         let app = axum::Router::new().fallback(forward).with_state(upstream);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the signed API stand-in");

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
 /// Any JSON value, a few levels deep.
-pub fn json_value() -> impl Strategy<Value = Value> {
+pub(crate) fn json_value() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),
         any::<bool>().prop_map(Value::from),
@@ -48,7 +48,7 @@ fn field_value(field: &'static str) -> BoxedStrategy<Value> {
 
 /// JSON objects with any subset of the request's fields, now and then with an unknown one (any name, empty
 /// and control characters included).
-pub fn request_like() -> impl Strategy<Value = Value> {
+pub(crate) fn request_like() -> impl Strategy<Value = Value> {
     let fields = ["requestId", "prompt", "messages", "maxTokens", "temperature", "topP", "route"]
         .map(|field| proptest::option::of(field_value(field)).prop_map(move |value| (field, value)));
     let unknown =
@@ -64,6 +64,6 @@ pub fn request_like() -> impl Strategy<Value = Value> {
 }
 
 /// Request bodies: shaped like requests most of the time, else arbitrary bytes.
-pub fn body_bytes() -> impl Strategy<Value = Vec<u8>> {
+pub(crate) fn body_bytes() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![3 => request_like().prop_map(|v| v.to_string().into_bytes()), 1 => vec(any::<u8>(), 0..256)]
 }

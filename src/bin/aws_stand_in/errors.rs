@@ -10,7 +10,7 @@ use crate::wire::xml_escape;
 /// HTTP 400, `x-amzn-query-error: <code>;Sender` (the code its older query protocol used, which the SDK matches on),
 /// and a body `{"__type": "com.amazonaws.sqs#<Shape>", "message": "…"}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SqsError {
+pub(crate) struct SqsError {
     /// The error's shape in the SQS model (`QueueDoesNotExist`).
     pub shape: &'static str,
     /// Its query-protocol code (`AWS.SimpleQueueService.NonExistentQueue`): the code a batch entry's failure names.
@@ -23,83 +23,83 @@ impl SqsError {
         SqsError { shape, code, message: message.into() }
     }
 
-    pub fn queue_does_not_exist() -> Self {
+    pub(crate) fn queue_does_not_exist() -> Self {
         Self::new("QueueDoesNotExist", "AWS.SimpleQueueService.NonExistentQueue", "The specified queue does not exist.")
     }
 
-    pub fn queue_already_exists(attribute: &str) -> Self {
+    pub(crate) fn queue_already_exists(attribute: &str) -> Self {
         let message =
             format!("A queue already exists with the same name and a different value for attribute {attribute}");
         Self::new("QueueNameExists", "QueueAlreadyExists", message)
     }
 
-    pub fn receipt_handle_is_invalid(handle: &str) -> Self {
+    pub(crate) fn receipt_handle_is_invalid(handle: &str) -> Self {
         let message = format!("The input receipt handle \"{handle}\" is not a valid receipt handle.");
         Self::new("ReceiptHandleIsInvalid", "ReceiptHandleIsInvalid", message)
     }
 
-    pub fn message_not_inflight() -> Self {
+    pub(crate) fn message_not_inflight() -> Self {
         Self::new("MessageNotInflight", "AWS.SimpleQueueService.MessageNotInflight", "The message is not in flight.")
     }
 
     /// A parameter outside what SQS takes (SQS's common errors: InvalidParameterValue, 400).
-    pub fn invalid_parameter_value(message: impl Into<String>) -> Self {
+    pub(crate) fn invalid_parameter_value(message: impl Into<String>) -> Self {
         Self::new("InvalidParameterValue", "InvalidParameterValue", message)
     }
 
     /// A required parameter left out (SQS's common errors: MissingParameter, 400).
-    pub fn missing_parameter(name: &str) -> Self {
+    pub(crate) fn missing_parameter(name: &str) -> Self {
         Self::new("MissingParameter", "MissingParameter", format!("The request must contain the parameter {name}."))
     }
 
-    pub fn invalid_attribute_name(name: &str) -> Self {
+    pub(crate) fn invalid_attribute_name(name: &str) -> Self {
         Self::new("InvalidAttributeName", "InvalidAttributeName", format!("Unknown Attribute {name}."))
     }
 
-    pub fn invalid_attribute_value(name: &str, why: &str) -> Self {
+    pub(crate) fn invalid_attribute_value(name: &str, why: &str) -> Self {
         let message = format!("Invalid value for the parameter {name}. Reason: {why}");
         Self::new("InvalidAttributeValue", "InvalidAttributeValue", message)
     }
 
-    pub fn invalid_message_contents(message: impl Into<String>) -> Self {
+    pub(crate) fn invalid_message_contents(message: impl Into<String>) -> Self {
         Self::new("InvalidMessageContents", "InvalidMessageContents", message)
     }
 
-    pub fn empty_batch_request(entry: &str) -> Self {
+    pub(crate) fn empty_batch_request(entry: &str) -> Self {
         let message = format!("There should be at least one {entry} in the request.");
         Self::new("EmptyBatchRequest", "AWS.SimpleQueueService.EmptyBatchRequest", message)
     }
 
     /// More than 10 entries: SQS takes at most 10 per SendMessageBatch, DeleteMessageBatch or
     /// ChangeMessageVisibilityBatch ("TooManyEntriesInBatchRequest").
-    pub fn too_many_entries(sent: usize) -> Self {
+    pub(crate) fn too_many_entries(sent: usize) -> Self {
         let message = format!("Maximum number of entries per request are 10. You have sent {sent}.");
         Self::new("TooManyEntriesInBatchRequest", "AWS.SimpleQueueService.TooManyEntriesInBatchRequest", message)
     }
 
-    pub fn ids_not_distinct(id: &str) -> Self {
+    pub(crate) fn ids_not_distinct(id: &str) -> Self {
         let message = format!("Id {id} repeated.");
         Self::new("BatchEntryIdsNotDistinct", "AWS.SimpleQueueService.BatchEntryIdsNotDistinct", message)
     }
 
-    pub fn invalid_batch_entry_id() -> Self {
+    pub(crate) fn invalid_batch_entry_id() -> Self {
         let message = "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long.";
         Self::new("InvalidBatchEntryId", "AWS.SimpleQueueService.InvalidBatchEntryId", message)
     }
 
-    pub fn batch_request_too_long(limit: usize) -> Self {
+    pub(crate) fn batch_request_too_long(limit: usize) -> Self {
         let message = format!("Batch requests cannot be longer than {limit} bytes.");
         Self::new("BatchRequestTooLong", "AWS.SimpleQueueService.BatchRequestTooLong", message)
     }
 
     /// An operation of SQS that this stand-in does not serve (the project calls none of them).
-    pub fn unsupported(operation: &str) -> Self {
+    pub(crate) fn unsupported(operation: &str) -> Self {
         let message = format!("{operation} is not served by the AWS stand-in (only the calls gpuinfer makes are)");
         Self::new("UnsupportedOperation", "AWS.SimpleQueueService.UnsupportedOperation", message)
     }
 
     /// A body that is not a JSON object of the operation's input.
-    pub fn malformed(why: impl std::fmt::Display) -> Self {
+    pub(crate) fn malformed(why: impl std::fmt::Display) -> Self {
         Self::new("InvalidParameterValue", "InvalidParameterValue", format!("The request body is not valid: {why}"))
     }
 }
@@ -121,7 +121,7 @@ impl IntoResponse for SqsError {
 /// An S3 error as REST-XML carries it: the status and `<Error><Code>…</Code><Message>…</Message>…</Error>`
 /// (S3 API reference, "Error responses"); a HEAD request gets the status alone, as S3 sends no body to HEAD.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct S3Error {
+pub(crate) struct S3Error {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
@@ -139,89 +139,89 @@ impl S3Error {
         self
     }
 
-    pub fn no_such_bucket(bucket: &str) -> Self {
+    pub(crate) fn no_such_bucket(bucket: &str) -> Self {
         Self::new(StatusCode::NOT_FOUND, "NoSuchBucket", "The specified bucket does not exist")
             .with("BucketName", bucket)
     }
 
-    pub fn no_such_key(key: &str) -> Self {
+    pub(crate) fn no_such_key(key: &str) -> Self {
         Self::new(StatusCode::NOT_FOUND, "NoSuchKey", "The specified key does not exist.").with("Key", key)
     }
 
-    pub fn no_such_upload(upload_id: &str) -> Self {
+    pub(crate) fn no_such_upload(upload_id: &str) -> Self {
         let message = "The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.";
         Self::new(StatusCode::NOT_FOUND, "NoSuchUpload", message).with("UploadId", upload_id)
     }
 
     /// A conditional write that found its condition false: 412 PreconditionFailed (S3 User Guide, "Conditional
     /// writes": with `If-None-Match: *`, a key that exists).
-    pub fn precondition_failed(condition: &str) -> Self {
+    pub(crate) fn precondition_failed(condition: &str) -> Self {
         let message = "At least one of the pre-conditions you specified did not hold";
         Self::new(StatusCode::PRECONDITION_FAILED, "PreconditionFailed", message).with("Condition", condition)
     }
 
-    pub fn bucket_already_owned(bucket: &str) -> Self {
+    pub(crate) fn bucket_already_owned(bucket: &str) -> Self {
         let message = "Your previous request to create the named bucket succeeded and you already own it.";
         Self::new(StatusCode::CONFLICT, "BucketAlreadyOwnedByYou", message).with("BucketName", bucket)
     }
 
-    pub fn invalid_bucket_name(bucket: &str) -> Self {
+    pub(crate) fn invalid_bucket_name(bucket: &str) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "InvalidBucketName", "The specified bucket is not valid.")
             .with("BucketName", bucket)
     }
 
-    pub fn invalid_argument(message: impl Into<String>, name: &str) -> Self {
+    pub(crate) fn invalid_argument(message: impl Into<String>, name: &str) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "InvalidArgument", message).with("ArgumentName", name)
     }
 
-    pub fn invalid_range(size: usize) -> Self {
+    pub(crate) fn invalid_range(size: usize) -> Self {
         let message = "The requested range is not satisfiable";
         Self::new(StatusCode::RANGE_NOT_SATISFIABLE, "InvalidRange", message)
             .with("ActualObjectSize", &size.to_string())
     }
 
-    pub fn bad_digest() -> Self {
+    pub(crate) fn bad_digest() -> Self {
         Self::new(StatusCode::BAD_REQUEST, "BadDigest", "The Content-MD5 you specified did not match what we received.")
     }
 
-    pub fn invalid_digest() -> Self {
+    pub(crate) fn invalid_digest() -> Self {
         Self::new(StatusCode::BAD_REQUEST, "InvalidDigest", "The Content-MD5 you specified is not valid.")
     }
 
-    pub fn malformed_xml() -> Self {
+    pub(crate) fn malformed_xml() -> Self {
         let message = "The XML you provided was not well-formed or did not validate against our published schema";
         Self::new(StatusCode::BAD_REQUEST, "MalformedXML", message)
     }
 
-    pub fn invalid_part(number: u32) -> Self {
+    pub(crate) fn invalid_part(number: u32) -> Self {
         let message = "One or more of the specified parts could not be found. The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.";
         Self::new(StatusCode::BAD_REQUEST, "InvalidPart", message).with("PartNumber", &number.to_string())
     }
 
-    pub fn invalid_part_order() -> Self {
+    pub(crate) fn invalid_part_order() -> Self {
         let message =
             "The list of parts was not in ascending order. The parts list must be specified in order by part number.";
         Self::new(StatusCode::BAD_REQUEST, "InvalidPartOrder", message)
     }
 
-    pub fn entity_too_small(number: u32) -> Self {
+    pub(crate) fn entity_too_small(number: u32) -> Self {
         let message = "Your proposed upload is smaller than the minimum allowed object size.";
         Self::new(StatusCode::BAD_REQUEST, "EntityTooSmall", message).with("PartNumber", &number.to_string())
     }
 
-    pub fn invalid_request(message: impl Into<String>) -> Self {
+    pub(crate) fn invalid_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "InvalidRequest", message)
     }
 
     /// A request this stand-in does not serve (the project makes none like it): S3's own answer to a feature it
     /// lacks, 501 NotImplemented.
-    pub fn not_implemented(what: &str) -> Self {
+    pub(crate) fn not_implemented(what: &str) -> Self {
         let message = format!("{what} is not served by the AWS stand-in (only the calls gpuinfer makes are)");
         Self::new(StatusCode::NOT_IMPLEMENTED, "NotImplemented", message)
     }
 
     /// The response, without a body for a HEAD request.
-    pub fn respond(self, head: bool) -> Response {
+    pub(crate) fn respond(self, head: bool) -> Response {
         if head {
             return self.status.into_response();
         }

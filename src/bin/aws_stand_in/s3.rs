@@ -21,7 +21,7 @@ use crate::{s3_list, s3_multipart};
 
 /// One stored object.
 #[derive(Debug)]
-pub struct Object {
+pub(crate) struct Object {
     pub body: Bytes,
     /// The ETag, quoted: the body's MD5 in hex, or for a multipart upload the MD5 of its parts' MD5s with `-<parts>`.
     pub etag: String,
@@ -32,14 +32,14 @@ pub struct Object {
 }
 
 #[derive(Debug, Default)]
-pub struct Bucket {
+pub(crate) struct Bucket {
     pub objects: Mutex<BTreeMap<String, Arc<Object>>>,
     pub uploads: Mutex<HashMap<String, Upload>>,
 }
 
 /// A write's condition: `If-None-Match: *` (only where no object is) or `If-Match: <etag>` (only over that one).
 #[derive(Debug, PartialEq, Eq)]
-pub enum Condition {
+pub(crate) enum Condition {
     /// No condition header: the write always happens.
     Always,
     Absent,
@@ -49,7 +49,7 @@ pub enum Condition {
 impl Bucket {
     /// Stores `object` at `key` if `condition` holds (S3 User Guide, "Conditional writes": 412 PreconditionFailed
     /// when `If-None-Match: *` finds the key, or `If-Match` another ETag; `If-Match` on a missing key is 404).
-    pub fn write(&self, key: &str, object: Object, condition: &Condition) -> Result<(), S3Error> {
+    pub(crate) fn write(&self, key: &str, object: Object, condition: &Condition) -> Result<(), S3Error> {
         let mut objects = lock(&self.objects);
         match (condition, objects.get(key)) {
             (Condition::Absent, Some(_)) => return Err(S3Error::precondition_failed("If-None-Match")),
@@ -68,7 +68,7 @@ impl Bucket {
 
 /// One S3 request, its path decoded into bucket and key.
 #[derive(Debug)]
-pub struct Call<'a> {
+pub(crate) struct Call<'a> {
     pub bucket: String,
     pub key: String,
     pub query: Vec<(String, String)>,
@@ -77,15 +77,15 @@ pub struct Call<'a> {
 }
 
 impl Call<'_> {
-    pub fn has(&self, name: &str) -> bool {
+    pub(crate) fn has(&self, name: &str) -> bool {
         self.query.iter().any(|(n, _)| n == name)
     }
 
-    pub fn param(&self, name: &str) -> Option<&str> {
+    pub(crate) fn param(&self, name: &str) -> Option<&str> {
         self.query.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
     }
 
-    pub fn header(&self, name: impl header::AsHeaderName) -> Option<&str> {
+    pub(crate) fn header(&self, name: impl header::AsHeaderName) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
@@ -97,7 +97,7 @@ impl Call<'_> {
     }
 
     /// The request's payload: its body, decoded when sent aws-chunked (SigV4 streaming uploads).
-    pub fn payload(&self) -> Result<Bytes, S3Error> {
+    pub(crate) fn payload(&self) -> Result<Bytes, S3Error> {
         let chunked = self.header(header::CONTENT_ENCODING).is_some_and(|e| e.contains("aws-chunked"))
             || self.header("x-amz-content-sha256").is_some_and(|s| s.starts_with("STREAMING-"));
         if !chunked {
@@ -109,20 +109,20 @@ impl Call<'_> {
     }
 
     /// The `x-amz-meta-*` headers, kept with the object.
-    pub fn metadata(&self) -> Vec<(String, HeaderValue)> {
+    pub(crate) fn metadata(&self) -> Vec<(String, HeaderValue)> {
         let meta = self.headers.iter().filter(|(name, _)| name.as_str().starts_with("x-amz-meta-"));
         meta.map(|(name, value)| (name.as_str().to_owned(), value.clone())).collect()
     }
 }
 
 #[derive(Debug, Default)]
-pub struct S3 {
+pub(crate) struct S3 {
     buckets: Mutex<HashMap<String, Arc<Bucket>>>,
 }
 
 impl S3 {
     /// Answers one request.
-    pub fn handle(&self, method: &Method, uri: &Uri, headers: &HeaderMap, body: Bytes) -> Response {
+    pub(crate) fn handle(&self, method: &Method, uri: &Uri, headers: &HeaderMap, body: Bytes) -> Response {
         let path = uri.path().strip_prefix('/').unwrap_or(uri.path());
         let (bucket, key) = path.split_once('/').unwrap_or((path, ""));
         let call = Call {
@@ -210,7 +210,7 @@ fn not_served(method: &Method, call: &Call, selectors: &[&str]) -> S3Error {
 
 /// The condition of a write's `If-None-Match` / `If-Match` header; `If-None-Match` takes only `*` (S3 User Guide,
 /// "Conditional writes": "The If-None-Match header requires the * (asterisk) value"), anything else answers 501.
-pub fn condition(call: &Call) -> Result<Condition, S3Error> {
+pub(crate) fn condition(call: &Call) -> Result<Condition, S3Error> {
     match (call.header(header::IF_NONE_MATCH), call.header(header::IF_MATCH)) {
         (Some("*"), None) => Ok(Condition::Absent),
         (Some(_), _) => Err(S3Error::not_implemented("If-None-Match with a value other than *")),
@@ -220,7 +220,7 @@ pub fn condition(call: &Call) -> Result<Condition, S3Error> {
 }
 
 /// A quoted ETag from an MD5 digest.
-pub fn quoted(digest: &[u8]) -> String {
+pub(crate) fn quoted(digest: &[u8]) -> String {
     format!("\"{}\"", hex::encode(digest))
 }
 

@@ -17,7 +17,7 @@ const MAX_KEYS: usize = 1000;
 
 /// ListObjectsV2's answer as S3 writes it (API reference, "ListObjectsV2", response syntax): IsTruncated and a
 /// NextContinuationToken when more keys follow; with `encoding-type=url`, keys and prefixes URL-encoded.
-pub fn list_objects_v2(bucket: &Bucket, call: &Call) -> Result<Response, S3Error> {
+pub(crate) fn list_objects_v2(bucket: &Bucket, call: &Call) -> Result<Response, S3Error> {
     if call.param("delimiter").is_some_and(|d| !d.is_empty()) {
         return Err(S3Error::not_implemented("ListObjectsV2 with a delimiter"));
     }

@@ -21,7 +21,7 @@ const MAX_PART_NUMBER: u32 = 10_000;
 
 /// An upload in progress: its key, what the object will carry and the parts sent so far.
 #[derive(Debug)]
-pub struct Upload {
+pub(crate) struct Upload {
     key: String,
     content_type: Option<String>,
     metadata: Vec<(String, HeaderValue)>,
@@ -34,7 +34,7 @@ fn xml(body: String) -> Response {
 }
 
 /// CreateMultipartUpload (`POST /bucket/key?uploads`): a new upload id.
-pub fn create(bucket: &Bucket, call: &Call) -> Result<Response, S3Error> {
+pub(crate) fn create(bucket: &Bucket, call: &Call) -> Result<Response, S3Error> {
     let upload_id = uuid::Uuid::new_v4().simple().to_string();
     let upload = Upload {
         key: call.key.clone(),
@@ -61,7 +61,7 @@ fn upload_id<'a>(bucket: &Bucket, call: &'a Call) -> Result<&'a str, S3Error> {
 
 /// UploadPart (`PUT /bucket/key?partNumber=n&uploadId=…`): stores the part (a part sent again replaces it),
 /// answers its ETag.
-pub fn upload_part(bucket: &Bucket, call: &Call) -> Result<Response, S3Error> {
+pub(crate) fn upload_part(bucket: &Bucket, call: &Call) -> Result<Response, S3Error> {
     let number =
         call.param("partNumber").and_then(|n| n.parse::<u32>().ok()).filter(|n| (1..=MAX_PART_NUMBER).contains(n));
     let number = number.ok_or_else(|| {
@@ -78,7 +78,7 @@ pub fn upload_part(bucket: &Bucket, call: &Call) -> Result<Response, S3Error> {
 
 /// CompleteMultipartUpload (`POST /bucket/key?uploadId=…` with the parts listed): the object of the listed parts
 /// in order, its ETag the MD5 of their MD5s with `-<parts>`; `If-None-Match: *` is honoured as for PutObject.
-pub fn complete(bucket: &Bucket, call: &Call) -> Result<Response, S3Error> {
+pub(crate) fn complete(bucket: &Bucket, call: &Call) -> Result<Response, S3Error> {
     let id = upload_id(bucket, call)?;
     let listed = String::from_utf8_lossy(&call.body);
     let mut wanted = Vec::new();
@@ -127,14 +127,14 @@ pub fn complete(bucket: &Bucket, call: &Call) -> Result<Response, S3Error> {
 }
 
 /// AbortMultipartUpload (`DELETE /bucket/key?uploadId=…`): drops the upload and its parts.
-pub fn abort(bucket: &Bucket, call: &Call) -> Result<Response, S3Error> {
+pub(crate) fn abort(bucket: &Bucket, call: &Call) -> Result<Response, S3Error> {
     let id = upload_id(bucket, call)?;
     lock(&bucket.uploads).remove(id);
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// The text inside each `<tag>…</tag>` (or `<tag attributes>…</tag>`) of a small XML document, in order.
-pub fn elements<'a>(xml: &'a str, tag: &str) -> Vec<&'a str> {
+pub(crate) fn elements<'a>(xml: &'a str, tag: &str) -> Vec<&'a str> {
     let (open, close) = (format!("<{tag}"), format!("</{tag}>"));
     let mut found = Vec::new();
     let mut rest = xml;

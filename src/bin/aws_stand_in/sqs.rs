@@ -29,19 +29,19 @@ const TOLD_ONLY: [&str; 6] = [
 ];
 
 #[derive(Debug)]
-pub struct Sqs {
+pub(crate) struct Sqs {
     /// The stand-in's base URL: queue URLs are `{base}/{account}/{name}`.
     base: String,
     queues: Mutex<HashMap<String, Arc<Queue>>>,
 }
 
 impl Sqs {
-    pub fn new(base: String) -> Self {
+    pub(crate) fn new(base: String) -> Self {
         Sqs { base, queues: Mutex::new(HashMap::new()) }
     }
 
     /// Answers one call: `target` is the X-Amz-Target header, `body` the JSON input.
-    pub async fn handle(&self, target: &str, body: &[u8]) -> Response {
+    pub(crate) async fn handle(&self, target: &str, body: &[u8]) -> Response {
         let answered = match serde_json::from_slice::<Value>(body) {
             Ok(input) if input.is_object() => self.operation(target, &input).await,
             Ok(_) => Err(SqsError::malformed("not a JSON object")),
@@ -76,14 +76,14 @@ impl Sqs {
     }
 
     /// The queue a call's QueueUrl names (by its last path segment, the queue's name).
-    pub fn queue(&self, input: &Value) -> Result<Arc<Queue>, SqsError> {
+    pub(crate) fn queue(&self, input: &Value) -> Result<Arc<Queue>, SqsError> {
         let url = string(input, "QueueUrl")?;
         let name = url.trim_end_matches('/').rsplit('/').next().unwrap_or_default();
         lock(&self.queues).get(name).cloned().ok_or_else(SqsError::queue_does_not_exist)
     }
 
     /// The queue an ARN names, if it exists.
-    pub fn by_arn(&self, arn: &str) -> Option<Arc<Queue>> {
+    pub(crate) fn by_arn(&self, arn: &str) -> Option<Arc<Queue>> {
         let name = arn.rsplit(':').next().unwrap_or_default();
         lock(&self.queues).get(name).filter(|queue| queue.arn == arn).cloned()
     }
@@ -176,7 +176,7 @@ impl Sqs {
 }
 
 /// A required string member of a call's input; MissingParameter when it is absent.
-pub fn string<'a>(input: &'a Value, name: &str) -> Result<&'a str, SqsError> {
+pub(crate) fn string<'a>(input: &'a Value, name: &str) -> Result<&'a str, SqsError> {
     match &input[name] {
         Value::String(value) => Ok(value),
         Value::Null => Err(SqsError::missing_parameter(name)),
@@ -185,7 +185,7 @@ pub fn string<'a>(input: &'a Value, name: &str) -> Result<&'a str, SqsError> {
 }
 
 /// An optional integer member within `low..=high`; InvalidParameterValue, with `why`, outside it.
-pub fn integer(input: &Value, name: &str, low: i64, high: i64, why: &str) -> Result<Option<i64>, SqsError> {
+pub(crate) fn integer(input: &Value, name: &str, low: i64, high: i64, why: &str) -> Result<Option<i64>, SqsError> {
     let value = match &input[name] {
         Value::Null => return Ok(None),
         value => value.as_i64().ok_or_else(|| SqsError::malformed(format!("{name} is not an integer")))?,
@@ -199,7 +199,7 @@ pub fn integer(input: &Value, name: &str, low: i64, high: i64, why: &str) -> Res
 }
 
 /// An optional list of strings.
-pub fn strings(input: &Value, name: &str) -> Result<Vec<String>, SqsError> {
+pub(crate) fn strings(input: &Value, name: &str) -> Result<Vec<String>, SqsError> {
     match &input[name] {
         Value::Null => Ok(Vec::new()),
         Value::Array(items) => items

@@ -17,14 +17,14 @@ const FIFO_ONLY: [&str; 4] = ["FifoQueue", "ContentBasedDeduplication", "Dedupli
 
 /// Where a queue's messages go once received too often (its RedrivePolicy).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Redrive {
+pub(crate) struct Redrive {
     pub target_arn: String,
     pub max_receive_count: u32,
 }
 
 /// A queue's settings; the defaults are SQS's (CreateQueue, "Attributes").
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settings {
+pub(crate) struct Settings {
     pub visibility_timeout: u32,
     pub delay_seconds: u32,
     pub retention_seconds: u32,
@@ -83,7 +83,7 @@ fn redrive(value: &str) -> Result<Option<Redrive>, SqsError> {
 
 impl Settings {
     /// These settings with `attributes` applied; an unknown name or a value out of range changes nothing.
-    pub fn with(&self, attributes: &BTreeMap<String, String>) -> Result<Settings, SqsError> {
+    pub(crate) fn with(&self, attributes: &BTreeMap<String, String>) -> Result<Settings, SqsError> {
         let mut settings = self.clone();
         for (name, value) in attributes {
             match name.as_str() {
@@ -104,14 +104,14 @@ impl Settings {
     }
 
     /// Whether `name` is one of SQS's queue attributes that are settings (told where set).
-    pub fn is_attribute(name: &str) -> bool {
+    pub(crate) fn is_attribute(name: &str) -> bool {
         let settings = ["VisibilityTimeout", "DelaySeconds", "MessageRetentionPeriod", "MaximumMessageSize"];
         let more = ["ReceiveMessageWaitTimeSeconds", "RedrivePolicy"];
         [&settings[..], &more, &KEPT_AS_GIVEN, &FIFO_ONLY].iter().any(|names| names.contains(&name))
     }
 
     /// The value GetQueueAttributes tells for a setting, None for a name that is no setting (or one not set).
-    pub fn told(&self, name: &str) -> Option<String> {
+    pub(crate) fn told(&self, name: &str) -> Option<String> {
         Some(match name {
             "VisibilityTimeout" => self.visibility_timeout.to_string(),
             "DelaySeconds" => self.delay_seconds.to_string(),
@@ -128,14 +128,14 @@ impl Settings {
     }
 
     /// The names of every setting GetQueueAttributes tells for "All".
-    pub fn names(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
         let fixed = ["VisibilityTimeout", "DelaySeconds", "MessageRetentionPeriod", "MaximumMessageSize"];
         let more = ["ReceiveMessageWaitTimeSeconds"].into_iter().chain(self.redrive.as_ref().map(|_| "RedrivePolicy"));
         fixed.into_iter().chain(more).chain(self.kept.keys().map(String::as_str))
     }
 
     /// The first attribute in `attributes` whose value differs from this queue's (CreateQueue on an existing name).
-    pub fn differing<'a>(&self, attributes: &'a BTreeMap<String, String>) -> Result<Option<&'a str>, SqsError> {
+    pub(crate) fn differing<'a>(&self, attributes: &'a BTreeMap<String, String>) -> Result<Option<&'a str>, SqsError> {
         let wanted = Settings::default().with(attributes)?;
         Ok(attributes.keys().map(String::as_str).find(|name| wanted.told(name) != self.told(name)))
     }
@@ -143,7 +143,7 @@ impl Settings {
 
 /// A message attribute: its data type (`String`, `Number`, `Binary`, each with an optional `.label`) and value.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MessageAttribute {
+pub(crate) struct MessageAttribute {
     pub data_type: String,
     /// The string value, or the binary one as raw bytes.
     pub value: Vec<u8>,
@@ -155,11 +155,11 @@ impl MessageAttribute {
     }
 
     /// Its bytes as SendMessage counts them toward the message size: name, type and value.
-    pub fn size(&self, name: &str) -> usize {
+    pub(crate) fn size(&self, name: &str) -> usize {
         name.len() + self.data_type.len() + self.value.len()
     }
 
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         let mut object = Map::new();
         object.insert("DataType".into(), Value::String(self.data_type.clone()));
         if self.is_binary() {
@@ -172,10 +172,10 @@ impl MessageAttribute {
     }
 }
 
-pub type MessageAttributes = BTreeMap<String, MessageAttribute>;
+pub(crate) type MessageAttributes = BTreeMap<String, MessageAttribute>;
 
 /// A SendMessage's `MessageAttributes`: at most 10, each with a type of String, Number or Binary and its value.
-pub fn message_attributes(given: Option<&Value>) -> Result<MessageAttributes, SqsError> {
+pub(crate) fn message_attributes(given: Option<&Value>) -> Result<MessageAttributes, SqsError> {
     let Some(given) = given.filter(|v| !v.is_null()) else { return Ok(MessageAttributes::new()) };
     let given = given.as_object().ok_or_else(|| SqsError::malformed("MessageAttributes is not a map"))?;
     if given.len() > 10 {
@@ -215,7 +215,7 @@ pub fn message_attributes(given: Option<&Value>) -> Result<MessageAttributes, Sq
 /// MD5OfMessageAttributes as SQS computes it (Developer Guide, "Calculating the MD5 message digest for message
 /// attributes"): over the attributes sorted by name, each as its name, its data type (both length-prefixed), a
 /// transport byte (1 for String and Number, 2 for Binary) and its length-prefixed value; lengths are 4-byte big-endian.
-pub fn attributes_md5(attributes: &MessageAttributes) -> Option<String> {
+pub(crate) fn attributes_md5(attributes: &MessageAttributes) -> Option<String> {
     if attributes.is_empty() {
         return None;
     }
@@ -234,7 +234,7 @@ pub fn attributes_md5(attributes: &MessageAttributes) -> Option<String> {
 }
 
 /// The attributes a receive asked for by `names`: "All" or ".*" for every one, "prefix.*" for those it starts.
-pub fn chosen(attributes: &MessageAttributes, names: &[String]) -> MessageAttributes {
+pub(crate) fn chosen(attributes: &MessageAttributes, names: &[String]) -> MessageAttributes {
     let wanted = |name: &str| {
         names.iter().any(|asked| {
             if asked == "All" || asked == ".*" {

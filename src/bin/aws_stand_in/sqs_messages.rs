@@ -20,7 +20,7 @@ const MAX_BATCH_BYTES: usize = 1_048_576;
 const SENDER_ID: &str = "AIDAEXAMPLESENDERID";
 
 impl Sqs {
-    pub fn send_message(&self, input: &Value) -> Result<Value, SqsError> {
+    pub(crate) fn send_message(&self, input: &Value) -> Result<Value, SqsError> {
         let queue = self.queue(input)?;
         let (sent, delay) = message(input, &queue.settings())?;
         let mut output = Map::new();
@@ -31,7 +31,7 @@ impl Sqs {
 
     /// SendMessageBatch: the call fails as a whole for a bad batch (empty, over 10 entries, ids repeated or not
     /// valid, over 1 MiB in all); otherwise each entry succeeds or fails on its own ("Successful", "Failed").
-    pub fn send_message_batch(&self, input: &Value) -> Result<Value, SqsError> {
+    pub(crate) fn send_message_batch(&self, input: &Value) -> Result<Value, SqsError> {
         let queue = self.queue(input)?;
         let entries = batch(input, "SendMessageBatchRequestEntry")?;
         let size: usize = entries.iter().map(|entry| entry["MessageBody"].as_str().map_or(0, str::len)).sum();
@@ -58,7 +58,7 @@ impl Sqs {
 
     /// ReceiveMessage: MaxNumberOfMessages 1 to 10 (default 1), VisibilityTimeout 0 to 43,200 s, WaitTimeSeconds 0
     /// to 20 s (default the queue's ReceiveMessageWaitTimeSeconds), as the API reference bounds them.
-    pub async fn receive_message(&self, input: &Value) -> Result<Value, SqsError> {
+    pub(crate) async fn receive_message(&self, input: &Value) -> Result<Value, SqsError> {
         let queue = self.queue(input)?;
         let settings = queue.settings();
         let max = integer(input, "MaxNumberOfMessages", 1, 10, "Must be between 1 and 10, if provided.")?;
@@ -82,14 +82,14 @@ impl Sqs {
         Ok(json!({ "Messages": messages }))
     }
 
-    pub fn delete_message(&self, input: &Value) -> Result<Value, SqsError> {
+    pub(crate) fn delete_message(&self, input: &Value) -> Result<Value, SqsError> {
         let queue = self.queue(input)?;
         queue.delete(string(input, "ReceiptHandle")?)?;
         Ok(json!({}))
     }
 
     /// DeleteMessageBatch: a bad batch fails the call; each entry's receipt handle is then deleted on its own.
-    pub fn delete_message_batch(&self, input: &Value) -> Result<Value, SqsError> {
+    pub(crate) fn delete_message_batch(&self, input: &Value) -> Result<Value, SqsError> {
         let queue = self.queue(input)?;
         let entries = batch(input, "DeleteMessageBatchRequestEntry")?;
         let (mut successful, mut failed) = (Vec::new(), Vec::new());
@@ -103,7 +103,7 @@ impl Sqs {
         Ok(json!({ "Successful": successful, "Failed": failed }))
     }
 
-    pub fn change_message_visibility(&self, input: &Value) -> Result<Value, SqsError> {
+    pub(crate) fn change_message_visibility(&self, input: &Value) -> Result<Value, SqsError> {
         let queue = self.queue(input)?;
         let receipt = string(input, "ReceiptHandle")?;
         let seconds = integer(input, "VisibilityTimeout", 0, 43_200, "Must be between 0 and 43200.")?

@@ -23,7 +23,7 @@ const RECEIPT_SEPARATOR: char = '\u{1}';
 
 /// A message as sent: the same in whichever queue holds it.
 #[derive(Debug)]
-pub struct Sent {
+pub(crate) struct Sent {
     pub id: String,
     pub body: String,
     pub body_md5: String,
@@ -36,7 +36,7 @@ pub struct Sent {
 }
 
 impl Sent {
-    pub fn new(body: String, attributes: MessageAttributes) -> Self {
+    pub(crate) fn new(body: String, attributes: MessageAttributes) -> Self {
         Sent {
             id: uuid::Uuid::new_v4().to_string(),
             body_md5: md5_hex(body.as_bytes()),
@@ -62,7 +62,7 @@ struct Held {
 
 /// One delivery of a message to a receiver.
 #[derive(Debug)]
-pub struct Delivery {
+pub(crate) struct Delivery {
     pub sent: Arc<Sent>,
     pub receipt: String,
     pub receive_count: u32,
@@ -71,7 +71,7 @@ pub struct Delivery {
 
 /// What a ReceiveMessage asks for.
 #[derive(Debug, Clone, Copy)]
-pub struct Ask {
+pub(crate) struct Ask {
     pub max: usize,
     /// Seconds the messages stay hidden; None: the queue's VisibilityTimeout.
     pub visibility: Option<u32>,
@@ -79,7 +79,7 @@ pub struct Ask {
 }
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Counts {
+pub(crate) struct Counts {
     pub visible: usize,
     pub in_flight: usize,
     pub delayed: usize,
@@ -105,7 +105,7 @@ struct Taken {
 }
 
 #[derive(Debug)]
-pub struct Queue {
+pub(crate) struct Queue {
     pub name: String,
     pub url: String,
     pub arn: String,
@@ -116,23 +116,23 @@ pub struct Queue {
 }
 
 impl Queue {
-    pub fn new(name: String, url: String, arn: String, settings: Settings) -> Self {
+    pub(crate) fn new(name: String, url: String, arn: String, settings: Settings) -> Self {
         let now = SystemTime::now();
         let messages =
             Messages { settings, held: HashMap::new(), by_visibility: BTreeSet::new(), next: 0, last_modified: now };
         Queue { name, url, arn, created: now, messages: Mutex::new(messages), arrived: Notify::new() }
     }
 
-    pub fn settings(&self) -> Settings {
+    pub(crate) fn settings(&self) -> Settings {
         lock(&self.messages).settings.clone()
     }
 
-    pub fn last_modified(&self) -> SystemTime {
+    pub(crate) fn last_modified(&self) -> SystemTime {
         lock(&self.messages).last_modified
     }
 
     /// SetQueueAttributes: all of `attributes` or, if one is invalid, none.
-    pub fn set(&self, attributes: &BTreeMap<String, String>) -> Result<(), SqsError> {
+    pub(crate) fn set(&self, attributes: &BTreeMap<String, String>) -> Result<(), SqsError> {
         let mut messages = lock(&self.messages);
         messages.settings = messages.settings.with(attributes)?;
         messages.last_modified = SystemTime::now();
@@ -140,7 +140,7 @@ impl Queue {
     }
 
     /// Enqueues a message, hidden for `delay` seconds (None: the queue's DelaySeconds).
-    pub fn send(&self, sent: Arc<Sent>, delay: Option<u32>) {
+    pub(crate) fn send(&self, sent: Arc<Sent>, delay: Option<u32>) {
         let mut messages = lock(&self.messages);
         let delay = delay.unwrap_or(messages.settings.delay_seconds);
         let held = Held {
@@ -171,7 +171,7 @@ impl Queue {
     /// handle. With nothing visible it waits up to `ask.wait` and answers as soon as a message becomes visible
     /// (Developer Guide, "Amazon SQS short and long polling": long polling returns once a message is available).
     /// Messages received `maxReceiveCount` times already go to `dead_letter` instead (the redrive policy).
-    pub async fn receive(&self, ask: Ask, dead_letter: Option<&Queue>) -> Vec<Delivery> {
+    pub(crate) async fn receive(&self, ask: Ask, dead_letter: Option<&Queue>) -> Vec<Delivery> {
         let deadline = Instant::now() + ask.wait;
         loop {
             let arrived = self.arrived.notified();
@@ -252,7 +252,7 @@ impl Queue {
     /// DeleteMessage: removes the message whatever its visibility. A receipt of a message already gone is no error;
     /// nor is one from an older receive (DeleteMessage: without the most recent receipt handle "the request will
     /// still succeed, but the message might not be deleted"; here, as in moto, it is).
-    pub fn delete(&self, receipt: &str) -> Result<(), SqsError> {
+    pub(crate) fn delete(&self, receipt: &str) -> Result<(), SqsError> {
         let seq = self.message_of(receipt)?;
         let mut messages = lock(&self.messages);
         if let Some(held) = messages.held.remove(&seq) {
@@ -262,7 +262,7 @@ impl Queue {
     }
 
     /// ChangeMessageVisibility: hides an in-flight message for `seconds` from now (0 makes it visible at once).
-    pub fn change_visibility(&self, receipt: &str, seconds: u32) -> Result<(), SqsError> {
+    pub(crate) fn change_visibility(&self, receipt: &str, seconds: u32) -> Result<(), SqsError> {
         let seq = self.message_of(receipt)?;
         let now = Instant::now();
         let mut messages = lock(&self.messages);
@@ -300,7 +300,7 @@ impl Queue {
 
     /// ApproximateNumberOfMessages (visible), …NotVisible (received and hidden) and …Delayed (sent with a delay not
     /// yet over).
-    pub fn counts(&self) -> Counts {
+    pub(crate) fn counts(&self) -> Counts {
         let now = Instant::now();
         let messages = lock(&self.messages);
         let retention = Duration::from_secs(messages.settings.retention_seconds.into());

@@ -8,19 +8,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 const TICKS_PER_SECOND: f64 = 100.0;
 
 #[derive(Debug, Default)]
-pub struct Stats {
+pub(crate) struct Stats {
     calls: AtomicU64,
 }
 
 impl Stats {
     /// One more SQS or S3 call answered.
-    pub fn count(&self) {
+    pub(crate) fn count(&self) {
         self.calls.fetch_add(1, Ordering::Relaxed);
     }
 
     /// `{"calls": N, "cpu_seconds": X}`: X is the process's user + system CPU time, or null where /proc cannot
     /// tell it.
-    pub fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         serde_json::json!({ "calls": self.calls.load(Ordering::Relaxed), "cpu_seconds": cpu_seconds() })
     }
 }

@@ -6,7 +6,7 @@ use std::time::SystemTime;
 use md5::{Digest, Md5};
 
 /// `%XX` escapes decoded (invalid ones kept as they are); a `+` stays a `+`, as SigV4 clients escape spaces as `%20`.
-pub fn percent_decode(text: &str) -> String {
+pub(crate) fn percent_decode(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -27,7 +27,7 @@ pub fn percent_decode(text: &str) -> String {
 }
 
 /// URL-encodes a key for `encoding-type=url` listings: everything but unreserved characters and `/`.
-pub fn percent_encode(text: &str) -> String {
+pub(crate) fn percent_encode(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for byte in text.bytes() {
         if byte.is_ascii_alphanumeric() || b"-_.~/".contains(&byte) {
@@ -40,7 +40,7 @@ pub fn percent_encode(text: &str) -> String {
 }
 
 /// A query string's parameters, decoded, in order; `?uploads` gives `("uploads", "")`.
-pub fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
+pub(crate) fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
     let pairs = query.unwrap_or_default().split('&').filter(|pair| !pair.is_empty());
     pairs
         .map(|pair| {
@@ -50,7 +50,7 @@ pub fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
         .collect()
 }
 
-pub fn xml_escape(text: &str) -> String {
+pub(crate) fn xml_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -67,7 +67,7 @@ pub fn xml_escape(text: &str) -> String {
 
 /// The payload of an aws-chunked body (SigV4 streaming: `<hex size>[;chunk-signature=…]\r\n<bytes>\r\n` until a
 /// zero-size chunk, then trailers such as a checksum); None when it is not well formed.
-pub fn aws_chunked_payload(body: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn aws_chunked_payload(body: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(body.len());
     let mut rest = body;
     loop {
@@ -84,21 +84,21 @@ pub fn aws_chunked_payload(body: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Milliseconds since the Unix epoch (SQS's timestamps).
-pub fn epoch_millis(at: SystemTime) -> i64 {
+pub(crate) fn epoch_millis(at: SystemTime) -> i64 {
     at.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// An HTTP date (`Last-Modified`): `Tue, 15 Nov 1994 08:12:31 GMT`.
-pub fn http_date(at: SystemTime) -> String {
+pub(crate) fn http_date(at: SystemTime) -> String {
     chrono::DateTime::<chrono::Utc>::from(at).format("%a, %d %b %Y %H:%M:%S GMT").to_string()
 }
 
 /// An ISO 8601 timestamp with milliseconds, as S3 lists `LastModified`: `2009-10-12T17:50:30.000Z`.
-pub fn iso_date(at: SystemTime) -> String {
+pub(crate) fn iso_date(at: SystemTime) -> String {
     chrono::DateTime::<chrono::Utc>::from(at).format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
-pub fn md5_hex(bytes: &[u8]) -> String {
+pub(crate) fn md5_hex(bytes: &[u8]) -> String {
     hex::encode(Md5::digest(bytes))
 }
 
