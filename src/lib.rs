@@ -32,7 +32,7 @@ pub use cmd::worker::build as build_worker;
 // The contract: requests, their ids, tiers and the documents that end them.
 pub use contract::batch_line::BatchLine;
 pub use contract::engine_load::EngineLoad;
-pub use contract::outcome::{ErrorCode, ResultDocument, Status, canceled};
+pub use contract::outcome::{ErrorCode, ResultDocument, Status, canceled as canceled_document};
 pub use contract::request::{
     FIELDS as REQUEST_FIELDS, InferenceRequest, Input, Intake, MAX_REQUEST_BYTES, MAX_TOKENS_LIMIT, RequestError,
 };
@@ -66,7 +66,7 @@ pub use local::store::FileStore;
 pub use callbacks::outbound::{OutboundPolicy, Refusal};
 pub use callbacks::webhook::{Callback, DeliveryError, WebhookConfig, WebhookSecret, Webhooks};
 pub use router::api_keys::{
-    ApiKeys, KeyDocument, KeySource, MAX_DOCUMENT_BYTES as MAX_KEY_DOCUMENT_BYTES, StoredKeys, digest,
+    ApiKeys, KeyDocument, KeySource, MAX_DOCUMENT_BYTES as MAX_KEY_DOCUMENT_BYTES, StoredKeys, digest as key_digest,
 };
 pub use router::app;
 pub use router::body_budget::BodyBudget;

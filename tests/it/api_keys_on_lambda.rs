@@ -11,7 +11,7 @@ use crate::support::lambda_runtime::RuntimeApi;
 use crate::support::moto;
 use crate::support::process::ChildProcess;
 use crate::support::receiver::Receiver;
-use gpuinfer::{WebhookSecret, digest, simulator::Behavior, simulator::EngineSimulator};
+use gpuinfer::{WebhookSecret, key_digest, simulator::Behavior, simulator::EngineSimulator};
 use serde_json::{Value, json};
 
 /// How long the router keeps the keys it read, here (API_KEYS_CACHE_SECONDS).
@@ -140,7 +140,7 @@ async fn the_openai_client_runs_responses_on_the_router_lambda_with_keys_from_th
 
     let listed = api_key(&["list", "--secret-id", &secret]);
     assert!(!listed.contains(&first) && !listed.contains(&second), "list shows no key:\n{listed}");
-    let prefix = &hex::encode(digest(&first))[..12];
+    let prefix = &hex::encode(key_digest(&first))[..12];
     assert!(listed.lines().any(|line| line.starts_with(prefix) && line.ends_with("team-a")), "{listed}");
     api_key(&["revoke", "--secret-id", &secret, "--digest", prefix]);
     cache_time_passes().await;

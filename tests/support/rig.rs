@@ -101,7 +101,7 @@ impl Rig {
 
     /// Cancels `id` the way DELETE /results/{id} does (a canceled document); returns the document.
     pub(crate) async fn cancel(&self, id: RequestId) -> Value {
-        let canceled = gpuinfer::canceled(id);
+        let canceled = gpuinfer::canceled_document(id);
         self.backends.store.put_if_absent(id, canceled.to_string().as_bytes()).await.unwrap();
         self.backends.store.mark_cancels().await.unwrap();
         canceled
