@@ -1,5 +1,5 @@
-//! The command line: `Cli` and its subcommands, and `run`, which runs the one given (each subcommand's flags live in its `cmd` module, flags shared by
-//! several in `cmd::args`).
+//! The command line: `Cli` and its subcommands (each subcommand's flags live in its `cmd` module, flags shared by
+//! several in `cmd::args`), and `run`, which runs the one given.
 
 use std::process::ExitCode;
 

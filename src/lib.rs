@@ -1,7 +1,7 @@
 //! gpuinfer: an asynchronous two-tier GPU inference pipeline for AWS, in one binary. The modules of `src/`, what each
 //! holds and which may import which: docs/architecture.md. Every module is private; this file is the library's face:
-//! it re-exports what the binary (`main.rs`), the test-only binaries (`src/bin/`), the tests and the benchmarks use,
-//! and nothing else, so `unreachable_pub` (Cargo.toml) and the dead-code lint see the whole crate.
+//! it re-exports what the binary (`main.rs`), the test-only binaries (`src/bin/`), the tests, the benchmarks and the
+//! fuzz targets use, and nothing else, so `unreachable_pub` (Cargo.toml) and the dead-code lint see the whole crate.
 
 // The inference container's build (no `all-commands`) compiles every module but runs four commands: what only the
 // others use is dead or unreachable there by design. The full build, which clippy also checks, keeps these lints.
@@ -24,7 +24,6 @@ mod worker;
 
 // The binary: its flags and its commands.
 pub use cli::{COMMAND_ENV, CONTAINER_COMMANDS, Cli, Command, arguments, run};
-pub use cmd::client::ClientError;
 pub use cmd::router::lambda_event;
 pub use cmd::scaler::{ScheduledEvent, handle_scheduled_event};
 pub use cmd::worker::build as build_worker;

@@ -136,8 +136,8 @@ impl Args {
             key_store: self.keys.choice(!self.http.api_key.is_empty())?,
             http: Serving { listen: self.http.listen, limits: self.http.limits(), bodies: self.http.body_budget() },
             openai: self.http.openai(&self.routing)?,
-            dispatch: DispatchSettings { queues, routing: self.routing.settings(None)?, wake },
             destination: Destination::parse(self.output_destination.as_deref(), &self.data.data_dir)?,
+            dispatch: DispatchSettings { queues, routing: self.routing.settings(None)?, wake },
             callbacks: self.callbacks.policy(),
             events: self.events,
             wiring: Wiring::new(self.data.data_dir),
@@ -182,6 +182,7 @@ pub(crate) async fn run(config: Config, shutdown: CancellationToken) -> anyhow::
     let lanes = |tier: Tier| {
         wiring.lanes(config.dispatch.queues.get(tier), tier, tier.queue_visibility_timeout(), DEFAULT_MAX_RECEIVE_COUNT)
     };
+    let store = wiring.store(&config.destination).await?;
     let state = Arc::new(AppState {
         dispatch: Dispatch {
             queues: PerTier { small: lanes(Tier::Small).await?, large: lanes(Tier::Large).await? },
@@ -195,7 +196,7 @@ pub(crate) async fn run(config: Config, shutdown: CancellationToken) -> anyhow::
                 None => None,
             },
         },
-        store: wiring.store(&config.destination).await?,
+        store,
         callbacks: CallbackAcceptance::sent_under(config.callbacks),
         metrics: Emf::stdout(),
         bodies: config.http.bodies.clone(),

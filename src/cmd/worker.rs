@@ -157,8 +157,8 @@ pub(crate) async fn run(mut config: Config, shutdown: CancellationToken) -> anyh
 /// The error a worker pool ends with when its engine is lost (the exit status makes ECS replace the task).
 pub(crate) fn engine_lost(config: &WorkerConfig, engine_url: &str, given_back: usize) -> anyhow::Error {
     anyhow!(
-        "{} tier: the engine at {engine_url} failed its health probe for {} s; gave back {given_back} unfinished \
-         message(s) back to the queue and stopped",
+        "{} tier: the engine at {engine_url} failed its health probe for {} s; gave {given_back} unfinished message(s) \
+         back to the queue and stopped",
         config.tier,
         config.health.loss_window.as_secs()
     )

@@ -45,7 +45,7 @@ const CAPACITY_READINGS: usize = 8;
 /// step, not after the worker's round trip to store a result and start the next request (llama.cpp starts its next
 /// decode step as soon as a request ends: a request sent on that release waits a whole step). On an engine that drops
 /// abandoned requests: one request per this many it runs (none below 16 slots). Those have generated nothing, so a
-/// high-priority request moves ahead of them at once (see `Worker::wait_for_slot`), and any beyond the limit are pulled
+/// high-priority request moves ahead of them at once (see `RequestRun::wait_for_slot`), and any beyond the limit are pulled
 /// back; below 16 slots, a high-priority request that finds none free takes a young request's slot instead, and one
 /// queued there would leave it waiting inside the engine for up to a whole generation. On an engine that keeps
 /// abandoned requests (llama.cpp), where no slot can be taken back: one request while it runs two or more. A

@@ -1,6 +1,7 @@
 //! One word per thing: the glossary of docs/architecture.md names the words never said for its things ("Never
-//! said, …: *hand back*, …"), and none of them appears in `src/` or the docs, in prose or in an identifier
-//! (`hand_back` and `HandBack` say "hand back" too). A word counts with its endings: *hand back* is also "handed back".
+//! said, …: *hand back*, …"), and none of them appears in `src/`, the docs or the template, in prose or in an
+//! identifier (`hand_back` and `HandBack` say "hand back" too). A word counts with its endings: *hand back* is also
+//! "handed back".
 
 use std::path::Path;
 
@@ -63,8 +64,8 @@ fn says(words: &str, phrase: &str) -> bool {
     (0..text.len()).any(from)
 }
 
-/// Every file the rule covers: `src/**/*.rs`, README.md, BENCHMARKS.md and docs/*.md, by path, with its text; the
-/// glossary's own list left out of docs/architecture.md.
+/// Every file the rule covers: `src/**/*.rs`, README.md, BENCHMARKS.md, template.yaml, docs/*.md and the demos'
+/// pages, by path, with its text; the glossary's own list left out of docs/architecture.md.
 fn covered() -> Vec<(String, String)> {
     fn walk(dir: &Path, out: &mut Vec<(String, String)>) {
         for entry in std::fs::read_dir(dir).unwrap().flatten() {
@@ -80,7 +81,8 @@ fn covered() -> Vec<(String, String)> {
     let mut files = Vec::new();
     walk(&Path::new(ROOT).join("src"), &mut files);
     walk(&Path::new(ROOT).join("docs"), &mut files);
-    for page in ["README.md", "BENCHMARKS.md"] {
+    walk(&Path::new(ROOT).join("demos"), &mut files);
+    for page in ["README.md", "BENCHMARKS.md", "template.yaml"] {
         files.push((page.to_owned(), std::fs::read_to_string(Path::new(ROOT).join(page)).unwrap()));
     }
     for (name, text) in &mut files {

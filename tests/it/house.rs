@@ -63,6 +63,15 @@ fn before_unit_tests(text: &str) -> Vec<&str> {
     lines
 }
 
+/// Whether a file keeps unit tests in a file of their own (`#[cfg(test)] mod unit;`) rather than at its end.
+fn tests_elsewhere(text: &str) -> bool {
+    let lines: Vec<&str> = text.lines().collect();
+    (0..lines.len()).any(|at| {
+        let mut next = lines[at + 1..].iter().skip_while(|l| l.starts_with("#["));
+        lines[at] == "#[cfg(test)]" && next.next().is_some_and(|l| l.starts_with("mod ") && l.ends_with(';'))
+    })
+}
+
 /// The code of a file without its comments, string literals (a doc comment may name any path) and inline unit-test
 /// module (test code, whose `super::` is the file itself).
 fn code(text: &str) -> String {
@@ -283,9 +292,9 @@ fn unnamed_files(map: &str, files: impl Iterator<Item = String>) -> Vec<String> 
     let mut entries: BTreeMap<String, String> = BTreeMap::new();
     let mut current = String::new();
     for line in block.lines() {
-        let head = line.strip_prefix("  ").and_then(|rest| rest.split_once('/')).map(|(source, _)| source);
-        if let Some(source) = head.filter(|source| !source.contains(' ') && !source.is_empty()) {
-            current = source.to_owned();
+        let head = line.strip_prefix("  ").and_then(|rest| rest.split_once('/')).map(|(top, _)| top);
+        if let Some(top) = head.filter(|top| !top.contains(' ') && !top.is_empty()) {
+            current = top.to_owned();
         }
         entries.entry(current.clone()).or_default().push_str(&format!("{line}\n"));
     }
@@ -295,8 +304,8 @@ fn unnamed_files(map: &str, files: impl Iterator<Item = String>) -> Vec<String> 
             let parts: Vec<&str> = file.trim_end_matches(".rs").split('/').filter(|p| *p != "mod").collect();
             let named = match parts.as_slice() {
                 [top] => everything.contains(*top),
-                [source, rest @ ..] => entries
-                    .get(*source)
+                [top, rest @ ..] => entries
+                    .get(*top)
                     .map(|entry| words(entry))
                     .is_some_and(|entry| rest.iter().all(|part| entry.contains(*part))),
                 [] => true,
@@ -333,7 +342,7 @@ fn every_import_runs_with_the_layering() {
 }
 
 #[test]
-fn the_core_rooms_import_each_other_exactly_as_the_map_lists() {
+fn the_core_modules_import_each_other_exactly_as_the_map_lists() {
     let (found, listed) = (core_to_core(&arrows(&source_files_by_module())), documented_core_to_core(&architecture()));
     assert!(!listed.is_empty(), "docs/architecture.md lists no import between the core's modules: is it parsed right?");
     assert_eq!(found, listed, "imports between the core's modules (left) against docs/architecture.md's list (right)");
@@ -494,9 +503,9 @@ fn no_source_file_is_over_450_lines_of_code_nor_any_struct_over_10_fields() {
     let files = source_files();
     let long: Vec<String> = files
         .iter()
-        .map(|(file, text)| (file, before_unit_tests(text).len()))
-        .filter(|(file, lines)| *lines > 450 || file.ends_with("tests.rs"))
-        .map(|(file, lines)| format!("{file}: {lines} lines of code"))
+        .map(|(file, text)| (file, before_unit_tests(text).len(), tests_elsewhere(text)))
+        .filter(|(file, lines, elsewhere)| *lines > 450 || *elsewhere || file.ends_with("tests.rs"))
+        .map(|(file, lines, _)| format!("{file}: {lines} lines of code"))
         .collect();
     assert!(long.is_empty(), "split these files, or fold their tests into the file they test: {long:?}");
     let sizes: Vec<(String, usize)> = files.iter().flat_map(|(file, text)| struct_sizes(file, text)).collect();
@@ -511,4 +520,13 @@ fn the_struct_check_counts_named_fields_only() {
     let text = "#[derive(Debug)]\npub struct A<T: Clone> {\n    #[serde(default)]\n    pub a: Option<Vec<(u8, T)>>,\n    \
                 b: std::collections::HashMap<String, u32>,\n    c: Box<dyn Fn(u8) -> u8>,\n    d: u8,\n}\nstruct Unit;\nstruct Pair(u8, u8);\nfn f() { let _ = \"struct Q { x: 1 }\"; }\n";
     assert_eq!(struct_sizes("x.rs", text), [("x.rs: A".to_owned(), 4)]);
+}
+
+/// The size check counts what it should: the code above the unit tests; tests kept in a file apart are refused.
+#[test]
+fn the_size_check_counts_the_code_above_the_unit_tests_and_refuses_tests_kept_apart() {
+    let text = "fn a() {}\nfn b() {}\n\n#[cfg(test)]\n#[allow(clippy::unwrap_used)]\nmod tests {\n    fn t() {}\n}\n";
+    assert_eq!(before_unit_tests(text).len(), 3);
+    assert!(!tests_elsewhere(text));
+    assert!(tests_elsewhere("fn a() {}\n#[cfg(test)]\nmod tests;\n"));
 }

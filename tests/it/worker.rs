@@ -176,7 +176,7 @@ async fn shutdown_stops_receiving_and_finishes_requests_in_flight() {
 /// ECS kills a container StopTimeout seconds after SIGTERM (120 s in the template) whatever runs in it; a longer
 /// generation must not leave its message invisible for the rest of the visibility timeout.
 #[tokio::test]
-async fn a_drain_that_times_out_hands_the_unfinished_messages_back_at_once() {
+async fn a_drain_that_times_out_gives_the_unfinished_messages_back_at_once() {
     let behavior = Behavior { latency: Duration::from_secs(30), ..Behavior::default() };
     let config = WorkerConfig {
         concurrency: 2,
