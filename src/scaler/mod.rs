@@ -20,7 +20,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::contract::tier::{Lanes, Tier};
 use crate::infra::metrics::{self, Emf, Metric};
-use crate::ports::{CapacityControl, FleetError, GpuUtilization, Queue, QueueError, Service, ServiceTasks, TaskCounts};
+use crate::ports::{
+    CapacityControl, FleetError, GpuUtilization, Queue, QueueError, Service, ServiceTasks, TaskAges, TaskCounts,
+};
 use crate::scaler::fallback::{Fallback, FallbackReadings, Switch};
 
 /// One tier the scaler looks after.
@@ -168,8 +170,10 @@ impl Scaler {
     /// fallback's task count; a failed read or update is logged and tried again next tick.
     async fn fall_back(&self, tier: &ScaledTier, fallback: &Fallback, control: &dyn CapacityControl, spot: TaskCounts) {
         let readings = async {
-            let spot_ages = control.task_ages(&tier.service).await?;
             let on_demand = self.tasks.task_counts(&fallback.service).await?;
+            // With no fallback task and nothing Spot owes, the decision is 0 whatever the ages: they are not read.
+            let settled = on_demand.desired == 0 && spot.running >= spot.desired;
+            let spot_ages = if settled { TaskAges::default() } else { control.task_ages(&tier.service).await? };
             Ok::<_, FleetError>(FallbackReadings { spot, spot_ages, on_demand })
         };
         let readings = match readings.await {
@@ -177,9 +181,8 @@ impl Scaler {
             Err(error) => return tracing::warn!(tier = %tier.tier, %error, "Spot fallback: readings failed"),
         };
         let decision = fallback::decide(&readings, fallback.bound);
-        let summary = serde_json::to_string(&readings).unwrap_or_default();
-        let service = &fallback.service.name;
         if decision.on_demand_tasks != readings.on_demand.desired {
+            let (service, summary) = (&fallback.service.name, serde_json::to_string(&readings).unwrap_or_default());
             if let Err(error) = control.set_desired(&fallback.service, decision.on_demand_tasks).await {
                 return tracing::warn!(tier = %tier.tier, %error, %summary, "Spot fallback: could not set {service}");
             }

@@ -105,6 +105,11 @@ impl<Q: Queue + ?Sized + 'static> LaneReceiver<Q> {
         }
     }
 
+    /// Each lane's queue, which a message it brought is settled on.
+    pub(crate) fn queues(&self) -> &Lanes<Arc<Q>> {
+        &self.lanes
+    }
+
     /// Free slots not promised to a pending long poll.
     pub(crate) fn unpromised(&self, available: usize) -> usize {
         let promised: usize = self.polls.all().into_iter().flatten().map(|p| p.ask).sum();

@@ -19,8 +19,6 @@ use crate::worker::request_run::RequestRun;
 
 /// The loop's own state: the lanes it receives from and the request runs it started.
 pub(super) struct ReceiveLoop<Q: Queue + ?Sized + 'static, S: ?Sized, E: ?Sized> {
-    /// Each lane's queue, which a held message is settled on.
-    queues: Lanes<Arc<Q>>,
     receiver: LaneReceiver<Q>,
     parts: Arc<RunParts<S, E>>,
     runs: JoinSet<Disposition>,
@@ -43,9 +41,9 @@ where
         receiving: CancellationToken,
         answering: watch::Receiver<bool>,
     ) -> Self {
-        let receiver = LaneReceiver::new(queues.clone(), parts.config.wait_time);
+        let receiver = LaneReceiver::new(queues, parts.config.wait_time);
         let parts = Arc::clone(parts);
-        ReceiveLoop { queues, receiver, parts, runs: JoinSet::new(), given_back: 0, receiving, answering }
+        ReceiveLoop { receiver, parts, runs: JoinSet::new(), given_back: 0, receiving, answering }
     }
 
     /// Receives until `receiving` is cancelled; then gives back, unstarted, whatever a receive brought after that.
@@ -166,7 +164,7 @@ where
 
     fn hold(&self, lease: Lease) -> HeldMessage<Q> {
         let config = &self.parts.config;
-        let queue = Arc::clone(self.queues.get(lease.lane));
+        let queue = Arc::clone(self.receiver.queues().get(lease.lane));
         HeldMessage::new(lease, queue, config.lease.visibility_timeout, config.tier)
     }
 
@@ -177,7 +175,11 @@ where
     /// still takes the next free slot ahead of these.
     fn receive_ahead(&self) -> usize {
         let slots = self.parts.limit.slots();
-        if self.queues.normal.receive_is_remote() { slots.limit().clamp(1, MAX_MESSAGES_PER_CALL) } else { 0 }
+        if self.receiver.queues().normal.receive_is_remote() {
+            slots.limit().clamp(1, MAX_MESSAGES_PER_CALL)
+        } else {
+            0
+        }
     }
 
     /// Gives back at once messages received as the worker stopped receiving.

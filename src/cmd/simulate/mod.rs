@@ -79,9 +79,12 @@ pub(crate) fn run(config: Config) -> anyhow::Result<()> {
     }
     let spot = config.spot;
     let bound = spot.fallback_after.unwrap_or_default();
-    let runs: Vec<(Tier, Vec<Column>)> = models
+    let runs: Vec<(Tier, Vec<Column>)> = results
         .iter()
-        .map(|model| (model.tier, spot::runs(model, spot, bound, &config.timing, arrivals.get(model.tier))))
+        .map(|(tier, compared)| {
+            let model = config.models.get(*tier);
+            (*tier, spot::runs(model, compared, spot, &config.timing, arrivals.get(*tier)))
+        })
         .collect();
     println!(
         "On Spot, modelled (assumed, not measured: Spot at {:.0} % of the On-Demand price, {} interruptions a task-hour, \

@@ -5,7 +5,7 @@
 //! On-Demand, on Spot, and on Spot with the On-Demand fallback: $ per million requests and p95 time to result.
 
 use super::capacity::{Capacity, SpotModel};
-use super::event_loop::{self, Timing};
+use super::event_loop::{self, Comparison, Timing};
 use super::policy::{Policy, PolicyKind};
 use super::report::{self, Column, Summary};
 use super::tier_model::TierModel;
@@ -23,26 +23,23 @@ pub fn priced(model: &TierModel, capacity: &Capacity, timing: &Timing, arrivals:
     summary
 }
 
-/// One tier's runs: the sample's policy, then ours on On-Demand, Spot, and Spot with the fallback.
+/// One tier's runs: the sample's policy and ours on On-Demand (`compared`, already run on these arrivals), then ours
+/// on Spot and on Spot with the fallback (after `spot`'s `fallback_after`).
 pub(crate) fn runs(
     model: &TierModel,
+    compared: &Comparison,
     spot: SpotModel,
-    bound: Millis,
     timing: &Timing,
     arrivals: &[Millis],
 ) -> Vec<Column> {
-    let sample = event_loop::run(model, &Policy::new(PolicyKind::Sample, model), timing, arrivals);
-    let ours = [
-        ("ours, On-Demand", Capacity::OnDemand),
-        ("ours, Spot", Capacity::Spot(SpotModel { fallback_after: None, ..spot })),
-        ("ours, Spot + fallback", Capacity::Spot(spot.with_fallback(bound))),
-    ];
-    let mut runs = vec![Column { heading: "sample".into(), summary: Summary::of(&sample, model.price_per_hour) }];
-    runs.extend(ours.iter().map(|(name, capacity)| Column {
-        heading: (*name).into(),
-        summary: priced(model, capacity, timing, arrivals),
-    }));
-    runs
+    let spot_only = Capacity::Spot(SpotModel { fallback_after: None, ..spot });
+    let column = |heading: &str, summary| Column { heading: heading.into(), summary };
+    vec![
+        column("sample", Summary::of(&compared.sample, model.price_per_hour)),
+        column("ours, On-Demand", Summary::of(&compared.ours, model.price_per_hour)),
+        column("ours, Spot", priced(model, &spot_only, timing, arrivals)),
+        column("ours, Spot + fallback", priced(model, &Capacity::Spot(spot), timing, arrivals)),
+    ]
 }
 
 /// The Markdown table: a row per policy and capacity, each tier's $ per million requests and p95 time to result.
