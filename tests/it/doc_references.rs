@@ -5,6 +5,8 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use crate::support::files_under;
+
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 /// Every page the docs test counts, by name, with its text.
@@ -66,19 +68,10 @@ fn items(text: &str) -> BTreeSet<(String, String)> {
 
 /// Every Rust source of the crate, as one text.
 fn sources() -> String {
-    fn walk(dir: &Path, into: &mut String) {
-        for entry in std::fs::read_dir(dir).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                walk(&path, into);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                into.push_str(&std::fs::read_to_string(&path).unwrap());
-            }
-        }
-    }
-    let mut text = String::new();
-    walk(&Path::new(ROOT).join("src"), &mut text);
-    text
+    files_under(&Path::new(ROOT).join("src"), &["rs"])
+        .iter()
+        .map(|file| std::fs::read_to_string(file).unwrap())
+        .collect()
 }
 
 #[test]

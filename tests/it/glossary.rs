@@ -3,7 +3,9 @@
 //! identifier (`hand_back` and `HandBack` say "hand back" too). A word counts with its endings: *hand back* is also
 //! "handed back".
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use crate::support::files_under;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -67,24 +69,16 @@ fn says(words: &str, phrase: &str) -> bool {
 /// Every file the rule covers: `src/**/*.rs`, README.md, BENCHMARKS.md, template.yaml, docs/*.md and the demos'
 /// pages, by path, with its text; the glossary's own list left out of docs/architecture.md.
 fn covered() -> Vec<(String, String)> {
-    fn walk(dir: &Path, out: &mut Vec<(String, String)>) {
-        for entry in std::fs::read_dir(dir).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs" || e == "md") {
-                let name = path.strip_prefix(ROOT).unwrap().to_string_lossy().into_owned();
-                out.push((name, std::fs::read_to_string(&path).unwrap()));
-            }
-        }
-    }
-    let mut files = Vec::new();
-    walk(&Path::new(ROOT).join("src"), &mut files);
-    walk(&Path::new(ROOT).join("docs"), &mut files);
-    walk(&Path::new(ROOT).join("demos"), &mut files);
-    for page in ["README.md", "BENCHMARKS.md", "template.yaml"] {
-        files.push((page.to_owned(), std::fs::read_to_string(Path::new(ROOT).join(page)).unwrap()));
-    }
+    let mut paths: Vec<PathBuf> = ["src", "docs", "demos"]
+        .iter()
+        .flat_map(|dir| files_under(&Path::new(ROOT).join(dir), &["rs", "md"]))
+        .collect();
+    paths.extend(["README.md", "BENCHMARKS.md", "template.yaml"].map(|page| Path::new(ROOT).join(page)));
+    let read = |path: PathBuf| {
+        let name = path.strip_prefix(ROOT).unwrap().to_string_lossy().into_owned();
+        (name, std::fs::read_to_string(&path).unwrap())
+    };
+    let mut files: Vec<(String, String)> = paths.into_iter().map(read).collect();
     for (name, text) in &mut files {
         if name == "docs/architecture.md" {
             let list = text.split("\n\n").find(|p| p.starts_with("Never said")).unwrap_or_default().to_owned();

@@ -8,6 +8,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use crate::support::files_under;
+
 /// One file of the library crate: its module path (`["router", "openai", "files"]`) and its text.
 struct SourceFile {
     module: Vec<String>,
@@ -16,19 +18,8 @@ struct SourceFile {
 
 /// `src/` and every Rust file under it.
 fn rust_files() -> (PathBuf, Vec<PathBuf>) {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                walk(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    walk(&src, &mut files);
+    let files = files_under(&src, &["rs"]);
     (src, files)
 }
 
@@ -51,14 +42,19 @@ fn source_files_by_module() -> BTreeMap<String, SourceFile> {
     sources
 }
 
-/// The lines of a file before its inline unit-test module (`#[cfg(test)]`, its attributes, `mod tests {`).
+/// Where a unit-test module opens in `lines` (`#[cfg(test)]`, its attributes, a `mod` line), with that line's last
+/// character: `{` for one inline, `;` for one in a file of its own.
+fn unit_test_modules<'a>(lines: &'a [&str]) -> impl Iterator<Item = (usize, char)> + 'a {
+    (0..lines.len()).filter(|&at| lines[at] == "#[cfg(test)]").filter_map(|at| {
+        let declared = lines[at + 1..].iter().find(|l| !l.starts_with("#["))?;
+        declared.starts_with("mod ").then(|| (at, declared.chars().last().unwrap_or(' ')))
+    })
+}
+
+/// The lines of a file before its inline unit-test module.
 fn before_unit_tests(text: &str) -> Vec<&str> {
     let mut lines: Vec<&str> = text.lines().collect();
-    let test_module = |at: usize| {
-        let mut next = lines[at + 1..].iter().skip_while(|l| l.starts_with("#["));
-        lines[at] == "#[cfg(test)]" && next.next().is_some_and(|l| l.starts_with("mod ") && l.ends_with('{'))
-    };
-    let end = (0..lines.len()).find(|&at| test_module(at)).unwrap_or(lines.len());
+    let end = unit_test_modules(&lines).find(|&(_, last)| last == '{').map_or(lines.len(), |(at, _)| at);
     lines.truncate(end);
     lines
 }
@@ -66,10 +62,7 @@ fn before_unit_tests(text: &str) -> Vec<&str> {
 /// Whether a file keeps unit tests in a file of their own (`#[cfg(test)] mod unit;`) rather than at its end.
 fn tests_elsewhere(text: &str) -> bool {
     let lines: Vec<&str> = text.lines().collect();
-    (0..lines.len()).any(|at| {
-        let mut next = lines[at + 1..].iter().skip_while(|l| l.starts_with("#["));
-        lines[at] == "#[cfg(test)]" && next.next().is_some_and(|l| l.starts_with("mod ") && l.ends_with(';'))
-    })
+    unit_test_modules(&lines).any(|(_, last)| last == ';')
 }
 
 /// The code of a file without its comments, string literals (a doc comment may name any path) and inline unit-test

@@ -57,7 +57,9 @@ fn provider_of_resource(stack: &Stack, id: &str) -> Value {
     json!(stack.reference(id))
 }
 
-/// MaxSpotPriceAsPercentageOfOptimalOnDemandPrice (InstanceRequirementsRequest) only when a ceiling is given.
+/// MaxSpotPriceAsPercentageOfOptimalOnDemandPrice only when a threshold is given. EC2 InstanceRequirements: it is a
+/// price protection threshold (instance types priced above it are left out, not a price paid), and "If you don't
+/// specify either, Amazon EC2 will automatically apply optimal price protection", which a 0 leaves in place.
 #[test]
 fn a_spot_price_ceiling_is_set_only_when_given() {
     let ceiling = |percent: &str| {

@@ -19,8 +19,23 @@ pub(crate) mod signed_api;
 pub(crate) mod strategies;
 
 use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// Every file under `dir` (recursively) whose extension is one of `extensions`.
+pub(crate) fn files_under(dir: &Path, extensions: &[&str]) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(files_under(&path, extensions));
+        } else if path.extension().is_some_and(|e| extensions.iter().any(|x| e == *x)) {
+            files.push(path);
+        }
+    }
+    files
+}
 
 /// Polls `check` until it returns Some or `limit` passes; panics with `what` on timeout.
 pub(crate) async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
