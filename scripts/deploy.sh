@@ -314,9 +314,9 @@ planned() {
     printf '%s' "$value"
 }
 
-# Whether the tier whose most-tasks parameter is $1 runs: 0 switches it off.
+# Whether the tier whose most-tasks parameter is $1 runs: 0 switches it off (unset: the template default runs it).
 tier_runs() {
-    [[ $(planned "$1" 10) != 0 ]]
+    [[ $(planned "$1" "") != 0 ]]
 }
 
 # Each running tier's vCPUs against the quota its capacity draws on: On-Demand, Spot, or both for spot-with-fallback

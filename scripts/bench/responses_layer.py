@@ -44,6 +44,8 @@ from pathlib import Path
 
 import openai
 
+from sections import wrapped
+
 ROOT = Path(__file__).resolve().parents[2]
 ROW_ID = "O1"
 # The row's what: a few words, which find its line and its item again (as benches/support's rows).
@@ -271,26 +273,6 @@ def row(args, infer_runs, openai_runs, run):
 def item(text):
     """`text` as an item of the details' list: "- " first, the lines after the first indented by two spaces."""
     return wrapped("- " + text, "  ")
-
-
-def wrapped(text, indent):
-    """`text` as benches/support's `wrapped` writes it: lines of at most 120 characters (a longer word on its own),
-    those after the first starting with `indent`, none starting with a word that would start a markdown block there
-    (the line before it runs longer instead); the last line break included."""
-    lines, line = [], ""
-    for word in text.split():
-        if line.strip() and len(line) + 1 + len(word) > 120 and not opens_block(word):
-            lines.append(line)
-            line = indent
-        line += (" " if line.strip() else "") + word
-    return "\n".join(lines + [line]) + "\n"
-
-
-def opens_block(word):
-    """Whether `word` at the start of a line would start a markdown block: a list item, a heading, a quote or a
-    setext underline."""
-    number = word[:-1] if word[-1:] in (".", ")") else ""
-    return word in ("+", "-", "*") or word.startswith(("#", ">", "=")) or (number.isdigit() and number.isascii())
 
 
 def with_row(document, line, entry):

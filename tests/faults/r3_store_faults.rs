@@ -13,7 +13,7 @@ use gpuinfer::{
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::harness::{FirstSeen, emptied, seconds, sqs_counts, sqs_queue, worker_args};
+use crate::harness::{self, FirstSeen, emptied, seconds, sqs_counts, sqs_queue, worker_args};
 use crate::support::engine_process::EngineProcess;
 use crate::support::faulty_store::FaultyStore;
 use crate::support::free_port;
@@ -125,14 +125,8 @@ async fn r3_s3_stopped_and_restarted_under_a_worker_delays_requests_but_loses_no
     // (more on a loaded machine); a message that ran out of receives would be dead-lettered, which is what R3 forbids.
     let (queue_url, dlq_url) = moto::queue_with_dlq(&name, 3, 5).await;
     let engine = EngineProcess::start(&["--latency-ms", "20"]);
-    let mut env = moto::child_env();
-    env.extend([
-        ("AWS_ENDPOINT_URL_S3", s3_url.clone()),
-        ("REQUEST_QUEUE_URL", queue_url.clone()),
-        ("HIGH_QUEUE_URL", moto::high_lane_of(&queue_url).await),
-        ("DLQ_URL", dlq_url.clone()),
-        ("OUTPUT_DESTINATION", format!("s3://{bucket}/results/")),
-    ]);
+    let mut env = harness::worker_env(&queue_url, &dlq_url, &bucket).await;
+    env.push(("AWS_ENDPOINT_URL_S3", s3_url.clone()));
     let args = worker_args(&engine.url, "8", "5", "1");
     let mut worker = ChildProcess::gpuinfer(&args, &env, &dir.path().join("worker.log"));
     let batch = |n: usize| -> (HashSet<String>, Vec<String>) {

@@ -257,6 +257,9 @@ fn the_command_prints_the_table_and_writes_the_plot() {
         "| | small · sample | small · ours | large · sample | large · ours |",
         "| cost |",
         "| completion latency p99 |",
+        "On Spot, modelled (assumed, not measured: Spot at 35 % of the On-Demand price",
+        "| | small $ per million requests | small p95 | large $ per million requests | large p95 |",
+        "| ours, Spot + fallback | $",
     ] {
         assert!(stdout.contains(expected), "{expected} in\n{stdout}");
     }
@@ -275,7 +278,7 @@ fn the_command_prints_the_table_and_writes_the_plot() {
 }
 
 /// `gpuinfer simulate` with `args`, its stdout; panics if it fails.
-pub(crate) fn simulate(args: &[&str]) -> String {
+fn simulate(args: &[&str]) -> String {
     let output =
         std::process::Command::new(env!("CARGO_BIN_EXE_gpuinfer")).arg("simulate").args(args).output().unwrap();
     assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
