@@ -84,12 +84,12 @@ fn a_tier_on_spot_with_fallback_gets_an_on_demand_service_the_scaler_alone_sets(
         assert_eq!(stack.deploys("SmallFallbackService"), falls_back, "{choice}");
         assert!(!stack.deploys("LargeFallbackService"), "{choice}");
         let env: std::collections::HashMap<String, String> = stack.environment("ScalerFunction").into_iter().collect();
-        let actions: Vec<String> = stack
+        let statements: Vec<Value> = stack
             .role_policies("ScalerRole")
             .iter()
             .flat_map(|(_, document)| document["Statement"].as_array().unwrap().clone())
-            .map(|statement| statement["Action"].to_string())
             .collect();
+        let actions: Vec<String> = statements.iter().map(|statement| statement["Action"].to_string()).collect();
         let fallback_actions = ["ecs:ListTasks", "ecs:DescribeTasks", "ecs:UpdateService"];
         if !falls_back {
             assert_eq!(env.get("SPOT_FALLBACK_TIERS"), None, "{choice}");
@@ -112,12 +112,7 @@ fn a_tier_on_spot_with_fallback_gets_an_on_demand_service_the_scaler_alone_sets(
         );
         assert_eq!(provider_of(&stack, "SmallFallbackService"), provider_of_resource(&stack, "SmallCapacityProvider"));
         assert_eq!(stack.property("SmallFallbackService", "DesiredCount"), Some(json!(0)));
-        let update = stack
-            .role_policies("ScalerRole")
-            .iter()
-            .flat_map(|(_, document)| document["Statement"].as_array().unwrap().clone())
-            .find(|statement| statement["Action"] == "ecs:UpdateService")
-            .unwrap();
+        let update = statements.iter().find(|statement| statement["Action"] == "ecs:UpdateService").unwrap();
         let arn = format!("arn:aws:ecs:{REGION}:{ACCOUNT}:service/s-cluster/s-small-fallback");
         assert_eq!(update["Resource"], json!([arn]));
     }
